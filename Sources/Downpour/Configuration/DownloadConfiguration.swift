@@ -1,0 +1,161 @@
+/// How a download behaves. Every field has a sensible default; change the ones you care about.
+public struct DownloadConfiguration: Sendable {
+    /// How many connections fetch ranges in parallel. At least 1.
+    public var connections: Int
+    /// No range is split into pieces shorter than this many bytes.
+    public var minimumSplitSize: Int64
+    /// Retries of failed requests.
+    public var retry: Retry
+    /// Connection and read time-outs.
+    public var timeouts: Timeouts
+    /// Extra request headers, sent on every request to the origin they were given for.
+    public var headers: [HTTPHeaderField]
+    /// The `User-Agent` header.
+    public var userAgent: String
+    /// Replace an existing output file instead of failing with ``DownloadError/Code/outputExists``.
+    public var overwrite: Bool
+    /// Certificate checks for HTTPS.
+    public var tls: TLS
+    /// The most redirects followed before giving up.
+    public var maximumRedirects: Int
+    /// Bytes gathered per connection before one positional write to disk.
+    public var writeBufferSize: Int
+    /// How often progress events are sent.
+    public var progressInterval: Duration
+
+    public init(
+        connections: Int = 4,
+        minimumSplitSize: Int64 = 1024 * 1024,
+        retry: Retry = Retry(),
+        timeouts: Timeouts = Timeouts(),
+        headers: [HTTPHeaderField] = [],
+        userAgent: String = "downpour/0.1",
+        overwrite: Bool = false,
+        tls: TLS = TLS(),
+        maximumRedirects: Int = 10,
+        writeBufferSize: Int = 256 * 1024,
+        progressInterval: Duration = .milliseconds(250)
+    ) {
+        self.connections = connections
+        self.minimumSplitSize = minimumSplitSize
+        self.retry = retry
+        self.timeouts = timeouts
+        self.headers = headers
+        self.userAgent = userAgent
+        self.overwrite = overwrite
+        self.tls = tls
+        self.maximumRedirects = maximumRedirects
+        self.writeBufferSize = writeBufferSize
+        self.progressInterval = progressInterval
+    }
+
+    /// Checks the values; the error says which one is wrong.
+    public func validate() throws(DownloadError) {
+        guard (1...64).contains(self.connections) else {
+            throw .invalidRequest("The number of connections must be between 1 and 64, not \(self.connections).")
+        }
+        guard self.minimumSplitSize >= 1024 else {
+            throw .invalidRequest("The minimum split size must be at least 1K, not \(self.minimumSplitSize) bytes.")
+        }
+        guard self.retry.maximumTries >= 1 else {
+            throw .invalidRequest("The number of tries must be at least 1, not \(self.retry.maximumTries).")
+        }
+        guard self.retry.wait >= .zero else {
+            throw .invalidRequest("The retry wait must not be negative.")
+        }
+        guard self.timeouts.connect > .zero, self.timeouts.idleRead > .zero else {
+            throw .invalidRequest("Time-outs must be positive.")
+        }
+        guard self.writeBufferSize >= 4096 else {
+            throw .invalidRequest("The write buffer must be at least 4096 bytes.")
+        }
+        for header in self.headers {
+            try header.validate()
+        }
+    }
+}
+
+extension DownloadConfiguration {
+    /// When and how often a failed request is tried again.
+    public struct Retry: Sendable, Hashable {
+        /// How many attempts in a row may fail without delivering a single new byte before a connection gives up.
+        /// An attempt that delivers bytes before it fails starts the count again.
+        public var maximumTries: Int
+        /// The wait before the first retry; each further retry waits twice as long, up to ``maximumWait``,
+        /// with random jitter.
+        public var wait: Duration
+        /// The longest wait between two tries, also the cap on a server's `Retry-After`.
+        public var maximumWait: Duration
+
+        public init(maximumTries: Int = 5, wait: Duration = .milliseconds(500), maximumWait: Duration = .seconds(60)) {
+            self.maximumTries = maximumTries
+            self.wait = wait
+            self.maximumWait = maximumWait
+        }
+    }
+
+    /// Time-outs of one request.
+    public struct Timeouts: Sendable, Hashable {
+        /// Connecting (TCP and TLS) may take this long.
+        public var connect: Duration
+        /// A response may go this long without any bytes arriving.
+        public var idleRead: Duration
+
+        public init(connect: Duration = .seconds(10), idleRead: Duration = .seconds(30)) {
+            self.connect = connect
+            self.idleRead = idleRead
+        }
+    }
+
+    /// Certificate checks for HTTPS.
+    public struct TLS: Sendable, Hashable {
+        /// Check the server's certificate chain and host name. Turn off only for test servers.
+        public var verifyCertificates: Bool
+        /// A PEM file of certificates to trust instead of the system's trust store.
+        public var trustedCertificatesPath: String?
+
+        public init(verifyCertificates: Bool = true, trustedCertificatesPath: String? = nil) {
+            self.verifyCertificates = verifyCertificates
+            self.trustedCertificatesPath = trustedCertificatesPath
+        }
+    }
+}
+
+/// One request header.
+public struct HTTPHeaderField: Sendable, Hashable {
+    public var name: String
+    public var value: String
+
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
+
+    /// Parses `Name: value` as given on a command line.
+    public init?(parsing line: String) {
+        guard let colon = line.firstIndex(of: ":") else { return nil }
+        let name = Substring(line[..<colon]).trimmingSpaces()
+        let value = Substring(line[line.index(after: colon)...]).trimmingSpaces()
+        guard !name.isEmpty else { return nil }
+        self.init(name: String(name), value: String(value))
+    }
+
+    func validate() throws(DownloadError) {
+        let tokenCharacters = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        guard !self.name.isEmpty, self.name.allSatisfy({ tokenCharacters.contains($0) }) else {
+            throw .invalidRequest("'\(self.name)' is not a valid header name.")
+        }
+        guard !self.value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
+            throw .invalidRequest("The value of header '\(self.name)' contains a line break.")
+        }
+        let managed = ["range", "if-range", "host", "content-length", "transfer-encoding", "connection"]
+        guard !managed.contains(self.name.lowercased()) else {
+            throw .invalidRequest("Downpour sets the '\(self.name)' header itself; it cannot be given.")
+        }
+    }
+
+    /// Headers that carry credentials and are dropped when a redirect leads to another origin.
+    var carriesCredentials: Bool {
+        ["authorization", "cookie", "proxy-authorization"].contains(self.name.lowercased())
+    }
+}

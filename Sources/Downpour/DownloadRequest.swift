@@ -1,0 +1,65 @@
+import Foundation
+
+/// What to download and where to put it.
+public struct DownloadRequest: Sendable {
+    /// Where the downloaded file goes.
+    public enum Destination: Sendable, Hashable {
+        /// Exactly this path.
+        case file(String)
+        /// This directory, under the name the server suggests (`Content-Disposition`), else the last component
+        /// of the URL's path, else `index.html`. The directory is created when missing.
+        case directory(String)
+    }
+
+    /// An `http` or `https` URL.
+    public var url: URL
+    public var destination: Destination
+    public var configuration: DownloadConfiguration
+
+    /// - Throws: ``DownloadError/Code/invalidRequest`` when the URL is not an absolute `http` or `https` URL.
+    public init(url: URL, destination: Destination = .directory("."), configuration: DownloadConfiguration = .init())
+        throws(DownloadError)
+    {
+        try Self.validate(url)
+        self.url = url
+        self.destination = destination
+        self.configuration = configuration
+    }
+
+    /// Parses `text` as a URL first; a bad one is an ``DownloadError/Code/invalidRequest`` error.
+    public init(
+        url text: String,
+        destination: Destination = .directory("."),
+        configuration: DownloadConfiguration = .init()
+    ) throws(DownloadError) {
+        guard !text.isEmpty, !text.contains(where: { $0.isWhitespace }), let url = URL(string: text) else {
+            throw .invalidRequest("'\(text)' is not a valid URL.")
+        }
+        try self.init(url: url, destination: destination, configuration: configuration)
+    }
+
+    static func validate(_ url: URL) throws(DownloadError) {
+        guard let scheme = url.scheme?.lowercased() else {
+            throw .invalidRequest("'\(url.absoluteString)' has no scheme; write http:// or https:// in front.")
+        }
+        guard scheme == "http" || scheme == "https" else {
+            throw .invalidRequest("The scheme '\(scheme)' is not supported; use http or https.")
+        }
+        guard let host = url.host, !host.isEmpty else {
+            throw .invalidRequest("'\(url.absoluteString)' has no host.")
+        }
+    }
+}
+
+/// Scheme, host and port: what decides whether credentials may travel with a request.
+struct Origin: Hashable {
+    var scheme: String
+    var host: String
+    var port: Int
+
+    init(_ url: URL) {
+        self.scheme = url.scheme?.lowercased() ?? ""
+        self.host = url.host?.lowercased() ?? ""
+        self.port = url.port ?? (self.scheme == "https" ? 443 : 80)
+    }
+}

@@ -1,0 +1,84 @@
+import Foundation
+
+/// What a running download reports, in order: `started`, any number of `progress` and `retrying`, then
+/// exactly one of `finished` or `failed`.
+public enum DownloadEvent: Sendable {
+    /// The probe is done and the download begins.
+    case started(DownloadStart)
+    /// A periodic snapshot of the transfer.
+    case progress(DownloadProgress)
+    /// A request failed and will be tried again after `delay`.
+    case retrying(connection: Int, attempt: Int, delay: Duration, reason: String)
+    /// Every byte is on disk and the file has its final name.
+    case finished(DownloadResult)
+    /// The download stopped with an error.
+    case failed(DownloadError)
+}
+
+/// The facts a download starts from.
+public struct DownloadStart: Sendable {
+    /// What the probe found on the server.
+    public var remoteFile: RemoteFile
+    /// Where the finished file will be.
+    public var destinationPath: String
+    /// How many connections will be used (1 when the server does not serve ranges).
+    public var connections: Int
+    /// Bytes already on disk from an earlier attempt.
+    public var resumedBytes: Int64
+}
+
+/// A snapshot of a running download.
+public struct DownloadProgress: Sendable {
+    /// Bytes on disk, including any that were there before this run.
+    public var completedBytes: Int64
+    /// The file's length, when known.
+    public var totalBytes: Int64?
+    /// Speed over the last few seconds.
+    public var bytesPerSecond: Double
+    /// Connections with a request in flight.
+    public var activeConnections: Int
+    /// One entry per connection that has worked so far.
+    public var connections: [ConnectionProgress]
+
+    /// The fraction done, from 0 to 1, when the length is known.
+    public var fractionCompleted: Double? {
+        guard let totalBytes else { return nil }
+        return totalBytes == 0 ? 1 : Double(self.completedBytes) / Double(totalBytes)
+    }
+
+    /// Time left at the current speed, when there is a length and a speed.
+    public var estimatedTimeRemaining: Duration? {
+        guard let totalBytes, self.bytesPerSecond > 0 else { return nil }
+        let seconds = Double(max(0, totalBytes - self.completedBytes)) / self.bytesPerSecond
+        guard seconds.isFinite, seconds < 1e9 else { return nil }
+        return .milliseconds(Int64(seconds * 1000))
+    }
+}
+
+/// One connection's share of a download.
+public struct ConnectionProgress: Sendable, Hashable {
+    /// Numbered from 1.
+    public var id: Int
+    /// Bytes this connection wrote in this run.
+    public var receivedBytes: Int64
+    /// This connection's speed over the last few seconds.
+    public var bytesPerSecond: Double
+    /// The bytes it still has to fetch, when it is working on a range.
+    public var remainingRange: Range<Int64>?
+}
+
+/// A finished download.
+public struct DownloadResult: Sendable {
+    /// Where the file is.
+    public var path: String
+    /// Its length.
+    public var length: Int64
+    /// What the server said about it.
+    public var remoteFile: RemoteFile
+    /// Bytes fetched in this run (the rest were on disk already).
+    public var downloadedBytes: Int64
+    /// Wall-clock time of this run.
+    public var elapsed: Duration
+    /// The most connections that worked at once.
+    public var connectionsUsed: Int
+}

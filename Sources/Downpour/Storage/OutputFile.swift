@@ -1,0 +1,180 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import NIOCore
+
+/// The file being downloaded into: positional writes from many connections at once, preallocation, sync.
+///
+/// Thread-safe because `pwrite` is: every write names its own offset and no state is shared.
+final class OutputFile: Sendable {
+    let path: String
+    private let descriptor: Int32
+
+    private init(path: String, descriptor: Int32) {
+        self.path = path
+        self.descriptor = descriptor
+    }
+
+    /// Creates (or truncates) the file at `path`, then reserves `length` bytes so a full disk shows up now,
+    /// not halfway through.
+    static func create(at path: String, length: Int64?) throws(DownloadError) -> OutputFile {
+        let descriptor = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw .localIO("Cannot create '\(path)'", errno: errno)
+        }
+        let file = OutputFile(path: path, descriptor: descriptor)
+        if let length, length > 0 {
+            do {
+                try file.preallocate(length)
+            } catch {
+                file.close()
+                unlink(path)
+                throw error
+            }
+        }
+        return file
+    }
+
+    private func preallocate(_ length: Int64) throws(DownloadError) {
+        #if os(Linux)
+        let result = posix_fallocate(self.descriptor, 0, off_t(length))
+        if result == 0 { return }
+        // File systems without fallocate (EOPNOTSUPP, EINVAL) still take a sparse file.
+        guard result == EOPNOTSUPP || result == EINVAL || result == ENOSYS else {
+            throw .localIO(
+                "Cannot reserve \(ByteCount.format(length)) for '\(self.path)'",
+                errno: result
+            )
+        }
+        #endif
+        guard ftruncate(self.descriptor, off_t(length)) == 0 else {
+            throw .localIO("Cannot size '\(self.path)' to \(length) bytes", errno: errno)
+        }
+    }
+
+    /// Writes all of `buffer` at `offset`.
+    func write(_ buffer: ByteBuffer, at offset: Int64) throws(DownloadError) {
+        let failure: Int32? = buffer.withUnsafeReadableBytes { bytes in
+            var written = 0
+            while written < bytes.count {
+                let result = pwrite(
+                    self.descriptor,
+                    bytes.baseAddress! + written,
+                    bytes.count - written,
+                    off_t(offset + Int64(written))
+                )
+                if result < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                written += result
+            }
+            return nil
+        }
+        if let failure {
+            throw .localIO("Cannot write to '\(self.path)' at byte \(offset)", errno: failure)
+        }
+    }
+
+    /// Sets the length (for downloads whose length was unknown until the end).
+    func truncate(to length: Int64) throws(DownloadError) {
+        guard ftruncate(self.descriptor, off_t(length)) == 0 else {
+            throw .localIO("Cannot size '\(self.path)' to \(length) bytes", errno: errno)
+        }
+    }
+
+    /// Forces written data to the storage device.
+    func sync() throws(DownloadError) {
+        #if canImport(Darwin)
+        let result = fsync(self.descriptor)
+        #else
+        let result = fdatasync(self.descriptor)
+        #endif
+        guard result == 0 else {
+            throw .localIO("Cannot flush '\(self.path)' to disk", errno: errno)
+        }
+    }
+
+    func close() {
+        _ = SystemCall.close(self.descriptor)
+    }
+}
+
+enum SystemCall {
+    #if canImport(Glibc)
+    static let close = Glibc.close
+    #elseif canImport(Musl)
+    static let close = Musl.close
+    #elseif canImport(Darwin)
+    static let close = Darwin.close
+    #endif
+}
+
+/// File-system steps around the output file.
+enum FileOperations {
+    static func exists(_ path: String) -> Bool {
+        var status = stat()
+        return lstat(path, &status) == 0
+    }
+
+    static func isDirectory(_ path: String) -> Bool {
+        var status = stat()
+        return stat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    static func remove(_ path: String) {
+        unlink(path)
+    }
+
+    /// Moves `source` to `destination`. Without `replacing`, fails with ``DownloadError/Code/outputExists``
+    /// rather than replace a file that appeared meanwhile (a hard link cannot overwrite).
+    static func move(_ source: String, to destination: String, replacing: Bool) throws(DownloadError) {
+        if replacing {
+            guard rename(source, destination) == 0 else {
+                throw .localIO("Cannot rename '\(source)' to '\(destination)'", errno: errno)
+            }
+            return
+        }
+        if link(source, destination) == 0 {
+            unlink(source)
+            return
+        }
+        let linkError = errno
+        if linkError == EEXIST {
+            throw DownloadError.outputExists(destination)
+        }
+        // File systems without hard links: check, then rename (a small window, but no silent overwrite of a
+        // file that was there before the download started).
+        guard !exists(destination) else { throw DownloadError.outputExists(destination) }
+        guard rename(source, destination) == 0 else {
+            throw .localIO("Cannot rename '\(source)' to '\(destination)'", errno: errno)
+        }
+    }
+
+    /// Creates `path` and its parents when missing.
+    static func createDirectory(_ path: String) throws(DownloadError) {
+        if isDirectory(path) { return }
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        for component in path.split(separator: "/") {
+            prefix += component + "/"
+            if isDirectory(prefix) { continue }
+            if mkdir(prefix, 0o755) != 0 && errno != EEXIST {
+                throw .localIO("Cannot create the directory '\(prefix)'", errno: errno)
+            }
+        }
+    }
+}
+
+extension DownloadError {
+    static func outputExists(_ path: String) -> DownloadError {
+        DownloadError(
+            code: .outputExists,
+            message: "'\(path)' exists already; it was left untouched. Choose another name with -o, "
+                + "or pass --overwrite to replace it."
+        )
+    }
+}

@@ -1,0 +1,119 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+
+/// The one place that knows AsyncHTTPClient: builds the client from a ``DownloadConfiguration`` and turns
+/// its errors into ``DownloadError``s.
+final class HTTPTransport: Sendable {
+    let client: HTTPClient
+    let logger: Logger
+
+    init(configuration: DownloadConfiguration, logger: Logger) throws(DownloadError) {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if !configuration.tls.verifyCertificates {
+            tls.certificateVerification = .none
+        }
+        if let path = configuration.tls.trustedCertificatesPath {
+            guard FileManager.default.isReadableFile(atPath: path) else {
+                throw .invalidRequest("The CA certificate file '\(path)' does not exist or cannot be read.")
+            }
+            tls.trustRoots = .file(path)
+        }
+        var pool = HTTPClient.Configuration.ConnectionPool()
+        pool.concurrentHTTP1ConnectionsPerHostSoftLimit = configuration.connections + 1
+        // Our own retry policy decides about failed connections, with its back-off and its count.
+        pool.retryConnectionEstablishment = false
+        var clientConfiguration = HTTPClient.Configuration(
+            tlsConfiguration: tls,
+            redirectConfiguration: .disallow,
+            timeout: .init(
+                connect: .nanoseconds(Self.nanoseconds(configuration.timeouts.connect)),
+                read: .nanoseconds(Self.nanoseconds(configuration.timeouts.idleRead))
+            ),
+            connectionPool: pool,
+            decompression: .disabled
+        )
+        // Many connections is the point: HTTP/2 would multiplex them all onto one TCP connection.
+        clientConfiguration.httpVersion = .http1Only
+        self.client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: clientConfiguration)
+        self.logger = logger
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+
+    func shutdown() async {
+        do {
+            try await self.client.shutdown()
+        } catch {
+            self.logger.debug("HTTP client shutdown failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Sends one request and returns once the response head is in; the body streams from the response.
+    func send(
+        method: HTTPMethod,
+        url: URL,
+        headers: [HTTPHeaderField],
+        extraHeaders: [(String, String)] = []
+    ) async throws -> HTTPClientResponse {
+        var request = HTTPClientRequest(url: url.absoluteString)
+        request.method = method
+        for header in headers {
+            request.headers.add(name: header.name, value: header.value)
+        }
+        for (name, value) in extraHeaders {
+            request.headers.replaceOrAdd(name: name, value: value)
+        }
+        return try await self.client.execute(request, deadline: .distantFuture, logger: self.logger)
+    }
+}
+
+extension DownloadError {
+    /// Describes a transport failure talking to `url`.
+    static func network(_ error: any Error, url: URL) -> DownloadError {
+        let target = "\(url.host ?? "?")\(url.port.map { ":\($0)" } ?? "")"
+        let reason: String
+        switch error {
+        case let error as HTTPClientError where error == .connectTimeout:
+            reason = "connecting to \(target) timed out"
+        case let error as HTTPClientError where error == .readTimeout:
+            reason = "\(target) sent nothing for too long (read time-out)"
+        case let error as HTTPClientError where error == .remoteConnectionClosed:
+            reason = "\(target) closed the connection"
+        case let error as HTTPClientError where error == .tlsHandshakeTimeout:
+            reason = "the TLS handshake with \(target) timed out"
+        case let error as NIOSSLError:
+            reason = "the TLS connection to \(target) failed (\(error)); check the certificate, or use --ca-certificate"
+        case let error as NIOConnectionError:
+            reason = "could not connect to \(target)"
+                + (error.connectionErrors.first.map { " (\($0.error))" } ?? "")
+        case let error as IOError:
+            reason = "talking to \(target) failed: \(error)"
+        default:
+            reason = "talking to \(target) failed: \(error)"
+        }
+        return DownloadError(code: .network, message: "Network error: \(reason).", underlying: error)
+    }
+
+    static func httpStatus(_ status: HTTPResponseStatus, url: URL) -> DownloadError {
+        DownloadError(
+            code: .httpStatus,
+            message: "The server answered \(status.code) \(status.reasonPhrase) for \(url.absoluteString).",
+            httpStatus: Int(status.code)
+        )
+    }
+}
+
+extension HTTPHeaders {
+    /// A header's first value, case-insensitive.
+    func value(_ name: String) -> String? {
+        self.first(name: name)
+    }
+}

@@ -1,0 +1,282 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// Why one attempt of a request ended without finishing its range.
+enum AttemptFailure: Error {
+    /// Worth another try after a pause: a network fault, a dropped connection, a 503.
+    case retryable(DownloadError, retryAfter: Duration?)
+    /// Final for the whole download.
+    case fatal(DownloadError)
+    /// The server answered a range request with the whole file: switch to one stream.
+    case rangesIgnored
+}
+
+/// One connection of a segmented download: takes a range from the planner, fetches it with one `GET` and
+/// `Range`, writes it at its offset, retries from the last written byte, and asks for more until none is left.
+struct SegmentWorker: Sendable {
+    let id: Int
+    let session: TransferSession
+
+    func run() async throws(AttemptFailure) {
+        while let lease = self.session.acquire(connection: self.id) {
+            defer { self.session.release(lease.id, connection: self.id) }
+            try await self.fetch(lease.id)
+        }
+    }
+
+    /// Fetches what is left of `lease`, retrying as the configuration allows.
+    private func fetch(_ lease: SegmentPlanner.LeaseID) async throws(AttemptFailure) {
+        let policy = RetryPolicy(configuration: self.session.configuration.retry)
+        var failuresWithoutProgress = 0
+        while let range = self.session.remaining(lease), !range.isEmpty {
+            if Task.isCancelled { throw .fatal(.cancelled) }
+            do {
+                try await self.attempt(lease, range: range)
+            } catch .retryable(let error, let retryAfter) {
+                if Task.isCancelled { throw .fatal(.cancelled) }
+                let progressed = (self.session.remaining(lease)?.lowerBound ?? range.upperBound) > range.lowerBound
+                failuresWithoutProgress = progressed ? 1 : failuresWithoutProgress + 1
+                guard failuresWithoutProgress < self.session.configuration.retry.maximumTries else {
+                    throw .fatal(error)
+                }
+                let delay = policy.delay(beforeRetry: failuresWithoutProgress, retryAfter: retryAfter)
+                self.session.logger.info(
+                    "Range request failed, retrying",
+                    metadata: ["connection": "\(self.id)", "error": "\(error)", "delay": "\(delay)"]
+                )
+                self.session.emit(
+                    .retrying(connection: self.id, attempt: failuresWithoutProgress, delay: delay, reason: error.message)
+                )
+                do {
+                    try await Task.sleep(for: delay)
+                } catch {
+                    throw .fatal(.cancelled)
+                }
+            }
+        }
+    }
+
+    /// One request for `range`. Returns when the range is written or another connection took the rest over.
+    private func attempt(_ lease: SegmentPlanner.LeaseID, range: Range<Int64>) async throws(AttemptFailure) {
+        let remote = self.session.remoteFile
+        var extraHeaders = [("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)")]
+        if let validator = remote.ifRangeValidator {
+            extraHeaders.append(("If-Range", validator))
+        }
+        self.session.setActive(true, connection: self.id)
+        defer { self.session.setActive(false, connection: self.id) }
+
+        let response: HTTPClientResponse
+        do {
+            response = try await self.session.transport.send(
+                method: .GET,
+                url: remote.url,
+                headers: self.session.headers,
+                extraHeaders: extraHeaders
+            )
+        } catch {
+            throw Self.classify(error, url: remote.url)
+        }
+
+        switch response.status.code {
+        case 206:
+            try ResponseValidator.checkPartial(response.headers, asked: range, remote: remote)
+        case 200:
+            try ResponseValidator.checkSameFile(response.headers, remote: remote)
+            throw .rangesIgnored
+        case 416:
+            throw .fatal(
+                DownloadError(
+                    code: .remoteChanged,
+                    message: "The server says bytes \(range.lowerBound)-\(range.upperBound - 1) do not exist: "
+                        + "the remote file got shorter since the download started.",
+                    httpStatus: 416
+                )
+            )
+        default:
+            throw ResponseValidator.failure(for: response, url: remote.url)
+        }
+
+        var writer = RangeWriter(
+            lease: lease,
+            offset: range.lowerBound,
+            askedEnd: range.upperBound,
+            bufferSize: self.session.configuration.writeBufferSize,
+            session: self.session,
+            connection: self.id
+        )
+        do {
+            for try await chunk in response.body {
+                guard try writer.append(chunk) else {
+                    // Another connection took over the rest; dropping the body closes this connection.
+                    return
+                }
+            }
+        } catch let failure as AttemptFailure {
+            throw failure
+        } catch {
+            try writer.flush()
+            throw Self.classify(error, url: remote.url)
+        }
+        try writer.flush()
+        if writer.offset < range.upperBound, let rest = self.session.remaining(lease), !rest.isEmpty {
+            throw .retryable(
+                DownloadError(
+                    code: .network,
+                    message: "The server ended the response at byte \(writer.offset), before byte "
+                        + "\(range.upperBound - 1) it had promised."
+                ),
+                retryAfter: nil
+            )
+        }
+    }
+
+    static func classify(_ error: any Error, url: URL) -> AttemptFailure {
+        if Task.isCancelled { return .fatal(.cancelled) }
+        if let failure = error as? AttemptFailure { return failure }
+        if let error = error as? DownloadError { return .fatal(error) }
+        return .retryable(.network(error, url: url), retryAfter: nil)
+    }
+}
+
+/// Gathers body bytes into large buffers and writes them at their offset, never past what the planner allows.
+struct RangeWriter {
+    let lease: SegmentPlanner.LeaseID
+    /// The file offset of the first buffered byte.
+    private(set) var offset: Int64
+    let askedEnd: Int64
+    let bufferSize: Int
+    let session: TransferSession
+    let connection: Int
+    private var pending: ByteBuffer
+
+    init(
+        lease: SegmentPlanner.LeaseID,
+        offset: Int64,
+        askedEnd: Int64,
+        bufferSize: Int,
+        session: TransferSession,
+        connection: Int
+    ) {
+        self.lease = lease
+        self.offset = offset
+        self.askedEnd = askedEnd
+        self.bufferSize = bufferSize
+        self.session = session
+        self.connection = connection
+        self.pending = ByteBufferAllocator().buffer(capacity: bufferSize)
+    }
+
+    /// Buffers `chunk`, writing when the buffer is full. `false` once the lease wants no more bytes.
+    mutating func append(_ chunk: ByteBuffer) throws(AttemptFailure) -> Bool {
+        let end = self.offset + Int64(self.pending.readableBytes) + Int64(chunk.readableBytes)
+        guard end <= self.askedEnd else {
+            throw .fatal(
+                DownloadError(
+                    code: .remoteMisbehaved,
+                    message: "The server sent more bytes than the range it confirmed (up to byte \(self.askedEnd - 1))."
+                )
+            )
+        }
+        var chunk = chunk
+        self.pending.writeBuffer(&chunk)
+        if self.pending.readableBytes >= self.bufferSize {
+            return try self.flush()
+        }
+        return true
+    }
+
+    /// Writes the buffered bytes the planner still wants. `false` when it wanted fewer than were buffered.
+    @discardableResult
+    mutating func flush() throws(AttemptFailure) -> Bool {
+        let count = self.pending.readableBytes
+        guard count > 0 else { return true }
+        let end = self.offset + Int64(count)
+        let allowed = self.session.claim(self.lease, upTo: end)
+        if allowed > self.offset {
+            let slice = self.pending.getSlice(at: self.pending.readerIndex, length: Int(allowed - self.offset))!
+            do {
+                try self.session.file.write(slice, at: self.offset)
+            } catch {
+                throw .fatal(error)
+            }
+            self.session.written(self.offset..<allowed, connection: self.connection)
+            self.offset = allowed
+        }
+        self.pending.clear()
+        return allowed == end
+    }
+}
+
+/// Checks responses against what was asked and what the probe found.
+enum ResponseValidator {
+    /// A `206` must carry exactly the asked range of a file of the probed length and validators.
+    static func checkPartial(_ headers: HTTPHeaders, asked: Range<Int64>, remote: RemoteFile) throws(AttemptFailure) {
+        try self.checkSameFile(headers, remote: remote)
+        guard let header = headers.value("Content-Range"), let contentRange = ContentRange(header) else {
+            throw .fatal(
+                DownloadError(
+                    code: .remoteMisbehaved,
+                    message: "The server answered a range request without a valid Content-Range "
+                        + "('\(headers.value("Content-Range") ?? "")'); nothing was written."
+                )
+            )
+        }
+        if let total = contentRange.completeLength, let length = remote.length, total != length {
+            throw .fatal(
+                DownloadError(
+                    code: .remoteChanged,
+                    message: "The remote file is now \(total) bytes long, not \(length): it changed during the "
+                        + "download. Start it again."
+                )
+            )
+        }
+        guard contentRange.range == asked.lowerBound...(asked.upperBound - 1) else {
+            throw .fatal(
+                DownloadError(
+                    code: .remoteMisbehaved,
+                    message: "Asked for bytes \(asked.lowerBound)-\(asked.upperBound - 1), the server sent "
+                        + "'\(header)'; nothing was written."
+                )
+            )
+        }
+    }
+
+    /// The response's validators and length must match the probe's, where both sides have them.
+    static func checkSameFile(_ headers: HTTPHeaders, remote: RemoteFile) throws(AttemptFailure) {
+        var differences: [String] = []
+        if let expected = remote.etag, let actual = headers.value("ETag"), expected != actual {
+            differences.append("ETag \(expected) became \(actual)")
+        }
+        if let expected = remote.lastModified, let actual = headers.value("Last-Modified"), expected != actual {
+            differences.append("Last-Modified '\(expected)' became '\(actual)'")
+        }
+        if headers.value("Content-Range") == nil, let expected = remote.length,
+            let actual = headers.value("Content-Length").flatMap({ Int64(decimal: Substring($0)) }), expected != actual
+        {
+            differences.append("the length \(expected) became \(actual)")
+        }
+        guard differences.isEmpty else {
+            throw .fatal(
+                DownloadError(
+                    code: .remoteChanged,
+                    message: "The remote file changed during the download (\(differences.joined(separator: "; "))); "
+                        + "the parts cannot be combined. Start the download again."
+                )
+            )
+        }
+    }
+
+    /// The failure for a status that is neither 200 nor 206.
+    static func failure(for response: HTTPClientResponse, url: URL) -> AttemptFailure {
+        let error = DownloadError.httpStatus(response.status, url: url)
+        guard StatusPolicy.isRetryable(response.status) else { return .fatal(error) }
+        let retryAfter = response.headers.value("Retry-After").flatMap {
+            RetryPolicy.parseRetryAfter($0, now: Date().timeIntervalSince1970)
+        }
+        return .retryable(error, retryAfter: retryAfter)
+    }
+}

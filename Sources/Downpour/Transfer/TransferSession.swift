@@ -1,0 +1,170 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+
+/// The state the connections of one download share, behind one lock: the plan, per-connection counters,
+/// and the event stream. Kept small so the lock is held for microseconds.
+final class TransferSession: Sendable {
+    let transport: HTTPTransport
+    let file: OutputFile
+    let remoteFile: RemoteFile
+    let headers: [HTTPHeaderField]
+    let configuration: DownloadConfiguration
+    let logger: Logger
+    let events: AsyncStream<DownloadEvent>.Continuation
+    private let state: NIOLockedValueBox<State>
+
+    struct ConnectionState {
+        var receivedBytes: Int64 = 0
+        var lease: SegmentPlanner.LeaseID?
+        var active = false
+    }
+
+    struct State {
+        /// The plan while downloading in ranges; `nil` when streaming.
+        var planner: SegmentPlanner?
+        /// Bytes on disk when streaming (everything before this offset).
+        var streamedBytes: Int64 = 0
+        /// Bytes written in this run.
+        var bytesThisRun: Int64 = 0
+        var connections: [Int: ConnectionState] = [:]
+        var mostActiveConnections = 0
+    }
+
+    init(
+        transport: HTTPTransport,
+        file: OutputFile,
+        remoteFile: RemoteFile,
+        headers: [HTTPHeaderField],
+        configuration: DownloadConfiguration,
+        logger: Logger,
+        events: AsyncStream<DownloadEvent>.Continuation
+    ) {
+        self.transport = transport
+        self.file = file
+        self.remoteFile = remoteFile
+        self.headers = headers
+        self.configuration = configuration
+        self.logger = logger
+        self.events = events
+        self.state = NIOLockedValueBox(State())
+    }
+
+    /// The same download with new facts about the remote file (after the server turned out to ignore ranges).
+    func replacingRemoteFile(_ remoteFile: RemoteFile) -> TransferSession {
+        TransferSession(
+            transport: self.transport,
+            file: self.file,
+            remoteFile: remoteFile,
+            headers: self.headers,
+            configuration: self.configuration,
+            logger: self.logger,
+            events: self.events
+        )
+    }
+
+    // MARK: Segmented mode
+
+    func startSegmented(_ planner: SegmentPlanner) {
+        self.state.withLockedValue { $0.planner = planner }
+    }
+
+    /// Work for connection `id`, or `nil` when there is none left for it.
+    func acquire(connection id: Int) -> SegmentPlanner.Lease? {
+        self.state.withLockedValue { state in
+            guard let lease = state.planner?.acquire() else { return nil }
+            state.connections[id, default: ConnectionState()].lease = lease.id
+            return lease
+        }
+    }
+
+    func release(_ lease: SegmentPlanner.LeaseID, connection id: Int) {
+        self.state.withLockedValue { state in
+            state.planner?.release(lease)
+            state.connections[id]?.lease = nil
+        }
+    }
+
+    /// What is left of a lease now.
+    func remaining(_ lease: SegmentPlanner.LeaseID) -> Range<Int64>? {
+        self.state.withLockedValue { $0.planner?.lease(lease)?.remaining }
+    }
+
+    /// See ``SegmentPlanner/claim(_:upTo:)``.
+    func claim(_ lease: SegmentPlanner.LeaseID, upTo offset: Int64) -> Int64 {
+        self.state.withLockedValue { $0.planner?.claim(lease, upTo: offset) ?? 0 }
+    }
+
+    /// Records bytes written by connection `id`.
+    func written(_ range: Range<Int64>, connection id: Int) {
+        self.state.withLockedValue { state in
+            state.planner?.markDone(range)
+            state.bytesThisRun += Int64(range.count)
+            state.connections[id, default: ConnectionState()].receivedBytes += Int64(range.count)
+        }
+    }
+
+    var isPlanComplete: Bool {
+        self.state.withLockedValue { $0.planner?.isComplete ?? false }
+    }
+
+    // MARK: Stream mode
+
+    func startStream() {
+        self.state.withLockedValue { state in
+            state.planner = nil
+            state.streamedBytes = 0
+            for id in state.connections.keys {
+                state.connections[id]?.lease = nil
+            }
+        }
+    }
+
+    /// A stream restarting from byte 0 forgets what it wrote before.
+    func restartStream() {
+        self.state.withLockedValue { $0.streamedBytes = 0 }
+    }
+
+    func streamed(_ count: Int64, connection id: Int) {
+        self.state.withLockedValue { state in
+            state.streamedBytes += count
+            state.bytesThisRun += count
+            state.connections[id, default: ConnectionState()].receivedBytes += count
+        }
+    }
+
+    // MARK: Both
+
+    func setActive(_ active: Bool, connection id: Int) {
+        self.state.withLockedValue { state in
+            state.connections[id, default: ConnectionState()].active = active
+            let count = state.connections.values.filter(\.active).count
+            state.mostActiveConnections = max(state.mostActiveConnections, count)
+        }
+    }
+
+    struct Snapshot {
+        var completedBytes: Int64
+        var bytesThisRun: Int64
+        var connections: [(id: Int, state: ConnectionState, remaining: Range<Int64>?)]
+        var mostActiveConnections: Int
+    }
+
+    func snapshot() -> Snapshot {
+        self.state.withLockedValue { state in
+            Snapshot(
+                completedBytes: state.planner?.completedBytes ?? state.streamedBytes,
+                bytesThisRun: state.bytesThisRun,
+                connections: state.connections.keys.sorted().map { id in
+                    let connection = state.connections[id]!
+                    return (id, connection, connection.lease.flatMap { state.planner?.lease($0)?.remaining })
+                },
+                mostActiveConnections: state.mostActiveConnections
+            )
+        }
+    }
+
+    func emit(_ event: DownloadEvent) {
+        self.events.yield(event)
+    }
+}

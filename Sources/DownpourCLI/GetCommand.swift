@@ -1,0 +1,183 @@
+import ArgumentParser
+import Downpour
+import Foundation
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+struct GetCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "get",
+        abstract: "Download one file.",
+        discussion: """
+            The file is written to NAME.part and renamed to NAME only when every byte is in and the length \
+            checks out. An existing NAME is never replaced unless --overwrite is given.
+            """
+    )
+
+    @Argument(help: "The http or https URL to download.")
+    var url: String
+
+    @Option(name: [.customShort("o"), .customLong("output")], help: "Save to this file.")
+    var output: String?
+
+    @Option(
+        name: [.customShort("d"), .customLong("dir")],
+        help: "Save into this directory, under the server's suggested name or the URL's last path component."
+    )
+    var directory: String?
+
+    @Option(name: [.customShort("x"), .customLong("connections")], help: "Connections to use at once (1-64).")
+    var connections: Int = 4
+
+    @Option(
+        name: .customLong("min-split-size"),
+        help: ArgumentHelp("Never split a range below this size. Suffixes K, M, G.", valueName: "size")
+    )
+    var minimumSplitSize: ByteSizeArgument = ByteSizeArgument(bytes: 1024 * 1024)
+
+    @Option(
+        name: .customLong("max-tries"),
+        help: "Attempts in a row without progress before a connection gives up."
+    )
+    var maximumTries: Int = 5
+
+    @Option(
+        name: .customLong("retry-wait"),
+        help: ArgumentHelp("Seconds before the first retry; doubles each time, with jitter.", valueName: "seconds")
+    )
+    var retryWait: Double = 0.5
+
+    @Option(
+        name: .customLong("timeout"),
+        help: ArgumentHelp("Connect time-out, and the longest a connection may stay silent.", valueName: "seconds")
+    )
+    var timeout: Double = 30
+
+    @Option(
+        name: [.customShort("H"), .customLong("header")],
+        help: ArgumentHelp("Extra request header, 'Name: value'. Repeatable.", valueName: "header")
+    )
+    var headers: [String] = []
+
+    @Option(name: .customLong("user-agent"), help: "The User-Agent header.")
+    var userAgent: String?
+
+    @Flag(name: .customLong("overwrite"), help: "Replace the output file if it exists.")
+    var overwrite = false
+
+    @Flag(name: [.customShort("q"), .customLong("quiet")], help: "Print nothing but errors.")
+    var quiet = false
+
+    @Flag(name: .customLong("insecure"), help: "Do not verify TLS certificates (test servers only).")
+    var insecure = false
+
+    @Option(
+        name: .customLong("ca-certificate"),
+        help: ArgumentHelp("Trust the certificates in this PEM file instead of the system's.", valueName: "file")
+    )
+    var caCertificate: String?
+
+    @Flag(name: [.customShort("v"), .customLong("verbose")], help: "Log what happens to standard error.")
+    var verbose = false
+
+    func validate() throws {
+        if self.output != nil && self.directory != nil {
+            throw ValidationError("Give either -o FILE or -d DIR, not both.")
+        }
+        guard (1...64).contains(self.connections) else {
+            throw ValidationError("-x must be between 1 and 64.")
+        }
+        guard self.maximumTries >= 1 else { throw ValidationError("--max-tries must be at least 1.") }
+        guard self.retryWait >= 0, self.retryWait.isFinite else {
+            throw ValidationError("--retry-wait must be zero or more seconds.")
+        }
+        guard self.timeout > 0, self.timeout.isFinite else {
+            throw ValidationError("--timeout must be more than zero seconds.")
+        }
+        for header in self.headers where HTTPHeaderField(parsing: header) == nil {
+            throw ValidationError("'\(header)' is not a header; write 'Name: value'.")
+        }
+    }
+
+    func run() async throws {
+        var logger = Logger(label: "downpour")
+        logger.logLevel = self.verbose ? .debug : .warning
+        if self.verbose {
+            LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+            logger = Logger(label: "downpour")
+            logger.logLevel = .debug
+        }
+
+        let request: DownloadRequest
+        do {
+            request = try DownloadRequest(url: self.url, destination: self.destination, configuration: self.downloadConfiguration)
+            try request.configuration.validate()
+        } catch {
+            writeError("downpour: \(error.message)")
+            throw ExitCode(ExitStatus.usage)
+        }
+
+        let download = Download(request, logger: logger)
+        let renderer = ProgressRenderer(mode: self.quiet ? .quiet : (isatty(STDOUT_FILENO) != 0 ? .terminal : .lines))
+        let rendering = Task {
+            for await event in download.events {
+                renderer.render(event)
+            }
+        }
+        do {
+            try await download.run()
+            await rendering.value
+        } catch {
+            await rendering.value
+            writeError("downpour: error: \(error.message)")
+            throw ExitCode(ExitStatus.code(for: error))
+        }
+    }
+
+    private var destination: DownloadRequest.Destination {
+        if let output { return .file(output) }
+        return .directory(self.directory ?? ".")
+    }
+
+    private var downloadConfiguration: DownloadConfiguration {
+        var configuration = DownloadConfiguration()
+        configuration.connections = self.connections
+        configuration.minimumSplitSize = self.minimumSplitSize.bytes
+        configuration.retry.maximumTries = self.maximumTries
+        configuration.retry.wait = .milliseconds(Int64(self.retryWait * 1000))
+        configuration.timeouts = .init(
+            connect: .milliseconds(Int64(self.timeout * 1000)),
+            idleRead: .milliseconds(Int64(self.timeout * 1000))
+        )
+        configuration.headers = self.headers.compactMap(HTTPHeaderField.init(parsing:))
+        if let userAgent { configuration.userAgent = userAgent }
+        configuration.overwrite = self.overwrite
+        configuration.tls = .init(verifyCertificates: !self.insecure, trustedCertificatesPath: self.caCertificate)
+        return configuration
+    }
+}
+
+/// A byte count given as `1048576`, `512K`, `1M` or `1G`.
+struct ByteSizeArgument: ExpressibleByArgument, Sendable {
+    var bytes: Int64
+
+    init(bytes: Int64) {
+        self.bytes = bytes
+    }
+
+    init?(argument: String) {
+        guard let bytes = ByteCount.parse(argument) else { return nil }
+        self.bytes = bytes
+    }
+
+    var defaultValueDescription: String {
+        self.bytes % (1024 * 1024) == 0 ? "\(self.bytes / (1024 * 1024))M" : "\(self.bytes)"
+    }
+}

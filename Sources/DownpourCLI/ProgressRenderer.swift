@@ -1,0 +1,97 @@
+import Downpour
+import Foundation
+import NIOConcurrencyHelpers
+
+/// Prints download events for people: a live line on a terminal, a plain line every few seconds otherwise.
+final class ProgressRenderer: Sendable {
+    enum Mode {
+        case terminal, lines, quiet
+    }
+
+    private let mode: Mode
+    private let lastLine = NIOLockedValueBox<ContinuousClock.Instant?>(nil)
+    private static let lineInterval: Duration = .seconds(1)
+
+    init(mode: Mode) {
+        self.mode = mode
+    }
+
+    func render(_ event: DownloadEvent) {
+        guard self.mode != .quiet else { return }
+        switch event {
+        case .started(let start):
+            let length = start.remoteFile.length.map { ByteCount.format($0) } ?? "unknown size"
+            var line = "Downloading \(start.remoteFile.url.absoluteString) (\(length))"
+            line += start.remoteFile.isSegmentable
+                ? " over up to \(start.connections) connections" : " as one stream (no ranges)"
+            line += " to \(start.destinationPath)"
+            self.printLine(line)
+        case .progress(let progress):
+            if self.mode == .terminal {
+                self.write("\r\u{1B}[K" + Self.describe(progress))
+            } else {
+                let now = ContinuousClock.now
+                let due = self.lastLine.withLockedValue { last in
+                    guard let previous = last, now - previous < Self.lineInterval else {
+                        last = now
+                        return true
+                    }
+                    return false
+                }
+                if due { self.printLine(Self.describe(progress)) }
+            }
+        case .retrying(let connection, let attempt, let delay, let reason):
+            self.clearLine()
+            writeError("connection \(connection): \(reason) Retry \(attempt) in \(Self.seconds(delay)) s.")
+        case .finished(let result):
+            self.clearLine()
+            let seconds = Double(result.elapsed.components.seconds) + Double(result.elapsed.components.attoseconds) / 1e18
+            let speed = seconds > 0 ? Double(result.downloadedBytes) / seconds : 0
+            self.printLine(
+                "Saved \(result.path) (\(ByteCount.format(result.length))) in \(Self.seconds(result.elapsed)) s, "
+                    + "\(ByteCount.format(Int64(speed)))/s, \(result.connectionsUsed) connection(s)."
+            )
+        case .failed:
+            self.clearLine()
+        }
+    }
+
+    static func describe(_ progress: DownloadProgress) -> String {
+        var parts: [String] = []
+        if let fraction = progress.fractionCompleted {
+            parts.append(String(format: "%5.1f%%", fraction * 100))
+        }
+        let total = progress.totalBytes.map { " / " + ByteCount.format($0) } ?? ""
+        parts.append(ByteCount.format(progress.completedBytes) + total)
+        parts.append(ByteCount.format(Int64(progress.bytesPerSecond)) + "/s")
+        if let eta = progress.estimatedTimeRemaining {
+            parts.append("ETA " + Self.clock(eta))
+        }
+        parts.append("\(progress.activeConnections) conn")
+        return parts.joined(separator: "  ")
+    }
+
+    private static func clock(_ duration: Duration) -> String {
+        let total = duration.components.seconds
+        let (hours, minutes, seconds) = (total / 3600, (total % 3600) / 60, total % 60)
+        return hours > 0
+            ? String(format: "%d:%02d:%02d", hours, minutes, seconds) : String(format: "%d:%02d", minutes, seconds)
+    }
+
+    private static func seconds(_ duration: Duration) -> String {
+        let value = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        return String(format: "%.1f", value)
+    }
+
+    private func clearLine() {
+        if self.mode == .terminal { self.write("\r\u{1B}[K") }
+    }
+
+    private func printLine(_ line: String) {
+        self.write(line + "\n")
+    }
+
+    private func write(_ text: String) {
+        FileHandle.standardOutput.write(Data(text.utf8))
+    }
+}

@@ -1,0 +1,43 @@
+extension RangeTestServer {
+    /// One request as the server received it.
+    public struct RecordedRequest: Sendable {
+        /// The request method, e.g. `"GET"` or `"HEAD"`.
+        public var method: String
+        /// The request target as received: path and query, e.g. `"/file.bin"` or `"/redirect-to?url=..."`.
+        public var uri: String
+        /// All request headers, in the order they were received.
+        public var headers: [(name: String, value: String)]
+        /// The 1-based index of the TCP connection the request came on, in the order connections were accepted.
+        public var connectionID: Int
+        /// When the request head arrived.
+        public var receivedAt: ContinuousClock.Instant
+
+        /// The first value of the header `name` (compared case-insensitively), or `nil` when it was not sent.
+        public func header(_ name: String) -> String? {
+            let lowercasedName = name.lowercased()
+            return self.headers.first { $0.name.lowercased() == lowercasedName }?.value
+        }
+    }
+
+    /// What a ``RangeTestServer`` has seen and sent so far.
+    public struct Statistics: Sendable {
+        /// Every request, in the order the server handled it.
+        public var requests: [RecordedRequest]
+        /// GET requests received, on all routes.
+        public var getRequests: Int
+        /// HEAD requests received, on all routes.
+        public var headRequests: Int
+        /// TCP connections accepted.
+        public var connections: Int
+        /// Response body bytes whose write to a socket succeeded, on all routes.
+        public var bodyBytesSent: Int
+
+        init() {
+            self.requests = []
+            self.getRequests = 0
+            self.headRequests = 0
+            self.connections = 0
+            self.bodyBytesSent = 0
+        }
+    }
+}

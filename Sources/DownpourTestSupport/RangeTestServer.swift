@@ -1,0 +1,126 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// An in-process HTTP/1.1 server for tests and benchmarks that serves one byte array with range support, and
+/// misbehaves on request (see ``Fault``).
+///
+/// It listens on 127.0.0.1 at a random port, on an event loop of its own; call ``shutdown()`` when done.
+///
+/// Routes:
+/// - Any path not listed below serves the content. `HEAD` answers 200 with `Content-Length`,
+///   `Accept-Ranges: bytes`, `ETag` and `Last-Modified` (when set) and `Content-Type: application/octet-stream`.
+///   `GET` answers 200 with the whole body, or 206 with `Content-Range` for a single `bytes=a-b`, `bytes=a-` or
+///   `bytes=-n` range, or 416 with `Content-Range: bytes */total` when the range starts past the end (or the content
+///   is empty). Several ranges, another unit or a malformed range get 200 with the whole body, as does a range whose
+///   `If-Range` does not match the current `ETag` (strongly) or `Last-Modified`.
+/// - `/redirect/N`: 302 to `/redirect/N-1`; `/redirect/0`: 302 to `/file.bin`.
+/// - `/loop/a` and `/loop/b`: 302 to each other.
+/// - `/redirect-to?url=PERCENT_ENCODED_URL`: 302 to that URL.
+/// - `/status/NNN` (200 to 599): that status with a short text body.
+///
+/// Connections are kept alive unless the client asks otherwise or a fault closes them; pipelined requests are
+/// answered in order; request bodies are ignored.
+public struct RangeTestServer: Sendable {
+    /// The port the server listens on, on 127.0.0.1.
+    public let port: Int
+
+    private let state: ServerState
+    private let serverChannel: any Channel
+    private let group: MultiThreadedEventLoopGroup
+
+    private init(port: Int, state: ServerState, serverChannel: any Channel, group: MultiThreadedEventLoopGroup) {
+        self.port = port
+        self.state = state
+        self.serverChannel = serverChannel
+        self.group = group
+    }
+
+    /// Starts serving `content` on 127.0.0.1 at a random port.
+    ///
+    /// - Parameters:
+    ///   - content: The bytes every content path serves. Not copied: a 200 MiB array costs no extra memory.
+    ///   - faults: Misbehaviours to inject; they combine.
+    ///   - etag: The `ETag` to send, or `nil` for none.
+    ///   - lastModified: The `Last-Modified` to send (an HTTP date), or `nil` for none.
+    /// - Returns: The running server.
+    public static func start(
+        content: [UInt8],
+        faults: [Fault] = [],
+        etag: String? = "\"downpour-test-v1\"",
+        lastModified: String? = "Wed, 21 Oct 2026 07:28:00 GMT"
+    ) async throws -> RangeTestServer {
+        let planner = ResponsePlanner(content: content, faults: faults, etag: etag, lastModified: lastModified)
+        let state = ServerState(planner: planner)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                Self.configureConnection(channel, state: state)
+            }
+
+        do {
+            let serverChannel = try await bootstrap.bind(host: "127.0.0.1", port: 0).get()
+            guard let port = serverChannel.localAddress?.port else {
+                try? await serverChannel.close()
+                throw ChannelError.unknownLocalAddress
+            }
+            return RangeTestServer(port: port, state: state, serverChannel: serverChannel, group: group)
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+    }
+
+    private static func configureConnection(_ channel: any Channel, state: ServerState) -> EventLoopFuture<Void> {
+        guard let connectionID = state.connectionOpened(channel) else {
+            return channel.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel)
+        }
+        channel.closeFuture.whenComplete { _ in
+            state.connectionClosed(connectionID)
+        }
+        do {
+            // Framing headers are set by `ResponsePlanner` itself, so that a HEAD answer without a length is
+            // never given a chunked terminator.
+            var encoderConfiguration = HTTPResponseEncoder.Configuration()
+            encoderConfiguration.automaticallySetFramingHeaders = false
+            let pipeline = channel.pipeline.syncOperations
+            try pipeline.configureHTTPServerPipeline(
+                withPipeliningAssistance: true,
+                withErrorHandling: true,
+                withOutboundHeaderValidation: true,
+                withEncoderConfiguration: encoderConfiguration
+            )
+            try pipeline.addHandler(RangeRequestHandler(state: state, connectionID: connectionID))
+            return channel.eventLoop.makeSucceededVoidFuture()
+        } catch {
+            return channel.eventLoop.makeFailedFuture(error)
+        }
+    }
+
+    /// The URL of `path` on this server: `"http://127.0.0.1:PORT"` + `path`.
+    ///
+    /// - Parameter path: An absolute path, with a query if wanted; `"/file.bin"` by default.
+    public func url(_ path: String = "/file.bin") -> String {
+        "http://127.0.0.1:\(self.port)\(path)"
+    }
+
+    /// A snapshot of the requests received and bytes sent so far.
+    public func statistics() -> Statistics {
+        self.state.statistics
+    }
+
+    /// Stops listening, closes every open connection (ending responses in progress) and stops the event loop.
+    ///
+    /// Safe to call more than once; later calls return at once.
+    public func shutdown() async throws {
+        guard let openChannels = self.state.beginShutdown() else { return }
+        self.serverChannel.close(promise: nil)
+        for channel in openChannels {
+            channel.close(promise: nil)
+        }
+        try await self.group.shutdownGracefully()
+    }
+}

@@ -1,0 +1,470 @@
+import Foundation
+import NIOHTTP1
+
+/// What the connection handler sends for one request: decided in one place, without I/O.
+struct ResponsePlan: Sendable {
+    var status: HTTPResponseStatus
+    /// Complete response headers, framing (`Content-Length` or `Transfer-Encoding`) included.
+    var headers: HTTPHeaders
+    /// The body: `bytes[range]`; empty for HEAD and bodiless answers.
+    var body: ResponseBody = .empty
+    /// When set, send at most this many body bytes and then close the connection instead of ending the response.
+    var closeAfterBodyBytes: Int?
+
+    init(status: HTTPResponseStatus, headers: HTTPHeaders, body: ResponseBody = .empty) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// A slice of a byte array, shared without copying.
+struct ResponseBody: Sendable {
+    var bytes: [UInt8]
+    var range: Range<Int>
+
+    static let empty = ResponseBody(bytes: [], range: 0..<0)
+
+    init(bytes: [UInt8], range: Range<Int>) {
+        self.bytes = bytes
+        self.range = range
+    }
+
+    init(text: String) {
+        self.bytes = Array(text.utf8)
+        self.range = 0..<self.bytes.count
+    }
+}
+
+/// Routes requests and applies the faults. Immutable; the counters it needs live in ``Progress``.
+struct ResponsePlanner: Sendable {
+    /// One version of the served content with its validators.
+    struct ContentVersion: Sendable {
+        var bytes: [UInt8]
+        var etag: String?
+        var lastModified: String?
+    }
+
+    /// The counters that faults depend on; kept under the server's lock.
+    struct Progress: Sendable {
+        /// GET requests for content handled so far.
+        var contentGETs = 0
+        /// Remaining uses of each body-truncating fault, by index into ``ResponsePlanner/truncations``.
+        var truncationsLeft: [Int]
+    }
+
+    enum Truncation: Sendable {
+        case closeAfter(bytes: Int)
+        case missing(bytes: Int)
+    }
+
+    private let versions: [ContentVersion]
+    /// `versions[i + 1]` is served once `changeThresholds[i]` content GETs have been handled.
+    private let changeThresholds: [Int]
+    let truncations: [(truncation: Truncation, requests: Int)]
+    private let unavailable: [(everyNth: Int, retryAfterSeconds: Int)]
+    private let wrongContentRangeFrom: Int?
+    private let throttles: [(bytesPerSecond: Int, everyNthConnection: Int)]
+    private let contentDispositions: [String]
+    private let ignoresRange: Bool
+    private let refusesHead: Bool
+    private let isChunked: Bool
+
+    init(content: [UInt8], faults: [RangeTestServer.Fault], etag: String?, lastModified: String?) {
+        var changes: [(afterRequests: Int, content: [UInt8])] = []
+        var truncations: [(truncation: Truncation, requests: Int)] = []
+        var unavailable: [(everyNth: Int, retryAfterSeconds: Int)] = []
+        var wrongContentRangeFrom: Int?
+        var throttles: [(bytesPerSecond: Int, everyNthConnection: Int)] = []
+        var contentDispositions: [String] = []
+        var ignoresRange = false
+        var refusesHead = false
+        var isChunked = false
+        var hasValidators = true
+
+        for fault in faults {
+            switch fault.kind {
+            case .closeConnection(let afterBytes, let requests):
+                truncations.append((.closeAfter(bytes: afterBytes), requests))
+            case .shortBody(let missingBytes, let requests):
+                truncations.append((.missing(bytes: missingBytes), requests))
+            case .ignoreRange:
+                ignoresRange = true
+            case .refuseHead:
+                refusesHead = true
+            case .wrongContentRange(let fromRequest):
+                wrongContentRangeFrom = min(wrongContentRangeFrom ?? fromRequest, fromRequest)
+            case .serviceUnavailable(let everyNth, let retryAfterSeconds):
+                unavailable.append((everyNth, retryAfterSeconds))
+            case .changeContent(let afterRequests, let newContent):
+                changes.append((afterRequests, newContent))
+            case .chunkedWithoutLength:
+                isChunked = true
+            case .throttle(let bytesPerSecond, let everyNthConnection):
+                throttles.append((bytesPerSecond, everyNthConnection))
+            case .contentDisposition(let value):
+                contentDispositions.append(value)
+            case .noValidators:
+                hasValidators = false
+            }
+        }
+
+        // A stable sort keeps the given order for equal thresholds.
+        let sortedChanges = changes.enumerated()
+            .sorted { ($0.element.afterRequests, $0.offset) < ($1.element.afterRequests, $1.offset) }
+            .map(\.element)
+        let original = ContentVersion(
+            bytes: content,
+            etag: hasValidators ? etag : nil,
+            lastModified: hasValidators ? lastModified : nil
+        )
+        self.versions =
+            [original]
+            + sortedChanges.enumerated().map { index, change in
+                ContentVersion(
+                    bytes: change.content,
+                    etag: original.etag.map { Self.changedETag($0, version: index + 1) },
+                    lastModified: original.lastModified.map { Self.changedLastModified($0, version: index + 1) }
+                )
+            }
+        self.changeThresholds = sortedChanges.map(\.afterRequests)
+        self.truncations = truncations
+        self.unavailable = unavailable
+        self.wrongContentRangeFrom = wrongContentRangeFrom
+        self.throttles = throttles
+        self.contentDispositions = contentDispositions
+        self.ignoresRange = ignoresRange
+        self.refusesHead = refusesHead
+        self.isChunked = isChunked
+    }
+
+    func makeProgress() -> Progress {
+        Progress(truncationsLeft: self.truncations.map(\.requests))
+    }
+
+    /// The body rate for connection `connectionID` (1-based), or `nil` when it is not throttled.
+    func throttleRate(forConnection connectionID: Int) -> Int? {
+        self.throttles
+            .filter { connectionID % $0.everyNthConnection == 0 }
+            .map(\.bytesPerSecond)
+            .min()
+    }
+
+    // MARK: - Planning
+
+    func plan(method: HTTPMethod, uri: String, headers: HTTPHeaders, progress: inout Progress) -> ResponsePlan {
+        var plan = self.planWithBody(method: method, uri: uri, headers: headers, progress: &progress)
+        if method == .HEAD {
+            // The headers still describe what a GET would get; the body is never sent.
+            plan.body = .empty
+            plan.closeAfterBodyBytes = nil
+        }
+        return plan
+    }
+
+    private func planWithBody(
+        method: HTTPMethod,
+        uri: String,
+        headers: HTTPHeaders,
+        progress: inout Progress
+    ) -> ResponsePlan {
+        if method == .HEAD && self.refusesHead {
+            var responseHeaders = HTTPHeaders([("Allow", "GET")])
+            responseHeaders.add(name: "Content-Length", value: "0")
+            return ResponsePlan(status: .methodNotAllowed, headers: responseHeaders)
+        }
+        guard method == .GET || method == .HEAD else {
+            return Self.textResponse(.methodNotAllowed, extraHeaders: [("Allow", "GET, HEAD")])
+        }
+
+        switch Route(uri: uri) {
+        case .redirect(let location):
+            return ResponsePlan(
+                status: .found,
+                headers: HTTPHeaders([("Location", location), ("Content-Length", "0")])
+            )
+        case .status(let status):
+            return Self.textResponse(status)
+        case .badRequest(let reason):
+            return Self.textResponse(.badRequest, text: reason)
+        case .content:
+            if method == .HEAD {
+                return self.planContentHead(progress: progress)
+            }
+            return self.planContentGet(requestHeaders: headers, progress: &progress)
+        }
+    }
+
+    private func planContentHead(progress: Progress) -> ResponsePlan {
+        let version = self.version(afterContentGETs: progress.contentGETs)
+        var headers = self.contentHeaders(for: version)
+        if !self.isChunked {
+            headers.add(name: "Content-Length", value: String(version.bytes.count))
+        }
+        return ResponsePlan(status: .ok, headers: headers)
+    }
+
+    private func planContentGet(requestHeaders: HTTPHeaders, progress: inout Progress) -> ResponsePlan {
+        progress.contentGETs += 1
+        let ordinal = progress.contentGETs
+        let version = self.version(afterContentGETs: ordinal - 1)
+        let total = version.bytes.count
+
+        if let unavailable = self.unavailable.first(where: { ordinal % $0.everyNth == 0 }) {
+            return Self.textResponse(
+                .serviceUnavailable,
+                text: "503 Service Unavailable (injected fault)\n",
+                extraHeaders: [("Retry-After", String(unavailable.retryAfterSeconds))]
+            )
+        }
+
+        var headers = self.contentHeaders(for: version)
+        if self.isChunked {
+            headers.add(name: "Transfer-Encoding", value: "chunked")
+            var plan = ResponsePlan(
+                status: .ok,
+                headers: headers,
+                body: ResponseBody(bytes: version.bytes, range: 0..<total)
+            )
+            plan.closeAfterBodyBytes = self.truncate(bodyLength: total, progress: &progress)
+            return plan
+        }
+
+        var status = HTTPResponseStatus.ok
+        var range = 0..<total
+        if !self.ignoresRange, let rangeValue = requestHeaders.first(name: "Range"),
+            Self.ifRangeAllowsRange(requestHeaders.first(name: "If-Range"), version: version)
+        {
+            switch ByteRangeRequest(rangeValue, total: total) {
+            case .none:
+                break
+            case .unsatisfiable:
+                return ResponsePlan(
+                    status: .rangeNotSatisfiable,
+                    headers: HTTPHeaders([("Content-Range", "bytes */\(total)"), ("Content-Length", "0")])
+                )
+            case .satisfiable(var asked):
+                if let from = self.wrongContentRangeFrom, ordinal >= from {
+                    asked = Self.shiftedByOneByte(asked, total: total)
+                }
+                status = .partialContent
+                range = asked
+                headers.add(name: "Content-Range", value: "bytes \(asked.lowerBound)-\(asked.upperBound - 1)/\(total)")
+            }
+        }
+        headers.add(name: "Content-Length", value: String(range.count))
+        var plan = ResponsePlan(
+            status: status,
+            headers: headers,
+            body: ResponseBody(bytes: version.bytes, range: range)
+        )
+        plan.closeAfterBodyBytes = self.truncate(bodyLength: range.count, progress: &progress)
+        return plan
+    }
+
+    /// Uses up one request of every truncating fault that has some left, for a body of `bodyLength` bytes;
+    /// returns how many bytes to send before closing, or `nil` to send the response normally.
+    private func truncate(bodyLength: Int, progress: inout Progress) -> Int? {
+        guard bodyLength > 0 else { return nil }
+        var limit: Int?
+        for (index, entry) in self.truncations.enumerated() where progress.truncationsLeft[index] > 0 {
+            progress.truncationsLeft[index] -= 1
+            let bytes: Int
+            switch entry.truncation {
+            case .closeAfter(let afterBytes):
+                bytes = min(afterBytes, bodyLength)
+            case .missing(let missingBytes):
+                bytes = max(bodyLength - missingBytes, 0)
+            }
+            limit = min(limit ?? bytes, bytes)
+        }
+        return limit
+    }
+
+    /// `range` moved one byte later, clamped to the content; a range starting at the last byte moves one earlier
+    /// instead, so that the answer is always wrong.
+    private static func shiftedByOneByte(_ range: Range<Int>, total: Int) -> Range<Int> {
+        if range.lowerBound + 1 < total {
+            return (range.lowerBound + 1)..<min(range.upperBound + 1, total)
+        }
+        return total > 1 ? (total - 2)..<(total - 1) : range
+    }
+
+    private func version(afterContentGETs handled: Int) -> ContentVersion {
+        let changes = self.changeThresholds.prefix { $0 <= handled }.count
+        return self.versions[changes]
+    }
+
+    private func contentHeaders(for version: ContentVersion) -> HTTPHeaders {
+        var headers = HTTPHeaders([("Content-Type", "application/octet-stream")])
+        if !self.isChunked {
+            headers.add(name: "Accept-Ranges", value: "bytes")
+        }
+        if let etag = version.etag {
+            headers.add(name: "ETag", value: etag)
+        }
+        if let lastModified = version.lastModified {
+            headers.add(name: "Last-Modified", value: lastModified)
+        }
+        for value in self.contentDispositions {
+            headers.add(name: "Content-Disposition", value: value)
+        }
+        return headers
+    }
+
+    /// RFC 9110 §13.1.5: a range applies only when `If-Range` is absent or strongly matches the current validator.
+    private static func ifRangeAllowsRange(_ ifRange: String?, version: ContentVersion) -> Bool {
+        guard let ifRange = ifRange?.trimmingCharacters(in: .whitespaces) else { return true }
+        if ifRange.hasPrefix("\"") || ifRange.hasPrefix("W/") {
+            guard let etag = version.etag, !etag.hasPrefix("W/") else { return false }
+            return ifRange == etag
+        }
+        return version.lastModified == ifRange
+    }
+
+    private static func textResponse(
+        _ status: HTTPResponseStatus,
+        text: String? = nil,
+        extraHeaders: [(String, String)] = []
+    ) -> ResponsePlan {
+        var headers = HTTPHeaders(extraHeaders)
+        if status == .noContent || status == .notModified {
+            return ResponsePlan(status: status, headers: headers)
+        }
+        let body = ResponseBody(text: text ?? "\(status.code) \(status.reasonPhrase)\n")
+        headers.add(name: "Content-Type", value: "text/plain; charset=utf-8")
+        headers.add(name: "Content-Length", value: String(body.range.count))
+        return ResponsePlan(status: status, headers: headers, body: body)
+    }
+
+    // MARK: - Changed validators
+
+    private static func changedETag(_ etag: String, version: Int) -> String {
+        guard etag.hasSuffix("\""), etag.count >= 2 else { return etag + "-changed-\(version)" }
+        return etag.dropLast() + "-changed-\(version)\""
+    }
+
+    private static func changedLastModified(_ lastModified: String, version: Int) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        let base = formatter.date(from: lastModified) ?? Date(timeIntervalSince1970: 1_792_567_680)
+        let changed = formatter.string(from: base.addingTimeInterval(Double(version) * 86_400))
+        return changed == lastModified ? changed + " " : changed
+    }
+}
+
+/// Which handler a request target goes to.
+enum Route: Equatable {
+    case content
+    case redirect(location: String)
+    case status(HTTPResponseStatus)
+    case badRequest(String)
+
+    init(uri: String) {
+        let path: Substring
+        let query: Substring?
+        if let questionMark = uri.firstIndex(of: "?") {
+            path = uri[..<questionMark]
+            query = uri[uri.index(after: questionMark)...]
+        } else {
+            path = uri[...]
+            query = nil
+        }
+
+        switch path {
+        case "/loop/a":
+            self = .redirect(location: "/loop/b")
+        case "/loop/b":
+            self = .redirect(location: "/loop/a")
+        case "/redirect-to":
+            let encoded = query?.split(separator: "&").first { $0.hasPrefix("url=") }?.dropFirst("url=".count)
+            if let encoded, let target = String(encoded).removingPercentEncoding, !target.isEmpty {
+                self = .redirect(location: target)
+            } else {
+                self = .badRequest("/redirect-to needs ?url=PERCENT_ENCODED_URL\n")
+            }
+        default:
+            if let count = Self.number(after: "/redirect/", in: path), count >= 0 {
+                self = .redirect(location: count == 0 ? "/file.bin" : "/redirect/\(count - 1)")
+            } else if let code = Self.number(after: "/status/", in: path), (200...599).contains(code) {
+                self = .status(HTTPResponseStatus(statusCode: code))
+            } else {
+                self = .content
+            }
+        }
+    }
+
+    private static func number(after prefix: String, in path: Substring) -> Int? {
+        guard path.hasPrefix(prefix) else { return nil }
+        let digits = path.dropFirst(prefix.count)
+        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber) else { return nil }
+        return Int(digits)
+    }
+}
+
+/// A parsed single `Range: bytes=...` request header (RFC 9110 §14.1.2).
+enum ByteRangeRequest: Equatable {
+    /// No usable range: absent, malformed, another unit, or several ranges. Answer with the whole body.
+    case none
+    /// The range does not overlap the content: answer 416.
+    case unsatisfiable
+    /// Answer 206 with these bytes (never empty, always inside the content).
+    case satisfiable(Range<Int>)
+
+    init(_ value: String, total: Int) {
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        let unit = "bytes="
+        guard trimmed.lowercased().hasPrefix(unit) else {
+            self = .none
+            return
+        }
+        let spec = trimmed.dropFirst(unit.count).trimmingCharacters(in: .whitespaces)
+        guard !spec.contains(","), let dash = spec.firstIndex(of: "-") else {
+            self = .none
+            return
+        }
+        let first = spec[..<dash]
+        let last = spec[spec.index(after: dash)...]
+
+        if first.isEmpty {
+            // Suffix range: the last N bytes.
+            guard let suffixLength = Self.number(last) else {
+                self = .none
+                return
+            }
+            guard suffixLength > 0, total > 0 else {
+                self = .unsatisfiable
+                return
+            }
+            self = .satisfiable(max(total - suffixLength, 0)..<total)
+            return
+        }
+
+        guard let start = Self.number(first) else {
+            self = .none
+            return
+        }
+        var end = total - 1
+        if !last.isEmpty {
+            guard let lastByte = Self.number(last), lastByte >= start else {
+                self = .none
+                return
+            }
+            end = min(lastByte, total - 1)
+        }
+        guard start < total else {
+            self = .unsatisfiable
+            return
+        }
+        self = .satisfiable(start..<(end + 1))
+    }
+
+    private static func number(_ text: Substring) -> Int? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+            return nil
+        }
+        return Int(text)
+    }
+}

@@ -1,0 +1,83 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+
+/// Everything a ``RangeTestServer`` shares between its connections, behind one lock.
+final class ServerState: Sendable {
+    private struct Mutable {
+        var statistics = RangeTestServer.Statistics()
+        var progress: ResponsePlanner.Progress
+        var openChannels: [Int: any Channel] = [:]
+        var isShutDown = false
+    }
+
+    let planner: ResponsePlanner
+    private let mutable: NIOLockedValueBox<Mutable>
+
+    init(planner: ResponsePlanner) {
+        self.planner = planner
+        self.mutable = NIOLockedValueBox(Mutable(progress: planner.makeProgress()))
+    }
+
+    /// Registers a newly accepted connection; returns its 1-based ID, or `nil` once the server is shutting down.
+    func connectionOpened(_ channel: any Channel) -> Int? {
+        self.mutable.withLockedValue { state in
+            guard !state.isShutDown else { return nil }
+            state.statistics.connections += 1
+            let connectionID = state.statistics.connections
+            state.openChannels[connectionID] = channel
+            return connectionID
+        }
+    }
+
+    func connectionClosed(_ connectionID: Int) {
+        self.mutable.withLockedValue { state in
+            _ = state.openChannels.removeValue(forKey: connectionID)
+        }
+    }
+
+    /// Records `request` and decides the answer, atomically, so fault counters follow the order of handling.
+    func respond(to request: HTTPRequestHead, connectionID: Int, receivedAt: ContinuousClock.Instant) -> ResponsePlan {
+        let recorded = RangeTestServer.RecordedRequest(
+            method: request.method.rawValue,
+            uri: request.uri,
+            headers: request.headers.map { (name: $0.name, value: $0.value) },
+            connectionID: connectionID,
+            receivedAt: receivedAt
+        )
+        return self.mutable.withLockedValue { state in
+            state.statistics.requests.append(recorded)
+            switch request.method {
+            case .GET:
+                state.statistics.getRequests += 1
+            case .HEAD:
+                state.statistics.headRequests += 1
+            default:
+                break
+            }
+            return self.planner.plan(
+                method: request.method,
+                uri: request.uri,
+                headers: request.headers,
+                progress: &state.progress
+            )
+        }
+    }
+
+    func bodyBytesWritten(_ count: Int) {
+        self.mutable.withLockedValue { $0.statistics.bodyBytesSent += count }
+    }
+
+    var statistics: RangeTestServer.Statistics {
+        self.mutable.withLockedValue { $0.statistics }
+    }
+
+    /// Marks the server as shutting down and returns the connections still open; `nil` if it already was.
+    func beginShutdown() -> [any Channel]? {
+        self.mutable.withLockedValue { state in
+            guard !state.isShutDown else { return nil }
+            state.isShutDown = true
+            return Array(state.openChannels.values)
+        }
+    }
+}

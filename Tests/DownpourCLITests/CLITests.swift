@@ -1,0 +1,211 @@
+import DownpourTestSupport
+import Foundation
+import Testing
+
+/// Runs the built `downpour` binary, as a user would.
+struct CommandResult {
+    var status: Int32
+    var standardOutput: String
+    var standardError: String
+}
+
+enum Binary {
+    /// `.build/<configuration>/downpour`, next to the test bundle; `DOWNPOUR_BINARY` overrides.
+    static var path: String {
+        if let path = ProcessInfo.processInfo.environment["DOWNPOUR_BINARY"] { return path }
+        #if os(macOS)
+        for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
+            return bundle.bundleURL.deletingLastPathComponent().appendingPathComponent("downpour").path
+        }
+        #endif
+        return Bundle.main.bundleURL.appendingPathComponent("downpour").path
+    }
+
+    /// Runs the binary with its output going to temporary files, so nothing blocks a thread of the
+    /// concurrency pool while it runs; a child still running after `limit` is killed.
+    static func run(
+        _ arguments: [String],
+        in directory: String? = nil,
+        limit: Duration = .seconds(45)
+    ) async throws -> CommandResult {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("downpour-run-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let outputURL = scratch.appendingPathComponent("stdout")
+        let errorURL = scratch.appendingPathComponent("stderr")
+        _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errorURL.path, contents: nil)
+        let output = try FileHandle(forWritingTo: outputURL)
+        let error = try FileHandle(forWritingTo: errorURL)
+        defer {
+            try? output.close()
+            try? error.close()
+        }
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.path)
+        process.arguments = arguments
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
+        process.standardOutput = output
+        process.standardError = error
+        process.standardInput = FileHandle.nullDevice
+        let watchdog = Task { [process] in
+            try await Task.sleep(for: limit)
+            if process.isRunning { process.terminate() }
+        }
+        defer { watchdog.cancel() }
+        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
+            process.terminationHandler = { process in
+                continuation.resume(returning: process.terminationStatus)
+            }
+            do {
+                try process.run()
+            } catch {
+                continuation.resume(throwing: error)
+            }
+        }
+        return CommandResult(
+            status: status,
+            standardOutput: try String(contentsOf: outputURL, encoding: .utf8),
+            standardError: try String(contentsOf: errorURL, encoding: .utf8)
+        )
+    }
+}
+
+struct Scratch {
+    let path: String
+
+    init() throws {
+        self.path = FileManager.default.temporaryDirectory.appendingPathComponent("downpour-cli-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: self.path, withIntermediateDirectories: true)
+    }
+
+    func file(_ name: String) -> String { self.path + "/" + name }
+    func contents() -> [String] { ((try? FileManager.default.contentsOfDirectory(atPath: self.path)) ?? []).sorted() }
+    func remove() { try? FileManager.default.removeItem(atPath: self.path) }
+}
+
+@Suite("The downpour command", .timeLimit(.minutes(1)))
+struct CLITests {
+    static let content = makeTestContent(count: 2 * 1024 * 1024 + 7, seed: 11)
+
+    @Test("--help describes every option of get")
+    func help() async throws {
+        let root = try await Binary.run(["--help"])
+        #expect(root.status == 0)
+        #expect(root.standardOutput.contains("get"))
+        #expect(root.standardOutput.contains("Exit codes"))
+        let get = try await Binary.run(["get", "--help"])
+        #expect(get.status == 0)
+        for option in [
+            "-o", "-d", "-x", "--min-split-size", "--max-tries", "--retry-wait", "--timeout", "--header",
+            "--overwrite", "--quiet", "--insecure", "--ca-certificate", "--user-agent",
+        ] {
+            #expect(get.standardOutput.contains(option), "get --help does not mention \(option)")
+        }
+    }
+
+    @Test("a bad URL is a usage error with a one-line message", arguments: [
+        "not a url", "ftp://example.com/file", "http://", "example.com/file.iso",
+    ])
+    func badURL(url: String) async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let result = try await Binary.run(["get", url, "-o", scratch.file("x")])
+        #expect(result.status == 2)
+        #expect(result.standardError.split(separator: "\n").count == 1, "\(result.standardError)")
+        #expect(result.standardError.hasPrefix("downpour: "))
+        #expect(scratch.contents().isEmpty)
+    }
+
+    @Test("bad option values are usage errors", arguments: [
+        ["-x", "0"], ["-x", "65"], ["--min-split-size", "12Q"], ["--max-tries", "0"], ["--retry-wait", "-1"],
+        ["--timeout", "0"], ["--header", "no-colon"], ["-o", "a", "-d", "b"],
+    ])
+    func badOptions(options: [String]) async throws {
+        let result = try await Binary.run(["get", "http://127.0.0.1:9/x"] + options)
+        #expect(result.status == 2, "\(options): \(result.standardError)")
+        #expect(!result.standardError.isEmpty)
+    }
+
+    @Test("downloads a file, prints progress lines when stdout is not a terminal")
+    func download() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let server = try await RangeTestServer.start(content: Self.content, faults: [.throttle(bytesPerSecond: 1_000_000)])
+        defer { Task { try await server.shutdown() } }
+        let path = scratch.file("out.bin")
+        let result = try await Binary.run(["get", server.url(), "-o", path, "-x", "4", "--min-split-size", "64K"])
+        #expect(result.status == 0, "\(result.standardError)")
+        #expect(try sha256Hex(ofFileAt: path) == sha256Hex(Self.content))
+        #expect(scratch.contents() == ["out.bin"])
+        let lines = result.standardOutput.split(separator: "\n")
+        #expect(lines.first?.hasPrefix("Downloading ") == true)
+        #expect(lines.contains { $0.contains("%") && $0.contains("/s") }, "\(result.standardOutput)")
+        #expect(lines.last?.hasPrefix("Saved ") == true)
+        #expect(!result.standardOutput.contains("\r"), "no terminal escapes in plain output")
+    }
+
+    @Test("--quiet prints nothing; -d saves under the URL's name")
+    func quietIntoDirectory() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let server = try await RangeTestServer.start(content: Self.content)
+        defer { Task { try await server.shutdown() } }
+        let result = try await Binary.run(["get", server.url("/files/name.iso"), "-d", scratch.file("sub"), "--quiet"])
+        #expect(result.status == 0, "\(result.standardError)")
+        #expect(result.standardOutput.isEmpty)
+        #expect(result.standardError.isEmpty)
+        #expect(try sha256Hex(ofFileAt: scratch.file("sub/name.iso")) == sha256Hex(Self.content))
+    }
+
+    @Test("an existing output file: exit 6, file untouched")
+    func existingFile() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let server = try await RangeTestServer.start(content: Self.content)
+        defer { Task { try await server.shutdown() } }
+        let path = scratch.file("keep.txt")
+        try Data("keep".utf8).write(to: URL(fileURLWithPath: path))
+        let result = try await Binary.run(["get", server.url(), "-o", path])
+        #expect(result.status == 6)
+        #expect(result.standardError.contains("--overwrite"))
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == "keep")
+        #expect(scratch.contents() == ["keep.txt"])
+    }
+
+    @Test("a 404: exit 3, no file")
+    func notFound() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let server = try await RangeTestServer.start(content: Self.content)
+        defer { Task { try await server.shutdown() } }
+        let result = try await Binary.run(["get", server.url("/status/404"), "-o", scratch.file("x"), "-q"])
+        #expect(result.status == 3)
+        #expect(result.standardError.contains("404"))
+        #expect(scratch.contents().isEmpty)
+    }
+
+    @Test("connection refused: exit 4 after the tries")
+    func refused() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let server = try await RangeTestServer.start(content: Self.content)
+        let url = server.url()
+        try await server.shutdown()
+        let result = try await Binary.run(["get", url, "-o", scratch.file("x"), "--max-tries", "2", "--retry-wait", "0.01"])
+        #expect(result.status == 4, "\(result.standardError)")
+        #expect(scratch.contents().isEmpty)
+    }
+
+    @Test("a lying server: exit 5, nothing left")
+    func lyingServer() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let server = try await RangeTestServer.start(content: Self.content, faults: [.wrongContentRange(fromRequest: 1)])
+        defer { Task { try await server.shutdown() } }
+        let result = try await Binary.run(["get", server.url(), "-o", scratch.file("x"), "-q"])
+        #expect(result.status == 5, "\(result.standardError)")
+        #expect(scratch.contents().isEmpty)
+    }
+}

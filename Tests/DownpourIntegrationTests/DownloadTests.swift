@@ -1,0 +1,324 @@
+import Downpour
+import DownpourTestSupport
+import Foundation
+import Testing
+
+@Suite("Downloads against the test server", .timeLimit(.minutes(1)))
+struct DownloadTests {
+    static let content = makeTestContent(count: 3 * 1024 * 1024 + 12345, seed: 42)
+
+    @Test("a file arrives byte for byte", arguments: [1, 4, 16])
+    func plainDownload(connections: Int) async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content) { server in
+            let path = directory.file("out.bin")
+            let outcome = try await runDownload(
+                server.url(),
+                to: .file(path),
+                configuration: testConfiguration(connections: connections)
+            )
+            let result = try outcome.value
+            #expect(result.length == Int64(Self.content.count))
+            #expect(result.downloadedBytes == Int64(Self.content.count))
+            try expectFile(path, equals: Self.content, in: directory)
+            let statistics = server.statistics()
+            #expect(statistics.headRequests == 1)
+            for request in statistics.getRequestsRecorded {
+                #expect(request.header("Range") != nil)
+                #expect(request.header("If-Range") == "\"downpour-test-v1\"")
+            }
+        }
+    }
+
+    @Test("sizes at the edges", arguments: [0, 1, 2, 10, 65536, 65537, 1024 * 1024 + 1])
+    func edgeSizes(size: Int) async throws {
+        let content = makeTestContent(count: size, seed: UInt64(size) + 1)
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: content) { server in
+            let path = directory.file("edge.bin")
+            // More connections than bytes for the small sizes.
+            let outcome = try await runDownload(
+                server.url(),
+                to: .file(path),
+                configuration: testConfiguration(connections: 16, minimumSplitSize: 1024)
+            )
+            #expect(try outcome.value.length == Int64(size))
+            try expectFile(path, equals: content, in: directory)
+        }
+    }
+
+    @Test("progress events: started first, finished last, bytes only grow and end at the length")
+    func progressEvents() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content, faults: [.throttle(bytesPerSecond: 8 * 1024 * 1024)]) { server in
+            let outcome = try await runDownload(server.url(), to: .file(directory.file("p.bin")))
+            _ = try outcome.value
+            guard case .started(let start) = outcome.events.first else {
+                Issue.record("first event is not started: \(String(describing: outcome.events.first))")
+                return
+            }
+            #expect(start.remoteFile.length == Int64(Self.content.count))
+            #expect(start.connections == 4)
+            guard case .finished = outcome.events.last else {
+                Issue.record("last event is not finished")
+                return
+            }
+            var last: Int64 = -1
+            var sawSpeed = false
+            var progressCount = 0
+            for event in outcome.events {
+                guard case .progress(let progress) = event else { continue }
+                progressCount += 1
+                #expect(progress.completedBytes >= last)
+                last = progress.completedBytes
+                #expect(progress.totalBytes == Int64(Self.content.count))
+                if progress.bytesPerSecond > 0 { sawSpeed = true }
+                #expect(progress.connections.count <= 4)
+            }
+            #expect(progressCount >= 2)
+            #expect(last == Int64(Self.content.count))
+            #expect(sawSpeed)
+        }
+    }
+
+    @Test("a connection closed mid-body is resumed from its last byte")
+    func closedConnections() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content, faults: [.closeConnection(afterBytes: 100_000, requests: 6)]) {
+            server in
+            let path = directory.file("cut.bin")
+            _ = try await runDownload(server.url(), to: .file(path)).value
+            try expectFile(path, equals: Self.content, in: directory)
+            let gets = server.statistics().getRequestsRecorded
+            #expect(gets.count >= 4 + 6)
+            // Retries ask for what is missing, never a range from a start already asked for.
+            let starts = gets.compactMap { $0.header("Range") }.map { $0.split(separator: "-").first! }
+            #expect(Set(starts).count == starts.count, "a range was fetched again from its start: \(starts)")
+        }
+    }
+
+    @Test("a server that ignores Range is downloaded as one stream")
+    func ignoredRange() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content, faults: [.ignoreRange]) { server in
+            let path = directory.file("whole.bin")
+            let result = try await runDownload(server.url(), to: .file(path)).value
+            #expect(result.remoteFile.acceptsRanges == false)
+            try expectFile(path, equals: Self.content, in: directory)
+        }
+    }
+
+    @Test("HEAD refused: probed with GET bytes=0-0, then downloaded in ranges")
+    func refusedHead() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content, faults: [.refuseHead]) { server in
+            let path = directory.file("nohead.bin")
+            let result = try await runDownload(server.url(), to: .file(path)).value
+            #expect(result.remoteFile.acceptsRanges)
+            #expect(result.remoteFile.length == Int64(Self.content.count))
+            try expectFile(path, equals: Self.content, in: directory)
+            let gets = server.statistics().getRequestsRecorded
+            #expect(gets.first?.header("Range") == "bytes=0-0")
+        }
+    }
+
+    @Test("a wrong Content-Range is never written: the download fails, nothing is left")
+    func wrongContentRange() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content, faults: [.wrongContentRange(fromRequest: 1)]) { server in
+            let outcome = try await runDownload(server.url(), to: .file(directory.file("lie.bin")))
+            #expect(outcome.error?.code == .remoteMisbehaved, "\(String(describing: outcome.error))")
+            expectNothingLeft(in: directory)
+            guard case .failed = outcome.events.last else {
+                Issue.record("last event is not failed")
+                return
+            }
+        }
+    }
+
+    @Test("503 with Retry-After is retried after the server's delay")
+    func serviceUnavailable() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content, faults: [.serviceUnavailable(everyNth: 2, retryAfterSeconds: 1)]) {
+            server in
+            let path = directory.file("busy.bin")
+            let clock = ContinuousClock()
+            let started = clock.now
+            let outcome = try await runDownload(server.url(), to: .file(path))
+            _ = try outcome.value
+            let elapsed = clock.now - started
+            try expectFile(path, equals: Self.content, in: directory)
+            let retries = outcome.events.filter { if case .retrying = $0 { true } else { false } }
+            #expect(!retries.isEmpty)
+            // The configured back-off is 10 ms: only Retry-After explains a wait of a second.
+            #expect(elapsed >= .milliseconds(950))
+        }
+    }
+
+    @Test("content that changes mid-download is detected; no spliced file is left")
+    func changedContent() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let newContent = makeTestContent(count: Self.content.count, seed: 99)
+        try await withServer(
+            content: Self.content,
+            faults: [.changeContent(afterRequests: 2, newContent: newContent)]
+        ) { server in
+            let outcome = try await runDownload(
+                server.url(),
+                to: .file(directory.file("changed.bin")),
+                configuration: testConfiguration(connections: 4)
+            )
+            #expect(outcome.error?.code == .remoteChanged, "\(String(describing: outcome.error))")
+            expectNothingLeft(in: directory)
+        }
+    }
+
+    @Test("a body shorter than promised is completed by retries")
+    func shortBody() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content, faults: [.shortBody(missingBytes: 5000, requests: 3)]) { server in
+            let path = directory.file("short.bin")
+            _ = try await runDownload(server.url(), to: .file(path)).value
+            try expectFile(path, equals: Self.content, in: directory)
+        }
+    }
+
+    @Test("chunked with no length: one stream, length learned at the end")
+    func chunkedWithoutLength() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content, faults: [.chunkedWithoutLength]) { server in
+            let path = directory.file("chunked.bin")
+            let outcome = try await runDownload(server.url(), to: .file(path))
+            let result = try outcome.value
+            #expect(result.length == Int64(Self.content.count))
+            #expect(result.remoteFile.length == nil)
+            if case .started(let start) = outcome.events.first {
+                #expect(start.connections == 1)
+            }
+            try expectFile(path, equals: Self.content, in: directory)
+        }
+    }
+
+    @Test("redirects are followed and the final URL recorded")
+    func redirects() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content) { server in
+            let path = directory.file("redirected.bin")
+            let result = try await runDownload(server.url("/redirect/3"), to: .file(path)).value
+            #expect(result.remoteFile.url.absoluteString == server.url("/file.bin"))
+            try expectFile(path, equals: Self.content, in: directory)
+            // The workers go straight to the final URL.
+            for request in server.statistics().getRequestsRecorded {
+                #expect(request.uri == "/file.bin")
+            }
+        }
+    }
+
+    @Test("a redirect loop and too many redirects are clear errors")
+    func redirectLimits() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content) { server in
+            let loop = try await runDownload(server.url("/loop/a"), to: .file(directory.file("loop.bin")))
+            #expect(loop.error?.code == .httpStatus)
+            #expect(loop.error?.message.contains("loop") == true, "\(String(describing: loop.error))")
+            let long = try await runDownload(server.url("/redirect/11"), to: .file(directory.file("long.bin")))
+            #expect(long.error?.code == .httpStatus)
+            #expect(long.error?.message.contains("More than 10 redirects") == true, "\(String(describing: long.error))")
+            expectNothingLeft(in: directory)
+        }
+    }
+
+    @Test("a slow connection's range is split among the fast ones")
+    func throttledConnection() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let content = makeTestContent(count: 4 * 1024 * 1024, seed: 5)
+        try await withServer(
+            content: content,
+            faults: [.throttle(bytesPerSecond: 256 * 1024, everyNthConnection: 4)]
+        ) { server in
+            let path = directory.file("slow.bin")
+            let clock = ContinuousClock()
+            let started = clock.now
+            _ = try await runDownload(
+                server.url(),
+                to: .file(path),
+                configuration: testConfiguration(connections: 4, minimumSplitSize: 64 * 1024)
+            ).value
+            try expectFile(path, equals: content, in: directory)
+            // Alone, the slow connection's quarter would take 4 s; splitting must rescue it.
+            #expect(clock.now - started < .seconds(3))
+            #expect(server.statistics().getRequestsRecorded.count > 4)
+        }
+    }
+
+    @Test("a path-traversal Content-Disposition name is reduced to a safe base name")
+    func traversalName() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(
+            content: Self.content,
+            faults: [.contentDisposition("attachment; filename=\"../../escape.sh\"")]
+        ) { server in
+            let target = directory.file("downloads")
+            let result = try await runDownload(server.url(), to: .directory(target)).value
+            #expect(result.path == target + "/escape.sh")
+            #expect(try sha256Hex(ofFileAt: result.path) == sha256Hex(Self.content))
+            #expect(directory.contents() == ["downloads"])
+            #expect(!FileManager.default.fileExists(atPath: directory.path + "/../escape.sh"))
+        }
+    }
+
+    @Test("without a suggested name the URL's last path component is used")
+    func nameFromURL() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content) { server in
+            let result = try await runDownload(server.url("/dir/image%20v2.iso"), to: .directory(directory.path)).value
+            #expect(result.path == directory.path + "/image v2.iso")
+            try expectFile(result.path, equals: Self.content, in: directory)
+        }
+    }
+
+    @Test("no validators: downloads without If-Range")
+    func noValidators() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content, faults: [.noValidators]) { server in
+            let path = directory.file("plain.bin")
+            let result = try await runDownload(server.url(), to: .file(path)).value
+            #expect(result.remoteFile.etag == nil)
+            try expectFile(path, equals: Self.content, in: directory)
+            for request in server.statistics().getRequestsRecorded {
+                #expect(request.header("If-Range") == nil)
+            }
+        }
+    }
+
+    @Test("a weak ETag is not used for If-Range; Last-Modified is")
+    func weakETag() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content, etag: "W/\"weak\"") { server in
+            let path = directory.file("weak.bin")
+            _ = try await runDownload(server.url(), to: .file(path)).value
+            try expectFile(path, equals: Self.content, in: directory)
+            for request in server.statistics().getRequestsRecorded {
+                #expect(request.header("If-Range") == "Wed, 21 Oct 2026 07:28:00 GMT")
+            }
+        }
+    }
+}

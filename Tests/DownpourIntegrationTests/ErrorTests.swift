@@ -1,0 +1,148 @@
+import Downpour
+import DownpourTestSupport
+import Foundation
+import Testing
+
+@Suite("Errors lose nothing", .timeLimit(.minutes(1)))
+struct ErrorTests {
+    static let content = makeTestContent(count: 256 * 1024, seed: 3)
+
+    @Test("404 is an HTTP error and creates no file")
+    func notFound() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content) { server in
+            let outcome = try await runDownload(server.url("/status/404"), to: .file(directory.file("x.bin")))
+            #expect(outcome.error?.code == .httpStatus)
+            #expect(outcome.error?.httpStatus == 404)
+            expectNothingLeft(in: directory)
+        }
+    }
+
+    @Test("an existing output file is left alone; --overwrite replaces it")
+    func existingOutput() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let path = directory.file("mine.txt")
+        let precious = Array("my precious data".utf8)
+        _ = FileManager.default.createFile(atPath: path, contents: Data(precious))
+        try await withServer(content: Self.content) { server in
+            let outcome = try await runDownload(server.url(), to: .file(path))
+            #expect(outcome.error?.code == .outputExists)
+            #expect(outcome.error?.message.contains("--overwrite") == true)
+            #expect(server.statistics().requests.isEmpty, "no traffic before refusing")
+            try expectFile(path, equals: precious, in: directory)
+
+            var configuration = testConfiguration()
+            configuration.overwrite = true
+            _ = try await runDownload(server.url(), to: .file(path), configuration: configuration).value
+            try expectFile(path, equals: Self.content, in: directory)
+        }
+    }
+
+    @Test("an existing file under the server's suggested name is left alone too")
+    func existingSuggestedName() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let precious = Array("keep me".utf8)
+        _ = FileManager.default.createFile(atPath: directory.file("file.bin"), contents: Data(precious))
+        try await withServer(content: Self.content) { server in
+            let outcome = try await runDownload(server.url(), to: .directory(directory.path))
+            #expect(outcome.error?.code == .outputExists)
+            try expectFile(directory.file("file.bin"), equals: precious, in: directory)
+        }
+    }
+
+    @Test("a refused connection is a network error after the configured tries")
+    func connectionRefused() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let server = try await RangeTestServer.start(content: Self.content)
+        let url = server.url()
+        try await server.shutdown()
+        var configuration = testConfiguration()
+        configuration.retry = .init(maximumTries: 2, wait: .milliseconds(10), maximumWait: .milliseconds(50))
+        let outcome = try await runDownload(url, to: .file(directory.file("x.bin")), configuration: configuration)
+        #expect(outcome.error?.code == .network, "\(String(describing: outcome.error))")
+        expectNothingLeft(in: directory)
+    }
+
+    @Test("a missing output directory is a local I/O error")
+    func missingDirectory() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content) { server in
+            let outcome = try await runDownload(server.url(), to: .file(directory.file("no/such/dir/x.bin")))
+            #expect(outcome.error?.code == .localIO)
+            #expect(outcome.error?.message.contains("No such file or directory") == true)
+        }
+    }
+
+    @Test("credentials are not sent to another origin after a redirect")
+    func credentialsStayHome() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content) { other in
+            try await withServer(content: Self.content) { origin in
+                let target = other.url("/file.bin").addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                var configuration = testConfiguration()
+                configuration.headers = [
+                    HTTPHeaderField(name: "Authorization", value: "Bearer secret"),
+                    HTTPHeaderField(name: "X-Trace", value: "kept"),
+                ]
+                let path = directory.file("moved.bin")
+                _ = try await runDownload(
+                    origin.url("/redirect-to?url=\(target)"),
+                    to: .file(path),
+                    configuration: configuration
+                ).value
+                try expectFile(path, equals: Self.content, in: directory)
+                #expect(origin.statistics().requests.first?.header("Authorization") == "Bearer secret")
+                let elsewhere = other.statistics().requests
+                #expect(!elsewhere.isEmpty)
+                for request in elsewhere {
+                    #expect(request.header("Authorization") == nil, "credentials leaked to another origin")
+                    #expect(request.header("X-Trace") == "kept")
+                }
+            }
+        }
+    }
+
+    @Test("user:password in the URL becomes Basic authorization, not part of the request line")
+    func urlCredentials() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content) { server in
+            let url = server.url().replacingOccurrences(of: "http://", with: "http://user:p%40ss@")
+            let path = directory.file("auth.bin")
+            _ = try await runDownload(url, to: .file(path)).value
+            try expectFile(path, equals: Self.content, in: directory)
+            let expected = "Basic " + Data("user:p@ss".utf8).base64EncodedString()
+            for request in server.statistics().requests {
+                #expect(request.header("Authorization") == expected)
+            }
+        }
+    }
+
+    @Test("cancelling the task stops the download and removes the partial file")
+    func cancellation() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let content = makeTestContent(count: 2 * 1024 * 1024, seed: 8)
+        try await withServer(content: content, faults: [.throttle(bytesPerSecond: 256 * 1024)]) { server in
+            let download = Download(
+                try DownloadRequest(url: server.url(), destination: .file(directory.file("c.bin")),
+                                    configuration: testConfiguration())
+            )
+            let task = Task { try await download.run() }
+            try await Task.sleep(for: .milliseconds(300))
+            task.cancel()
+            let result = await task.result
+            #expect(throws: DownloadError.self) { try result.get() }
+            if case .failure(let error as DownloadError) = result {
+                #expect(error.code == .cancelled)
+            }
+            expectNothingLeft(in: directory)
+        }
+    }
+}

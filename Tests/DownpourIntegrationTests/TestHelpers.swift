@@ -1,0 +1,109 @@
+import Downpour
+import DownpourTestSupport
+import Foundation
+import Testing
+
+/// A fresh directory under the system's temporary directory, removed by `remove()`.
+struct ScratchDirectory {
+    let path: String
+
+    init() throws {
+        self.path = FileManager.default.temporaryDirectory
+            .appendingPathComponent("downpour-tests-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: self.path, withIntermediateDirectories: true)
+    }
+
+    func file(_ name: String) -> String { self.path + "/" + name }
+
+    func contents() -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: self.path)) ?? []).sorted()
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(atPath: self.path)
+    }
+}
+
+/// Configuration for tests: short waits so retries do not slow the suite.
+func testConfiguration(connections: Int = 4, minimumSplitSize: Int64 = 64 * 1024) -> DownloadConfiguration {
+    var configuration = DownloadConfiguration()
+    configuration.connections = connections
+    configuration.minimumSplitSize = minimumSplitSize
+    configuration.retry = .init(maximumTries: 5, wait: .milliseconds(10), maximumWait: .seconds(2))
+    configuration.timeouts = .init(connect: .seconds(5), idleRead: .seconds(10))
+    configuration.writeBufferSize = 64 * 1024
+    configuration.progressInterval = .milliseconds(20)
+    return configuration
+}
+
+struct DownloadOutcome {
+    var result: Result<DownloadResult, DownloadError>
+    var events: [DownloadEvent]
+
+    var value: DownloadResult {
+        get throws { try self.result.get() }
+    }
+
+    var error: DownloadError? {
+        if case .failure(let error) = self.result { return error }
+        return nil
+    }
+}
+
+/// Runs a download to the end, collecting its events.
+func runDownload(
+    _ url: String,
+    to destination: DownloadRequest.Destination,
+    configuration: DownloadConfiguration = testConfiguration()
+) async throws -> DownloadOutcome {
+    let download = Download(try DownloadRequest(url: url, destination: destination, configuration: configuration))
+    async let collected: [DownloadEvent] = {
+        var events: [DownloadEvent] = []
+        for await event in download.events { events.append(event) }
+        return events
+    }()
+    let result: Result<DownloadResult, DownloadError>
+    do {
+        result = .success(try await download.run())
+    } catch {
+        result = .failure(error)
+    }
+    return DownloadOutcome(result: result, events: await collected)
+}
+
+/// Starts a server, hands it to `body`, and shuts it down afterwards, whatever happens.
+func withServer<T>(
+    content: [UInt8],
+    faults: [RangeTestServer.Fault] = [],
+    etag: String? = "\"downpour-test-v1\"",
+    _ body: (RangeTestServer) async throws -> T
+) async throws -> T {
+    let server = try await RangeTestServer.start(content: content, faults: faults, etag: etag)
+    do {
+        let value = try await body(server)
+        try await server.shutdown()
+        return value
+    } catch {
+        try? await server.shutdown()
+        throw error
+    }
+}
+
+/// Checks the download produced exactly `content` at `path` and nothing else in the directory.
+func expectFile(_ path: String, equals content: [UInt8], in directory: ScratchDirectory, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    #expect(FileManager.default.fileExists(atPath: path), "no file at \(path)", sourceLocation: sourceLocation)
+    #expect(try sha256Hex(ofFileAt: path) == sha256Hex(content), "content differs", sourceLocation: sourceLocation)
+    let name = (path as NSString).lastPathComponent
+    #expect(directory.contents() == [name], "left behind: \(directory.contents())", sourceLocation: sourceLocation)
+}
+
+/// Checks a failed download left nothing behind: no final file, no `.part`.
+func expectNothingLeft(in directory: ScratchDirectory, sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(directory.contents().isEmpty, "left behind: \(directory.contents())", sourceLocation: sourceLocation)
+}
+
+extension RangeTestServer.Statistics {
+    var getRequestsRecorded: [RangeTestServer.RecordedRequest] {
+        self.requests.filter { $0.method == "GET" }
+    }
+}

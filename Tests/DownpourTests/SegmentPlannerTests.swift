@@ -1,0 +1,215 @@
+import Testing
+
+@testable import Downpour
+
+@Suite("SegmentPlanner")
+struct SegmentPlannerTests {
+    /// Drives a plan to the end the way workers do, in a random interleaving, and checks the invariants at
+    /// every step: leases never overlap each other or done bytes, and done + leased + free is the whole file.
+    static func simulate(
+        length: Int64,
+        connections: Int,
+        minimumSplitSize: Int64,
+        done: ByteRangeSet = ByteRangeSet(),
+        seed: UInt64
+    ) -> (planner: SegmentPlanner, writes: [Range<Int64>], splits: Int) {
+        var generator = SplitMix64(seed: seed)
+        var planner = SegmentPlanner(
+            length: length,
+            connections: connections,
+            minimumSplitSize: minimumSplitSize,
+            done: done
+        )
+        var active: [SegmentPlanner.LeaseID] = []
+        var idle = connections
+        var writes: [Range<Int64>] = []
+        var splits = 0
+        var steps = 0
+        while true {
+            steps += 1
+            precondition(steps < 1_000_000, "simulation does not terminate")
+            // Idle workers take work.
+            while idle > 0 {
+                let hadFreeRange = !planner.free.isEmpty
+                guard let lease = planner.acquire() else { break }
+                if !hadFreeRange { splits += 1 }
+                active.append(lease.id)
+                idle -= 1
+            }
+            checkInvariants(planner, length: length)
+            if active.isEmpty { break }
+            // One worker writes a random amount.
+            let index = Int(generator.next() % UInt64(active.count))
+            let id = active[index]
+            let lease = planner.lease(id)!
+            let amount = Int64(generator.next() % UInt64(max(1, minimumSplitSize))) + 1
+            let start = lease.cursor
+            let allowed = planner.claim(id, upTo: start + amount)
+            if allowed > start {
+                planner.markDone(start..<allowed)
+                writes.append(start..<allowed)
+            }
+            if planner.lease(id)!.remaining.isEmpty {
+                planner.release(id)
+                active.remove(at: index)
+                idle += 1
+            }
+        }
+        return (planner, writes, splits)
+    }
+
+    static func checkInvariants(_ planner: SegmentPlanner, length: Int64) {
+        var pieces: [Range<Int64>] = planner.done.ranges
+        pieces += planner.leases.values.map { $0.remaining }.filter { !$0.isEmpty }
+        pieces += planner.free
+        pieces.sort { $0.lowerBound < $1.lowerBound }
+        var cursor: Int64 = 0
+        for piece in pieces {
+            #expect(piece.lowerBound == cursor, "gap or overlap at \(cursor): \(pieces)")
+            cursor = piece.upperBound
+        }
+        #expect(cursor == length)
+    }
+
+    @Test("every byte is written exactly once", arguments: [1, 2, 3, 4, 8, 16, 64])
+    func everyByteOnce(connections: Int) {
+        for seed in UInt64(1)...20 {
+            let length = Int64(seed * 7919 + 12345)
+            let (planner, writes, _) = Self.simulate(
+                length: length,
+                connections: connections,
+                minimumSplitSize: 1024,
+                seed: seed
+            )
+            #expect(planner.isComplete)
+            #expect(planner.done.ranges == [0..<length])
+            let total = writes.reduce(Int64(0)) { $0 + Int64($1.count) }
+            #expect(total == length, "bytes written twice or missed")
+            let sorted = writes.sorted { $0.lowerBound < $1.lowerBound }
+            for (first, second) in zip(sorted, sorted.dropFirst()) {
+                #expect(first.upperBound <= second.lowerBound, "\(first) overlaps \(second)")
+            }
+        }
+    }
+
+    @Test("starts with N equal ranges")
+    func initialPlan() {
+        var planner = SegmentPlanner(length: 100 * 1024 * 1024, connections: 4, minimumSplitSize: 1024 * 1024)
+        var leases: [SegmentPlanner.Lease] = []
+        for _ in 0..<4 { leases.append(planner.acquire()!) }
+        let sizes = Set(leases.map { $0.remaining.count })
+        #expect(sizes == [25 * 1024 * 1024])
+        #expect(planner.free.isEmpty)
+    }
+
+    @Test("more connections than bytes")
+    func tinyFile() {
+        var planner = SegmentPlanner(length: 1, connections: 16, minimumSplitSize: 1024 * 1024)
+        let first = planner.acquire()
+        #expect(first?.remaining == 0..<1)
+        #expect(planner.acquire() == nil)
+    }
+
+    @Test("an empty file needs no work")
+    func emptyFile() {
+        var planner = SegmentPlanner(length: 0, connections: 4, minimumSplitSize: 1024)
+        #expect(planner.isComplete)
+        #expect(planner.acquire() == nil)
+    }
+
+    @Test("a free connection takes half of the longest remaining lease")
+    func stealsHalf() {
+        let mib: Int64 = 1024 * 1024
+        var planner = SegmentPlanner(length: 10 * mib, connections: 1, minimumSplitSize: mib)
+        let first = planner.acquire()!
+        #expect(planner.claim(first.id, upTo: 2 * mib) == 2 * mib)
+        planner.markDone(0..<(2 * mib))
+        let second = planner.acquire()!
+        #expect(second.remaining == (6 * mib)..<(10 * mib))
+        #expect(planner.lease(first.id)!.remaining == (2 * mib)..<(6 * mib))
+        // The owner's claim past the new end is cut short.
+        #expect(planner.claim(first.id, upTo: 7 * mib) == 6 * mib)
+    }
+
+    @Test("splitting stops at the floor")
+    func splitFloor() {
+        let floor: Int64 = 1024 * 1024
+        var planner = SegmentPlanner(length: 2 * floor - 1, connections: 1, minimumSplitSize: floor)
+        _ = planner.acquire()!
+        #expect(planner.acquire() == nil, "a split would leave a piece below the floor")
+
+        var exact = SegmentPlanner(length: 2 * floor, connections: 1, minimumSplitSize: floor)
+        _ = exact.acquire()!
+        let second = exact.acquire()
+        #expect(second?.remaining.count == Int(floor))
+        #expect(exact.acquire() == nil)
+    }
+
+    @Test("no piece is ever below the floor, except a gap that was smaller to begin with")
+    func piecesRespectFloor() {
+        let floor: Int64 = 4096
+        for seed in UInt64(1)...30 {
+            var planner = SegmentPlanner(length: Int64(seed) * 10_000 + 1, connections: 8, minimumSplitSize: floor)
+            var leases: [SegmentPlanner.Lease] = []
+            while let lease = planner.acquire() { leases.append(lease) }
+            for lease in leases {
+                let current = planner.lease(lease.id)!
+                #expect(current.end - current.start >= floor || planner.length < 2 * floor)
+            }
+        }
+    }
+
+    @Test("a released lease gives back what it did not write")
+    func releaseReturnsRest() {
+        var planner = SegmentPlanner(length: 1000, connections: 1, minimumSplitSize: 100)
+        let lease = planner.acquire()!
+        _ = planner.claim(lease.id, upTo: 300)
+        planner.markDone(0..<300)
+        planner.release(lease.id)
+        #expect(planner.free == [300..<1000])
+        let again = planner.acquire()!
+        #expect(again.remaining == 300..<1000)
+    }
+
+    @Test("plans only the gaps when bytes are on disk already")
+    func resumesGaps() {
+        let done = ByteRangeSet([0..<4000, 6000..<9000])
+        let (planner, writes, _) = Self.simulate(
+            length: 10_000,
+            connections: 4,
+            minimumSplitSize: 500,
+            done: done,
+            seed: 7
+        )
+        #expect(planner.isComplete)
+        for write in writes {
+            #expect(!done.overlaps(write), "re-fetched \(write)")
+        }
+        #expect(writes.reduce(0) { $0 + $1.count } == 3000)
+    }
+
+    @Test("idle connections keep the slowest one company until the floor")
+    func splitsUntilFloor() {
+        let (planner, _, splits) = Self.simulate(
+            length: 64 * 1024,
+            connections: 4,
+            minimumSplitSize: 1024,
+            seed: 3
+        )
+        #expect(planner.isComplete)
+        #expect(splits > 0)
+    }
+}
+
+/// A small deterministic generator for reproducible simulations.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { self.state = seed }
+    mutating func next() -> UInt64 {
+        self.state &+= 0x9E37_79B9_7F4A_7C15
+        var z = self.state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,301 @@
+#!/usr/bin/env bash
+# Interoperability test: the downpour CLI against a real nginx (Debian's
+# package) serving static files on 127.0.0.1.
+#
+# Usage: scripts/interop.sh [BINARY]     (default: .build/release/downpour)
+#
+# Needs: nginx, curl, coreutils (sha256sum, timeout, mktemp, stat), awk;
+# ss (iproute2) and pgrep (procps) are used when present.
+set -euo pipefail
+
+BIN=${1:-.build/release/downpour}
+CASE_TIMEOUT=${INTEROP_CASE_TIMEOUT:-120}
+
+die() { echo "interop: $*" >&2; exit 2; }
+
+[[ -f $BIN && -x $BIN ]] || die "binary not found or not executable: $BIN"
+case $BIN in /*) ;; *) BIN="$PWD/$BIN" ;; esac
+
+NGINX=$(command -v nginx || true)
+[[ -n $NGINX ]] || NGINX=/usr/sbin/nginx
+[[ -x $NGINX ]] || die "nginx not found (apt-get install nginx)"
+command -v curl >/dev/null || die "curl not found (apt-get install curl)"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/downpour-interop.XXXXXX")
+NGINX_PID=""
+
+stop_nginx() {
+    local pid=$NGINX_PID children="" i
+    [[ -n $pid ]] || return 0
+    NGINX_PID=""
+    if command -v pgrep >/dev/null; then
+        children=$(pgrep -P "$pid" || true)
+    fi
+    kill "$pid" 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        echo "interop: nginx (pid $pid) did not stop in 5 s, killing it" >&2
+        kill -9 "$pid" 2>/dev/null || true
+    fi
+    # Workers of a master that was killed with -9 would be orphaned.
+    for i in $children; do
+        kill -9 "$i" 2>/dev/null || true
+    done
+    wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+    local rc=$?
+    stop_nginx
+    rm -rf -- "$WORK"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+WWW="$WORK/www"
+OUT="$WORK/out"
+mkdir -p "$WWW" "$OUT"
+
+# ---------------------------------------------------------------- test files
+head -c 1048576 /dev/urandom >"$WWW/one-mib.bin"
+head -c 104857601 /dev/urandom >"$WWW/big.bin"
+: >"$WWW/empty.bin"
+FILES=(one-mib.bin big.bin empty.bin)
+declare -A SHA SIZE
+for f in "${FILES[@]}"; do
+    SHA[$f]=$(sha256sum <"$WWW/$f" | awk '{print $1}')
+    SIZE[$f]=$(stat -c %s "$WWW/$f")
+done
+
+# --------------------------------------------------------------------- nginx
+write_conf() {
+    local port=$1 user_line=""
+    if [[ $(id -u) -eq 0 ]]; then
+        # As root, workers would otherwise run as "nobody" and could not
+        # read the 0700 work directory.
+        user_line="user root;"
+    fi
+    cat >"$WORK/nginx.conf" <<EOF
+$user_line
+worker_processes 1;
+error_log $WORK/error.log;
+pid $WORK/nginx.pid;
+events {
+    worker_connections 256;
+}
+http {
+    client_body_temp_path $WORK/tmp/client_body;
+    proxy_temp_path $WORK/tmp/proxy;
+    fastcgi_temp_path $WORK/tmp/fastcgi;
+    uwsgi_temp_path $WORK/tmp/uwsgi;
+    scgi_temp_path $WORK/tmp/scgi;
+    access_log $WORK/access.log;
+    types {
+        application/octet-stream bin;
+    }
+    default_type application/octet-stream;
+    sendfile on;
+    keepalive_requests 10000;
+    server {
+        listen 127.0.0.1:$port;
+        server_name localhost;
+        root $WWW;
+    }
+}
+EOF
+}
+
+port_in_use() {
+    command -v ss >/dev/null || return 1
+    [[ -n $(ss -Hltn "sport = :$1" 2>/dev/null) ]]
+}
+
+# Starts nginx on the given port; returns 0 once it serves one-mib.bin.
+start_nginx() {
+    local port=$1 i
+    write_conf "$port"
+    mkdir -p "$WORK/tmp"
+    "$NGINX" -p "$WORK/" -c "$WORK/nginx.conf" -e "$WORK/error.log" \
+        -g 'daemon off;' </dev/null >>"$WORK/nginx.out" 2>&1 &
+    NGINX_PID=$!
+    for ((i = 0; i < 50; i++)); do
+        if ! kill -0 "$NGINX_PID" 2>/dev/null; then
+            wait "$NGINX_PID" 2>/dev/null || true
+            NGINX_PID=""
+            return 1
+        fi
+        if curl -sf -o /dev/null "http://127.0.0.1:$port/one-mib.bin"; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    stop_nginx
+    return 1
+}
+
+PORT=""
+for _ in 1 2 3 4 5 6 7 8; do
+    candidate=$((20000 + (RANDOM * 32768 + RANDOM) % 40001))
+    port_in_use "$candidate" && continue
+    if start_nginx "$candidate"; then
+        PORT=$candidate
+        break
+    fi
+    echo "interop: nginx did not come up on port $candidate, retrying" >&2
+done
+if [[ -z $PORT ]]; then
+    echo "interop: could not start nginx; its log:" >&2
+    tail -n 20 "$WORK/error.log" "$WORK/nginx.out" >&2 2>/dev/null || true
+    exit 1
+fi
+BASE="http://127.0.0.1:$PORT"
+echo "interop: $("$NGINX" -v 2>&1) on $BASE (pid $NGINX_PID), binary $BIN"
+
+# ------------------------------------------------------------------- helpers
+PASSED=0
+FAILED=0
+LOG="$WORK/case.log"
+
+pass() { PASSED=$((PASSED + 1)); printf 'ok   %s\n' "$*"; }
+fail() {
+    FAILED=$((FAILED + 1))
+    printf 'FAIL %s\n' "$*"
+    if [[ -s $LOG ]]; then
+        sed 's/^/     | /' "$LOG" | tail -n 15
+    fi
+}
+
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+
+# run_dp ARGS...: runs the binary with a timeout, no stdin, output in $LOG;
+# sets RC (never trips set -e).
+run_dp() {
+    RC=0
+    timeout -k 10 "$CASE_TIMEOUT" "$BIN" "$@" </dev/null >"$LOG" 2>&1 || RC=$?
+}
+
+describe_rc() {
+    case $1 in
+        124 | 137) echo "timed out after ${CASE_TIMEOUT}s" ;;
+        *) echo "exit code $1" ;;
+    esac
+}
+
+# leftovers PATH: prints any partial/control files next to PATH
+# (PATH.part, PATH.part.downpour, other PATH.* and hidden .NAME* siblings).
+leftovers() {
+    local dir base
+    dir=$(dirname -- "$1")
+    base=$(basename -- "$1")
+    find "$dir" -mindepth 1 -maxdepth 1 \
+        \( -name "$base.*" -o -name ".$base" -o -name ".$base.*" \) \
+        -printf '%f ' 2>/dev/null | sed 's/ $//' || true
+}
+
+sha_of() { sha256sum <"$1" | awk '{print $1}'; }
+
+# ------------------------------------------------------ matrix: file x splits
+for f in "${FILES[@]}"; do
+    for n in 1 4 16; do
+        out="$OUT/$f.$n"
+        label=$(printf '%-12s -x %-3s' "$f" "$n")
+        t0=$(now)
+        run_dp get "$BASE/$f" -o "$out" -x "$n" --quiet
+        t1=$(now)
+        secs=$(elapsed "$t0" "$t1")
+        left=$(leftovers "$out")
+        if [[ $RC -ne 0 ]]; then
+            fail "$label  $(describe_rc "$RC")  ${secs} s"
+        elif [[ ! -f $out ]]; then
+            fail "$label  exit 0 but no output file"
+        elif [[ -n $left ]]; then
+            fail "$label  left behind: $left"
+        elif [[ $(sha_of "$out") != "${SHA[$f]}" ]]; then
+            fail "$label  sha256 mismatch ($(stat -c %s "$out") bytes, expected ${SIZE[$f]})"
+        else
+            pass "$(printf '%s %10s bytes  %5s s' "$label" "${SIZE[$f]}" "$secs")"
+        fi
+        rm -f -- "$out" "$out".* # keep disk use low (big.bin is 100 MiB)
+    done
+done
+
+# ------------------------------------------------------------- other checks
+# 404 -> exit 3, no output, no partial files.
+out="$OUT/missing.bin"
+run_dp get "$BASE/missing.bin" -o "$out" --quiet
+left=$(leftovers "$out")
+if [[ $RC -ne 3 ]]; then
+    fail "404 missing.bin: expected exit code 3, got $(describe_rc "$RC")"
+elif [[ -e $out ]]; then
+    fail "404 missing.bin: output file was created"
+elif [[ -n $left ]]; then
+    fail "404 missing.bin: left behind: $left"
+else
+    pass "404 missing.bin -> exit 3, no output file"
+fi
+rm -f -- "$out" "$out".*
+
+# Existing output without --overwrite -> exit 6, file untouched.
+out="$OUT/existing.bin"
+head -c 4096 /dev/urandom >"$out"
+cp -- "$out" "$WORK/existing.ref"
+run_dp get "$BASE/one-mib.bin" -o "$out" --quiet
+left=$(leftovers "$out")
+if [[ $RC -ne 6 ]]; then
+    fail "existing output: expected exit code 6, got $(describe_rc "$RC")"
+elif ! cmp -s -- "$out" "$WORK/existing.ref"; then
+    fail "existing output: exit 6 but the existing file was modified"
+elif [[ -n $left ]]; then
+    fail "existing output: left behind: $left"
+else
+    pass "existing output -> exit 6, file unchanged"
+fi
+
+# Same with --overwrite -> success, file replaced.
+cp -- "$WORK/existing.ref" "$out"
+run_dp get "$BASE/one-mib.bin" -o "$out" --overwrite --quiet
+left=$(leftovers "$out")
+if [[ $RC -ne 0 ]]; then
+    fail "--overwrite: $(describe_rc "$RC")"
+elif [[ ! -f $out || $(sha_of "$out") != "${SHA[one-mib.bin]}" ]]; then
+    fail "--overwrite: output is not the downloaded file"
+elif [[ -n $left ]]; then
+    fail "--overwrite: left behind: $left"
+else
+    pass "--overwrite replaces the existing file"
+fi
+rm -f -- "$out" "$out".*
+
+# -d DIR without -o -> DIR/<name from URL>.
+dir="$OUT/dir"
+mkdir -p "$dir"
+run_dp get "$BASE/one-mib.bin" -d "$dir" --quiet
+out="$dir/one-mib.bin"
+left=$(leftovers "$out")
+if [[ $RC -ne 0 ]]; then
+    fail "-d DIR: $(describe_rc "$RC")"
+elif [[ ! -f $out ]]; then
+    fail "-d DIR: no $out (dir has: $(find "$dir" -mindepth 1 -maxdepth 1 -printf '%f ')))"
+elif [[ $(sha_of "$out") != "${SHA[one-mib.bin]}" ]]; then
+    fail "-d DIR: sha256 mismatch"
+elif [[ -n $left ]]; then
+    fail "-d DIR: left behind: $left"
+else
+    pass "-d DIR saves as DIR/one-mib.bin"
+fi
+
+# ------------------------------------------------------------------- summary
+if [[ $FAILED -gt 0 ]]; then
+    echo "interop: nginx error log (last lines):"
+    tail -n 10 "$WORK/error.log" 2>/dev/null | sed 's/^/     | /' || true
+fi
+echo "interop: $PASSED passed, $FAILED failed"
+if [[ $FAILED -gt 0 ]]; then
+    exit 1
+fi
