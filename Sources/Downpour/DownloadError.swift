@@ -21,6 +21,7 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
             case outputExists
             case localIO
             case cancelled
+            case alreadyRunning
         }
 
         fileprivate let base: Base
@@ -39,8 +40,11 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
         public static let outputExists = Code(base: .outputExists)
         /// Reading or writing a local file failed: no space left, no permission, a missing directory.
         public static let localIO = Code(base: .localIO)
-        /// The download was cancelled.
+        /// The download was stopped before it finished. When ``DownloadError/resumable`` is set, what was
+        /// fetched is kept on disk and the same request picks it up again.
         public static let cancelled = Code(base: .cancelled)
+        /// Another process (or another download in this one) is writing to the same output file.
+        public static let alreadyRunning = Code(base: .alreadyRunning)
 
         public var description: String { self.base.rawValue }
     }
@@ -53,12 +57,22 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
     public var httpStatus: Int?
     /// The error underneath, when there is one.
     public var underlying: (any Error)?
+    /// Whether the bytes fetched so far were kept (`NAME.part` and its journal), so that running the same
+    /// request again continues where this one stopped.
+    public var resumable: Bool
 
-    public init(code: Code, message: String, httpStatus: Int? = nil, underlying: (any Error)? = nil) {
+    public init(
+        code: Code,
+        message: String,
+        httpStatus: Int? = nil,
+        underlying: (any Error)? = nil,
+        resumable: Bool = false
+    ) {
         self.code = code
         self.message = message
         self.httpStatus = httpStatus
         self.underlying = underlying
+        self.resumable = resumable
     }
 
     public var description: String {

@@ -17,7 +17,11 @@ public struct DownloadRequest: Sendable {
     public var configuration: DownloadConfiguration
 
     /// - Throws: ``DownloadError/Code/invalidRequest`` when the URL is not an absolute `http` or `https` URL.
-    public init(url: URL, destination: Destination = .directory("."), configuration: DownloadConfiguration = .init())
+    public init(
+        url: URL,
+        destination: Destination = .directory("."),
+        configuration: DownloadConfiguration = .init()
+    )
         throws(DownloadError)
     {
         try Self.validate(url)

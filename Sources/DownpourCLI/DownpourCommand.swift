@@ -18,7 +18,8 @@ struct DownpourCommand: AsyncParsableCommand {
         discussion: """
             Exit codes: 0 success, 1 internal error, 2 usage error (bad option or URL), 3 HTTP error status, \
             4 network error after retries, 5 remote file changed or server misbehaved, 6 output file exists, \
-            7 local I/O error (disk full, no permission), 130 cancelled.
+            7 local I/O error (disk full, no permission), 8 paused (Ctrl-C or SIGTERM; run the same command to \
+            resume), 9 another downpour is writing the same file, 130 stopped at once by a second Ctrl-C.
             """,
         version: "0.1.0",
         subcommands: [GetCommand.self]
@@ -35,7 +36,9 @@ enum ExitStatus {
     static let remote: Int32 = 5
     static let outputExists: Int32 = 6
     static let localIO: Int32 = 7
-    static let cancelled: Int32 = 130
+    static let paused: Int32 = 8
+    static let alreadyRunning: Int32 = 9
+    static let interrupted: Int32 = 130
 
     static func code(for error: DownloadError) -> Int32 {
         switch error.code {
@@ -45,7 +48,8 @@ enum ExitStatus {
         case .remoteChanged, .remoteMisbehaved: remote
         case .outputExists: outputExists
         case .localIO: localIO
-        case .cancelled: cancelled
+        case .cancelled: paused
+        case .alreadyRunning: alreadyRunning
         default: internalError
         }
     }

@@ -84,6 +84,18 @@ struct GetCommand: AsyncParsableCommand {
     )
     var caCertificate: String?
 
+    @Flag(name: .customLong("no-resume"), help: "Start from zero even when an earlier run left a partial file.")
+    var noResume = false
+
+    @Option(
+        name: .customLong("journal-interval"),
+        help: ArgumentHelp(
+            "Seconds between saves of the resume journal; a crash re-fetches at most what arrived since.",
+            valueName: "seconds"
+        )
+    )
+    var journalInterval: Double = 1
+
     @Flag(name: [.customShort("v"), .customLong("verbose")], help: "Log what happens to standard error.")
     var verbose = false
 
@@ -101,6 +113,9 @@ struct GetCommand: AsyncParsableCommand {
         guard self.timeout > 0, self.timeout.isFinite else {
             throw ValidationError("--timeout must be more than zero seconds.")
         }
+        guard self.journalInterval >= 0.01, self.journalInterval.isFinite else {
+            throw ValidationError("--journal-interval must be at least 0.01 seconds.")
+        }
         for header in self.headers where HTTPHeaderField(parsing: header) == nil {
             throw ValidationError("'\(header)' is not a header; write 'Name: value'.")
         }
@@ -117,7 +132,11 @@ struct GetCommand: AsyncParsableCommand {
 
         let request: DownloadRequest
         do {
-            request = try DownloadRequest(url: self.url, destination: self.destination, configuration: self.downloadConfiguration)
+            request = try DownloadRequest(
+                url: self.url,
+                destination: self.destination,
+                configuration: self.downloadConfiguration
+            )
             try request.configuration.validate()
         } catch {
             writeError("downpour: \(error.message)")
@@ -131,12 +150,36 @@ struct GetCommand: AsyncParsableCommand {
                 renderer.render(event)
             }
         }
-        do {
-            try await download.run()
+        let running = Task { () async -> Result<DownloadResult, DownloadError> in
+            do throws(DownloadError) {
+                return .success(try await download.run())
+            } catch {
+                return .failure(error)
+            }
+        }
+        // Ctrl-C or SIGTERM: stop gracefully (data written, journal saved). A second one: leave at once; the
+        // journal on disk is consistent at every moment.
+        let interruptions = InterruptionHandler {
+            running.cancel()
+        }
+        defer { interruptions.stop() }
+        switch await running.value {
+        case .success:
             await rendering.value
-        } catch {
+        case .failure(let error):
             await rendering.value
-            writeError("downpour: error: \(error.message)")
+            if error.code == .cancelled {
+                if error.resumable {
+                    writeError("downpour: paused; run the same command again to resume.")
+                } else {
+                    writeError("downpour: stopped; nothing was kept (this server does not allow resuming).")
+                }
+            } else {
+                writeError("downpour: error: \(error.message)")
+                if error.resumable {
+                    writeError("downpour: what arrived is kept; run the same command again to resume.")
+                }
+            }
             throw ExitCode(ExitStatus.code(for: error))
         }
     }
@@ -160,6 +203,8 @@ struct GetCommand: AsyncParsableCommand {
         if let userAgent { configuration.userAgent = userAgent }
         configuration.overwrite = self.overwrite
         configuration.tls = .init(verifyCertificates: !self.insecure, trustedCertificatesPath: self.caCertificate)
+        configuration.resume = !self.noResume
+        configuration.journalInterval = .milliseconds(Int64(self.journalInterval * 1000))
         return configuration
     }
 }

@@ -22,10 +22,25 @@ final class ProgressRenderer: Sendable {
         case .started(let start):
             let length = start.remoteFile.length.map { ByteCount.format($0) } ?? "unknown size"
             var line = "Downloading \(start.remoteFile.url.absoluteString) (\(length))"
-            line += start.remoteFile.isSegmentable
+            line +=
+                start.remoteFile.isSegmentable
                 ? " over up to \(start.connections) connections" : " as one stream (no ranges)"
             line += " to \(start.destinationPath)"
             self.printLine(line)
+            if start.resumedBytes > 0 {
+                let total = start.remoteFile.length.map { " of " + ByteCount.format($0) } ?? ""
+                self.printLine(
+                    "Resuming: \(ByteCount.format(start.resumedBytes))\(total) already on disk; fetching the rest."
+                )
+            }
+        case .notice(let message):
+            self.clearLine()
+            writeError("downpour: \(message)")
+        case .paused:
+            self.clearLine()
+            self.printLine("Paused.")
+        case .resumed:
+            self.printLine("Resumed.")
         case .progress(let progress):
             if self.mode == .terminal {
                 self.write("\r\u{1B}[K" + Self.describe(progress))
@@ -45,7 +60,8 @@ final class ProgressRenderer: Sendable {
             writeError("connection \(connection): \(reason) Retry \(attempt) in \(Self.seconds(delay)) s.")
         case .finished(let result):
             self.clearLine()
-            let seconds = Double(result.elapsed.components.seconds) + Double(result.elapsed.components.attoseconds) / 1e18
+            let seconds =
+                Double(result.elapsed.components.seconds) + Double(result.elapsed.components.attoseconds) / 1e18
             let speed = seconds > 0 ? Double(result.downloadedBytes) / seconds : 0
             self.printLine(
                 "Saved \(result.path) (\(ByteCount.format(result.length))) in \(Self.seconds(result.elapsed)) s, "

@@ -76,7 +76,8 @@ struct Scratch {
     let path: String
 
     init() throws {
-        self.path = FileManager.default.temporaryDirectory.appendingPathComponent("downpour-cli-\(UUID().uuidString)").path
+        self.path =
+            FileManager.default.temporaryDirectory.appendingPathComponent("downpour-cli-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: self.path, withIntermediateDirectories: true)
     }
 
@@ -105,9 +106,12 @@ struct CLITests {
         }
     }
 
-    @Test("a bad URL is a usage error with a one-line message", arguments: [
-        "not a url", "ftp://example.com/file", "http://", "example.com/file.iso",
-    ])
+    @Test(
+        "a bad URL is a usage error with a one-line message",
+        arguments: [
+            "not a url", "ftp://example.com/file", "http://", "example.com/file.iso",
+        ]
+    )
     func badURL(url: String) async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
@@ -118,10 +122,13 @@ struct CLITests {
         #expect(scratch.contents().isEmpty)
     }
 
-    @Test("bad option values are usage errors", arguments: [
-        ["-x", "0"], ["-x", "65"], ["--min-split-size", "12Q"], ["--max-tries", "0"], ["--retry-wait", "-1"],
-        ["--timeout", "0"], ["--header", "no-colon"], ["-o", "a", "-d", "b"],
-    ])
+    @Test(
+        "bad option values are usage errors",
+        arguments: [
+            ["-x", "0"], ["-x", "65"], ["--min-split-size", "12Q"], ["--max-tries", "0"], ["--retry-wait", "-1"],
+            ["--timeout", "0"], ["--header", "no-colon"], ["-o", "a", "-d", "b"],
+        ]
+    )
     func badOptions(options: [String]) async throws {
         let result = try await Binary.run(["get", "http://127.0.0.1:9/x"] + options)
         #expect(result.status == 2, "\(options): \(result.standardError)")
@@ -132,7 +139,10 @@ struct CLITests {
     func download() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let server = try await RangeTestServer.start(content: Self.content, faults: [.throttle(bytesPerSecond: 1_000_000)])
+        let server = try await RangeTestServer.start(
+            content: Self.content,
+            faults: [.throttle(bytesPerSecond: 1_000_000)]
+        )
         defer { Task { try await server.shutdown() } }
         let path = scratch.file("out.bin")
         let result = try await Binary.run(["get", server.url(), "-o", path, "-x", "4", "--min-split-size", "64K"])
@@ -193,7 +203,9 @@ struct CLITests {
         let server = try await RangeTestServer.start(content: Self.content)
         let url = server.url()
         try await server.shutdown()
-        let result = try await Binary.run(["get", url, "-o", scratch.file("x"), "--max-tries", "2", "--retry-wait", "0.01"])
+        let result = try await Binary.run([
+            "get", url, "-o", scratch.file("x"), "--max-tries", "2", "--retry-wait", "0.01",
+        ])
         #expect(result.status == 4, "\(result.standardError)")
         #expect(scratch.contents().isEmpty)
     }
@@ -202,7 +214,10 @@ struct CLITests {
     func lyingServer() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let server = try await RangeTestServer.start(content: Self.content, faults: [.wrongContentRange(fromRequest: 1)])
+        let server = try await RangeTestServer.start(
+            content: Self.content,
+            faults: [.wrongContentRange(fromRequest: 1)]
+        )
         defer { Task { try await server.shutdown() } }
         let result = try await Binary.run(["get", server.url(), "-o", scratch.file("x"), "-q"])
         #expect(result.status == 5, "\(result.standardError)")

@@ -123,26 +123,4 @@ struct ErrorTests {
             }
         }
     }
-
-    @Test("cancelling the task stops the download and removes the partial file")
-    func cancellation() async throws {
-        let directory = try ScratchDirectory()
-        defer { directory.remove() }
-        let content = makeTestContent(count: 2 * 1024 * 1024, seed: 8)
-        try await withServer(content: content, faults: [.throttle(bytesPerSecond: 256 * 1024)]) { server in
-            let download = Download(
-                try DownloadRequest(url: server.url(), destination: .file(directory.file("c.bin")),
-                                    configuration: testConfiguration())
-            )
-            let task = Task { try await download.run() }
-            try await Task.sleep(for: .milliseconds(300))
-            task.cancel()
-            let result = await task.result
-            #expect(throws: DownloadError.self) { try result.get() }
-            if case .failure(let error as DownloadError) = result {
-                #expect(error.code == .cancelled)
-            }
-            expectNothingLeft(in: directory)
-        }
-    }
 }

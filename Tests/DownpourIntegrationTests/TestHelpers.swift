@@ -8,7 +8,8 @@ struct ScratchDirectory {
     let path: String
 
     init() throws {
-        self.path = FileManager.default.temporaryDirectory
+        self.path =
+            FileManager.default.temporaryDirectory
             .appendingPathComponent("downpour-tests-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: self.path, withIntermediateDirectories: true)
     }
@@ -90,7 +91,12 @@ func withServer<T>(
 }
 
 /// Checks the download produced exactly `content` at `path` and nothing else in the directory.
-func expectFile(_ path: String, equals content: [UInt8], in directory: ScratchDirectory, sourceLocation: SourceLocation = #_sourceLocation) throws {
+func expectFile(
+    _ path: String,
+    equals content: [UInt8],
+    in directory: ScratchDirectory,
+    sourceLocation: SourceLocation = #_sourceLocation
+) throws {
     #expect(FileManager.default.fileExists(atPath: path), "no file at \(path)", sourceLocation: sourceLocation)
     #expect(try sha256Hex(ofFileAt: path) == sha256Hex(content), "content differs", sourceLocation: sourceLocation)
     let name = (path as NSString).lastPathComponent

@@ -39,7 +39,9 @@ struct ParsingTests {
         #expect(ContentDisposition.filename(fromHeader: "attachment; FILENAME=\"UP.txt\"") == "UP.txt")
         #expect(ContentDisposition.filename(fromHeader: "attachment") == nil)
         // A bad extended value falls back to the plain one.
-        #expect(ContentDisposition.filename(fromHeader: "attachment; filename*=UTF-8''%ZZ; filename=ok.bin") == "ok.bin")
+        #expect(
+            ContentDisposition.filename(fromHeader: "attachment; filename*=UTF-8''%ZZ; filename=ok.bin") == "ok.bin"
+        )
     }
 
     @Test("server-suggested names are reduced to safe base names")

@@ -22,6 +22,12 @@ public struct DownloadConfiguration: Sendable {
     public var writeBufferSize: Int
     /// How often progress events are sent.
     public var progressInterval: Duration
+    /// Continue from `NAME.part` and its journal when an earlier run left them, after checking that the
+    /// remote file is still the same. `false` always starts from zero.
+    public var resume: Bool
+    /// How often the resume journal is saved (the data is synced to disk first). A crash loses at most what
+    /// arrived since the last save.
+    public var journalInterval: Duration
 
     public init(
         connections: Int = 4,
@@ -34,7 +40,9 @@ public struct DownloadConfiguration: Sendable {
         tls: TLS = TLS(),
         maximumRedirects: Int = 10,
         writeBufferSize: Int = 256 * 1024,
-        progressInterval: Duration = .milliseconds(250)
+        progressInterval: Duration = .milliseconds(250),
+        resume: Bool = true,
+        journalInterval: Duration = .seconds(1)
     ) {
         self.connections = connections
         self.minimumSplitSize = minimumSplitSize
@@ -47,6 +55,8 @@ public struct DownloadConfiguration: Sendable {
         self.maximumRedirects = maximumRedirects
         self.writeBufferSize = writeBufferSize
         self.progressInterval = progressInterval
+        self.resume = resume
+        self.journalInterval = journalInterval
     }
 
     /// Checks the values; the error says which one is wrong.
@@ -65,6 +75,9 @@ public struct DownloadConfiguration: Sendable {
         }
         guard self.timeouts.connect > .zero, self.timeouts.idleRead > .zero else {
             throw .invalidRequest("Time-outs must be positive.")
+        }
+        guard self.journalInterval >= .milliseconds(10) else {
+            throw .invalidRequest("The journal interval must be at least 0.01 seconds.")
         }
         guard self.writeBufferSize >= 4096 else {
             throw .invalidRequest("The write buffer must be at least 4096 bytes.")

@@ -41,7 +41,11 @@ public struct ByteRangeSet: Sendable, Hashable, Codable, CustomStringConvertible
         var merged = range
         var end = low
         while end < self.ranges.count, self.ranges[end].lowerBound <= merged.upperBound {
-            merged = min(merged.lowerBound, self.ranges[end].lowerBound)..<max(merged.upperBound, self.ranges[end].upperBound)
+            merged =
+                min(
+                    merged.lowerBound,
+                    self.ranges[end].lowerBound
+                )..<max(merged.upperBound, self.ranges[end].upperBound)
             end += 1
         }
         self.ranges.replaceSubrange(low..<end, with: CollectionOfOne(merged))

@@ -62,7 +62,7 @@ struct ResourceProbe: Sendable {
             let response: HTTPClientResponse
             do {
                 response = try await self.sendWithRetries(method: .HEAD, target: target)
-            } catch where error.code == .httpStatus {
+            } catch  where error.code == .httpStatus {
                 self.logger.debug("HEAD failed, trying GET", metadata: ["error": "\(error)"])
                 return nil
             }
@@ -129,7 +129,12 @@ struct ResourceProbe: Sendable {
             case 200..<300:
                 // The server sends the whole file; it is dropped here and fetched again as one stream.
                 let length = response.headers.value("Content-Length").flatMap { Int64(decimal: Substring($0)) }
-                let file = self.remoteFile(url: target.url, headers: response.headers, length: length, acceptsRanges: false)
+                let file = self.remoteFile(
+                    url: target.url,
+                    headers: response.headers,
+                    length: length,
+                    acceptsRanges: false
+                )
                 return Outcome(remoteFile: file, headers: target.headers)
             default:
                 throw DownloadError.httpStatus(response.status, url: target.url)

@@ -1,12 +1,20 @@
 import Foundation
 
-/// What a running download reports, in order: `started`, any number of `progress` and `retrying`, then
+/// What a running download reports, in order: `started`, any number of `progress`, `retrying`, `notice`,
+/// `paused` and `resumed`, then
 /// exactly one of `finished` or `failed`.
 public enum DownloadEvent: Sendable {
     /// The probe is done and the download begins.
     case started(DownloadStart)
     /// A periodic snapshot of the transfer.
     case progress(DownloadProgress)
+    /// Something a person should know that does not stop the download: a journal that could not be trusted,
+    /// a remote file that changed since the last run, a resume that cannot prove the file is unchanged.
+    case notice(String)
+    /// ``Download/pause()`` took effect: connections are closed and the journal is saved.
+    case paused
+    /// ``Download/resume()`` took effect.
+    case resumed
     /// A request failed and will be tried again after `delay`.
     case retrying(connection: Int, attempt: Int, delay: Duration, reason: String)
     /// Every byte is on disk and the file has its final name.

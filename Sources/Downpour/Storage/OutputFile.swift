@@ -1,3 +1,5 @@
+import NIOCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,7 +7,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import NIOCore
 
 /// The file being downloaded into: positional writes from many connections at once, preallocation, sync.
 ///
@@ -19,24 +20,46 @@ final class OutputFile: Sendable {
         self.descriptor = descriptor
     }
 
-    /// Creates (or truncates) the file at `path`, then reserves `length` bytes so a full disk shows up now,
-    /// not halfway through.
-    static func create(at path: String, length: Int64?) throws(DownloadError) -> OutputFile {
-        let descriptor = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    /// Opens (creating when missing) the file at `path` and takes an exclusive lock on it, so that a second
+    /// process aiming at the same output stops at once. The kernel drops the lock when the process dies, so a
+    /// crash leaves no stale lock behind. The contents are left as they are.
+    static func openLocked(at path: String) throws(DownloadError) -> OutputFile {
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
             throw .localIO("Cannot create '\(path)'", errno: errno)
         }
-        let file = OutputFile(path: path, descriptor: descriptor)
-        if let length, length > 0 {
-            do {
-                try file.preallocate(length)
-            } catch {
-                file.close()
-                unlink(path)
-                throw error
+        if flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+            let failure = errno
+            _ = SystemCall.close(descriptor)
+            if failure == EWOULDBLOCK {
+                throw DownloadError(
+                    code: .alreadyRunning,
+                    message:
+                        "Another download is writing to '\(path)' right now; wait for it to finish or stop it first."
+                )
             }
+            throw .localIO("Cannot lock '\(path)'", errno: failure)
         }
-        return file
+        return OutputFile(path: path, descriptor: descriptor)
+    }
+
+    /// Empties the file, then reserves `length` bytes so a full disk shows up now, not halfway through.
+    func startOver(length: Int64?) throws(DownloadError) {
+        guard ftruncate(self.descriptor, 0) == 0 else {
+            throw .localIO("Cannot empty '\(self.path)'", errno: errno)
+        }
+        if let length, length > 0 {
+            try self.preallocate(length)
+        }
+    }
+
+    /// The file's current size in bytes.
+    func size() throws(DownloadError) -> Int64 {
+        var status = stat()
+        guard fstat(self.descriptor, &status) == 0 else {
+            throw .localIO("Cannot read the size of '\(self.path)'", errno: errno)
+        }
+        return Int64(status.st_size)
     }
 
     private func preallocate(_ length: Int64) throws(DownloadError) {

@@ -92,7 +92,8 @@ extension DownloadError {
         case let error as NIOSSLError:
             reason = "the TLS connection to \(target) failed (\(error)); check the certificate, or use --ca-certificate"
         case let error as NIOConnectionError:
-            reason = "could not connect to \(target)"
+            reason =
+                "could not connect to \(target)"
                 + (error.connectionErrors.first.map { " (\($0.error))" } ?? "")
         case let error as IOError:
             reason = "talking to \(target) failed: \(error)"

@@ -48,7 +48,12 @@ struct SegmentWorker: Sendable {
                     metadata: ["connection": "\(self.id)", "error": "\(error)", "delay": "\(delay)"]
                 )
                 self.session.emit(
-                    .retrying(connection: self.id, attempt: failuresWithoutProgress, delay: delay, reason: error.message)
+                    .retrying(
+                        connection: self.id,
+                        attempt: failuresWithoutProgress,
+                        delay: delay,
+                        reason: error.message
+                    )
                 )
                 do {
                     try await Task.sleep(for: delay)

@@ -28,7 +28,12 @@ struct StreamWorker: Sendable {
                 }
                 let delay = policy.delay(beforeRetry: failuresWithoutProgress, retryAfter: retryAfter)
                 self.session.emit(
-                    .retrying(connection: self.id, attempt: failuresWithoutProgress, delay: delay, reason: error.message)
+                    .retrying(
+                        connection: self.id,
+                        attempt: failuresWithoutProgress,
+                        delay: delay,
+                        reason: error.message
+                    )
                 )
                 self.session.restartStream()
                 do {
@@ -46,7 +51,11 @@ struct StreamWorker: Sendable {
         defer { self.session.setActive(false, connection: self.id) }
         let response: HTTPClientResponse
         do {
-            response = try await self.session.transport.send(method: .GET, url: remote.url, headers: self.session.headers)
+            response = try await self.session.transport.send(
+                method: .GET,
+                url: remote.url,
+                headers: self.session.headers
+            )
         } catch {
             throw SegmentWorker.classify(error, url: remote.url)
         }

@@ -104,6 +104,16 @@ final class TransferSession: Sendable {
         }
     }
 
+    /// Bytes on disk, in either mode.
+    var completedBytes: Int64 {
+        self.state.withLockedValue { $0.planner?.completedBytes ?? $0.streamedBytes }
+    }
+
+    /// The bytes on disk, for the journal.
+    func doneRanges() -> ByteRangeSet {
+        self.state.withLockedValue { $0.planner?.done ?? ByteRangeSet() }
+    }
+
     var isPlanComplete: Bool {
         self.state.withLockedValue { $0.planner?.isComplete ?? false }
     }

@@ -1,0 +1,124 @@
+import Dispatch
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Reads and writes a ``ResumeJournal`` crash-safely: the data file is synced first, then the journal is
+/// written to a temporary file, synced, and renamed over the old one, so a crash at any moment leaves either
+/// the old journal or the new one, and never one that claims bytes the disk does not have.
+struct JournalStore: Sendable {
+    let path: String
+
+    init(partPath: String) {
+        self.path = partPath + ".downpour"
+    }
+
+    enum LoadResult {
+        case missing
+        case loaded(ResumeJournal)
+        case unreadable(String)
+    }
+
+    func load() -> LoadResult {
+        let descriptor = open(self.path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            return errno == ENOENT ? .missing : .unreadable("cannot open it: \(describeErrno(errno))")
+        }
+        defer { _ = SystemCall.close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                return .unreadable("cannot read it: \(describeErrno(errno))")
+            }
+            if count == 0 { break }
+            bytes += chunk[0..<count]
+            guard bytes.count <= 64 * 1024 * 1024 else { return .unreadable("it is implausibly large") }
+        }
+        do {
+            return .loaded(try ResumeJournal.decode(bytes))
+        } catch {
+            return .unreadable(error.description)
+        }
+    }
+
+    /// Syncs `file`, then replaces the journal with `journal`.
+    func save(_ journal: ResumeJournal, syncing file: OutputFile) throws(DownloadError) {
+        try file.sync()
+        let temporary = self.path + ".tmp"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw .localIO("Cannot write the resume journal '\(temporary)'", errno: errno)
+        }
+        let bytes = journal.encode()
+        var failure: Int32?
+        bytes.withUnsafeBytes { buffer in
+            var written = 0
+            while written < buffer.count {
+                let result = write(descriptor, buffer.baseAddress! + written, buffer.count - written)
+                if result < 0 {
+                    if errno == EINTR { continue }
+                    failure = errno
+                    return
+                }
+                written += result
+            }
+        }
+        if failure == nil && fsync(descriptor) != 0 {
+            failure = errno
+        }
+        _ = SystemCall.close(descriptor)
+        if let failure {
+            unlink(temporary)
+            throw .localIO("Cannot write the resume journal '\(temporary)'", errno: failure)
+        }
+        guard rename(temporary, self.path) == 0 else {
+            let failure = errno
+            unlink(temporary)
+            throw .localIO("Cannot replace the resume journal '\(self.path)'", errno: failure)
+        }
+        Self.syncDirectory(of: self.path)
+    }
+
+    func remove() {
+        unlink(self.path)
+        unlink(self.path + ".tmp")
+    }
+
+    /// Makes a rename durable. Best effort: some file systems refuse to open directories for this.
+    static func syncDirectory(of path: String) {
+        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+        let descriptor = open(directory.isEmpty ? "/" : directory, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        _ = fsync(descriptor)
+        _ = SystemCall.close(descriptor)
+    }
+}
+
+/// Runs blocking file-system work (fsync can take a while) on its own thread instead of one of the few
+/// threads of the concurrency pool.
+enum BlockingIO {
+    private static let queue = DispatchQueue(label: "downpour.blocking-io", qos: .utility)
+
+    static func run<T: Sendable>(
+        _ work: @escaping @Sendable () throws(DownloadError) -> T
+    ) async throws(DownloadError) -> T {
+        let result: Result<T, DownloadError> = await withCheckedContinuation { continuation in
+            Self.queue.async {
+                do throws(DownloadError) {
+                    continuation.resume(returning: .success(try work()))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+        }
+        return try result.get()
+    }
+}

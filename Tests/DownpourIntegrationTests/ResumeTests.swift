@@ -1,0 +1,317 @@
+import Downpour
+import DownpourTestSupport
+import Foundation
+import Testing
+
+@Suite("Pause and resume", .timeLimit(.minutes(1)))
+struct ResumeTests {
+    static let content = makeTestContent(count: 4 * 1024 * 1024 + 777, seed: 21)
+    /// 4 connections at 1 MiB/s each: the 4 MiB file takes about a second, long enough to interrupt.
+    static let throttle = RangeTestServer.Fault.throttle(bytesPerSecond: 1024 * 1024)
+
+    static func configuration() -> DownloadConfiguration {
+        var configuration = testConfiguration(connections: 4, minimumSplitSize: 256 * 1024)
+        configuration.journalInterval = .milliseconds(100)
+        return configuration
+    }
+
+    /// Starts a download and cancels it once `bytes` are on disk. Returns the error and the events.
+    static func interrupted(
+        _ url: String,
+        path: String,
+        after bytes: Int64,
+        configuration: DownloadConfiguration = configuration()
+    ) async throws -> (DownloadError?, [DownloadEvent]) {
+        let download = Download(try DownloadRequest(url: url, destination: .file(path), configuration: configuration))
+        let task = Task { try await download.run() }
+        var events: [DownloadEvent] = []
+        for await event in download.events {
+            events.append(event)
+            if case .progress(let progress) = event, progress.completedBytes >= bytes {
+                task.cancel()
+            }
+        }
+        if case .failure(let error) = await task.result { return (error as? DownloadError, events) }
+        return (nil, events)
+    }
+
+    static func resumedBytes(_ events: [DownloadEvent]) -> Int64? {
+        for case .started(let start) in events { return start.resumedBytes }
+        return nil
+    }
+
+    static func notices(_ events: [DownloadEvent]) -> [String] {
+        events.compactMap { if case .notice(let text) = $0 { text } else { nil } }
+    }
+
+    @Test("a cancelled download keeps its bytes; the same request fetches only what is missing")
+    func cancelThenResume() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content, faults: [Self.throttle]) { server in
+            let path = directory.file("big.bin")
+            let (error, _) = try await Self.interrupted(server.url(), path: path, after: 2 * 1024 * 1024)
+            #expect(error?.code == .cancelled)
+            #expect(error?.resumable == true)
+            #expect(directory.contents() == ["big.bin.part", "big.bin.part.downpour"])
+            let sentBefore = server.statistics().bodyBytesSent
+
+            let outcome = try await runDownload(server.url(), to: .file(path), configuration: Self.configuration())
+            let result = try outcome.value
+            try expectFile(path, equals: Self.content, in: directory)
+            let resumed = try #require(Self.resumedBytes(outcome.events))
+            #expect(resumed >= 1024 * 1024, "resumed only \(resumed) bytes")
+            #expect(result.downloadedBytes == Int64(Self.content.count) - resumed)
+            // The second run fetched what was missing and little more (tails of connections cut by splits).
+            let sentAfter = server.statistics().bodyBytesSent - sentBefore
+            #expect(sentAfter <= Self.content.count - Int(resumed) + 4 * 256 * 1024)
+            // Progress counts what was on disk already.
+            let firstProgress = outcome.events.compactMap { if case .progress(let p) = $0 { p } else { nil } }.first
+            #expect((firstProgress?.completedBytes ?? 0) >= resumed)
+        }
+    }
+
+    @Test("pause() stops all traffic and saves the journal; resume() finishes the same file")
+    func pauseAndResumeInProcess() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content, faults: [Self.throttle]) { server in
+            let path = directory.file("paused.bin")
+            let download = Download(
+                try DownloadRequest(url: server.url(), destination: .file(path), configuration: Self.configuration())
+            )
+            let task = Task { try await download.run() }
+            var sawPaused = false
+            var sawResumed = false
+            var pausedOnce = false
+            for await event in download.events {
+                switch event {
+                case .progress(let progress) where !pausedOnce && progress.completedBytes > 1024 * 1024:
+                    pausedOnce = true
+                    download.pause()
+                case .paused:
+                    sawPaused = true
+                    #expect(FileManager.default.fileExists(atPath: path + ".part.downpour"))
+                    let before = server.statistics()
+                    try await Task.sleep(for: .milliseconds(400))
+                    let after = server.statistics()
+                    #expect(after.requests.count == before.requests.count, "requests while paused")
+                    #expect(after.bodyBytesSent - before.bodyBytesSent < 64 * 1024 * 4, "bytes while paused")
+                    download.resume()
+                case .resumed:
+                    sawResumed = true
+                default:
+                    break
+                }
+            }
+            let result = try await task.value
+            #expect(sawPaused && sawResumed)
+            #expect(result.downloadedBytes == Int64(Self.content.count))
+            try expectFile(path, equals: Self.content, in: directory)
+        }
+    }
+
+    @Test("a remote file that changed between runs is downloaded again from zero, never spliced")
+    func changedBetweenRuns() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let path = directory.file("v.bin")
+        try await withServer(content: Self.content, faults: [Self.throttle]) { server in
+            let (error, _) = try await Self.interrupted(server.url(), path: path, after: 1024 * 1024)
+            #expect(error?.resumable == true)
+        }
+        let newContent = makeTestContent(count: Self.content.count, seed: 77)
+        try await withServer(content: newContent, etag: "\"downpour-test-v2\"") { server in
+            let outcome = try await runDownload(server.url(), to: .file(path), configuration: Self.configuration())
+            _ = try outcome.value
+            #expect(Self.resumedBytes(outcome.events) == 0)
+            #expect(Self.notices(outcome.events).contains { $0.contains("changed") }, "\(Self.notices(outcome.events))")
+            try expectFile(path, equals: newContent, in: directory)
+        }
+    }
+
+    @Test("a corrupt journal is not trusted: start over, with a message")
+    func corruptJournal() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content, faults: [Self.throttle]) { server in
+            let path = directory.file("c.bin")
+            _ = try await Self.interrupted(server.url(), path: path, after: 1024 * 1024)
+            let journalPath = path + ".part.downpour"
+            var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: journalPath)))
+            bytes[bytes.count / 2] ^= 0x20
+            try Data(bytes).write(to: URL(fileURLWithPath: journalPath))
+
+            let outcome = try await runDownload(server.url(), to: .file(path), configuration: Self.configuration())
+            _ = try outcome.value
+            #expect(Self.resumedBytes(outcome.events) == 0)
+            #expect(Self.notices(outcome.events).contains { $0.contains("cannot be trusted") })
+            try expectFile(path, equals: Self.content, in: directory)
+        }
+    }
+
+    @Test("no validators: resume for the same length, with a warning; resume = false starts over")
+    func noValidators() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content, faults: [Self.throttle, .noValidators]) { server in
+            let path = directory.file("nv.bin")
+            _ = try await Self.interrupted(server.url(), path: path, after: 1024 * 1024)
+            let outcome = try await runDownload(server.url(), to: .file(path), configuration: Self.configuration())
+            _ = try outcome.value
+            #expect((Self.resumedBytes(outcome.events) ?? 0) > 0)
+            #expect(Self.notices(outcome.events).contains { $0.contains("cannot be proven") })
+            try expectFile(path, equals: Self.content, in: directory)
+
+            try FileManager.default.removeItem(atPath: path)
+            _ = try await Self.interrupted(server.url(), path: path, after: 1024 * 1024)
+            var fresh = Self.configuration()
+            fresh.resume = false
+            let again = try await runDownload(server.url(), to: .file(path), configuration: fresh)
+            _ = try again.value
+            #expect(Self.resumedBytes(again.events) == 0)
+            try expectFile(path, equals: Self.content, in: directory)
+        }
+    }
+
+    @Test("resuming from the output path alone, through another URL with the same file")
+    func resumeFromPath() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content, faults: [Self.throttle]) { server in
+            let path = directory.file("p.bin")
+            _ = try await Self.interrupted(server.url("/first/p.bin"), path: path, after: 1024 * 1024)
+            let download = try Download.resuming(path: path, configuration: Self.configuration())
+            #expect(download.request.url.absoluteString == server.url("/first/p.bin"))
+            async let drained: Void = { for await _ in download.events {} }()
+            let result = try await download.run()
+            await drained
+            #expect(result.downloadedBytes < Int64(Self.content.count))
+            try expectFile(path, equals: Self.content, in: directory)
+
+            // Another URL (a fresh link, a mirror) serving the same bytes and validators continues the same file.
+            try FileManager.default.removeItem(atPath: path)
+            _ = try await Self.interrupted(server.url("/first/p.bin"), path: path, after: 1024 * 1024)
+            let mirror = try await runDownload(
+                server.url("/mirror/p.bin"),
+                to: .file(path),
+                configuration: Self.configuration()
+            )
+            _ = try mirror.value
+            #expect((Self.resumedBytes(mirror.events) ?? 0) > 0)
+            try expectFile(path, equals: Self.content, in: directory)
+        }
+    }
+
+    @Test("two downloads to one output: the second refuses at once")
+    func lockHeld() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content, faults: [Self.throttle]) { server in
+            let path = directory.file("l.bin")
+            let first = Download(
+                try DownloadRequest(url: server.url(), destination: .file(path), configuration: Self.configuration())
+            )
+            let task = Task { try await first.run() }
+            for await event in first.events {
+                if case .progress = event { break }
+            }
+            let second = try await runDownload(server.url(), to: .file(path), configuration: Self.configuration())
+            #expect(second.error?.code == .alreadyRunning, "\(String(describing: second.error))")
+            _ = try await task.value
+            try expectFile(path, equals: Self.content, in: directory)
+        }
+    }
+
+    @Test(
+        "a full disk pauses with the journal intact; once space is freed the same request completes",
+        .enabled(if: TemporaryMount.isPermitted, "mounting a tmpfs is not permitted here (needs root or CAP_SYS_ADMIN)")
+    )
+    func diskFull() async throws {
+        let mount = try #require(try TemporaryMount(megabytes: 8))
+        defer { mount.remove() }
+        let content = makeTestContent(count: 6 * 1024 * 1024, seed: 31)
+        try await withServer(content: content, faults: [Self.throttle]) { server in
+            let path = mount.path + "/full.bin"
+            let download = Download(
+                try DownloadRequest(url: server.url(), destination: .file(path), configuration: Self.configuration())
+            )
+            let task = Task { try await download.run() }
+            var filled = false
+            for await event in download.events {
+                if case .progress(let progress) = event, !filled, progress.completedBytes > 3 * 512 * 1024 {
+                    filled = true
+                    mount.fill()
+                }
+            }
+            let failure = await task.result
+            guard case .failure(let thrown) = failure, let error = thrown as? DownloadError else {
+                Issue.record("the download succeeded on a full disk")
+                return
+            }
+            #expect(error.code == .localIO)
+            #expect(error.resumable)
+            #expect(error.message.contains("No space left"), "\(error.message)")
+            #expect(FileManager.default.fileExists(atPath: path + ".part"))
+            #expect(FileManager.default.fileExists(atPath: path + ".part.downpour"))
+
+            mount.unfill()
+            let outcome = try await runDownload(server.url(), to: .file(path), configuration: Self.configuration())
+            _ = try outcome.value
+            #expect((Self.resumedBytes(outcome.events) ?? 0) > 512 * 1024)
+            #expect(try sha256Hex(ofFileAt: path) == sha256Hex(content))
+        }
+    }
+}
+
+/// A small tmpfs mounted for one test, so "no space left on device" can be produced for real.
+struct TemporaryMount {
+    let path: String
+
+    /// Whether this environment lets a test mount a tmpfs (tried once, with a 1 MiB one).
+    static let isPermitted: Bool = {
+        guard let probe = try? TemporaryMount(megabytes: 1) else { return false }
+        probe.remove()
+        return true
+    }()
+
+    /// `nil` when mounting is not permitted.
+    init?(megabytes: Int) throws {
+        let directory = try ScratchDirectory()
+        guard Self.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", directory.path]) == 0 else {
+            directory.remove()
+            return nil
+        }
+        self.path = directory.path
+    }
+
+    /// Takes every free byte with a filler file.
+    func fill() {
+        _ = Self.run("/bin/sh", ["-c", "cat /dev/zero > '\(self.path)/filler' 2>/dev/null; true"])
+    }
+
+    func unfill() {
+        try? FileManager.default.removeItem(atPath: self.path + "/filler")
+    }
+
+    func remove() {
+        _ = Self.run("/bin/umount", [self.path])
+        try? FileManager.default.removeItem(atPath: self.path)
+    }
+
+    @discardableResult
+    static func run(_ executable: String, _ arguments: [String]) -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        do {
+            try process.run()
+        } catch {
+            return -1
+        }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
