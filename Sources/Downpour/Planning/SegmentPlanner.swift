@@ -8,7 +8,10 @@
 ///
 /// A connection asking for work (``acquire()``) gets the largest free range. When nothing is free it takes
 /// the back half of what the busiest connection has left, provided both halves stay at least
-/// ``minimumSplitSize`` long, so no connection idles while another still has a long way to go.
+/// ``minimumSplitSize`` long, so no connection idles while another still has a long way to go. When nothing
+/// can be split any more it may *race* the connection with the most left: both fetch the same tail, the first
+/// to finish wins and the other stops. The bytes are identical (every response is pinned to the same
+/// validators), so writing them twice is harmless; a slow last connection no longer decides the finish.
 public struct SegmentPlanner: Sendable {
     /// Identifies one lease for as long as it lives.
     public struct LeaseID: Hashable, Sendable, CustomStringConvertible {
@@ -26,6 +29,9 @@ public struct SegmentPlanner: Sendable {
         /// One past the last byte this lease covers. Moves down when another connection takes over the tail.
         public internal(set) var end: Int64
 
+        /// Leases racing for the same tail share a group; `nil` when not in a race.
+        public internal(set) var raceGroup: Int?
+
         public var remaining: Range<Int64> { self.cursor..<self.end }
     }
 
@@ -33,6 +39,10 @@ public struct SegmentPlanner: Sendable {
     public let length: Int64
     /// The smallest range a split may leave on either side.
     public let minimumSplitSize: Int64
+    /// The smallest remainder worth racing another connection against; `nil` turns racing off.
+    public let minimumRaceSize: Int64?
+    /// The most connections fetching one tail at once.
+    public static let maximumRacers = 3
     /// The bytes written to disk.
     public private(set) var done: ByteRangeSet
     /// Unassigned ranges, not done; in no particular order.
@@ -43,12 +53,20 @@ public struct SegmentPlanner: Sendable {
 
     /// Plans a download of `length` bytes, of which `done` are on disk already, cutting what is missing into
     /// about `connections` ranges of equal size (none shorter than `minimumSplitSize`, unless the gap is).
-    public init(length: Int64, connections: Int, minimumSplitSize: Int64, done: ByteRangeSet = ByteRangeSet()) {
+    public init(
+        length: Int64,
+        connections: Int,
+        minimumSplitSize: Int64,
+        minimumRaceSize: Int64? = nil,
+        done: ByteRangeSet = ByteRangeSet()
+    ) {
         precondition(length >= 0, "length must not be negative")
         precondition(connections >= 1, "at least one connection")
         precondition(minimumSplitSize >= 1, "the minimum split size must be positive")
+        precondition(minimumRaceSize.map { $0 >= 1 } ?? true, "the minimum race size must be positive")
         self.length = length
         self.minimumSplitSize = minimumSplitSize
+        self.minimumRaceSize = minimumRaceSize
         self.done = done
         let gaps = done.gaps(in: 0..<length)
         let missing = gaps.reduce(0) { $0 + ($1.upperBound - $1.lowerBound) }
@@ -76,24 +94,42 @@ public struct SegmentPlanner: Sendable {
         self.done.byteCount
     }
 
-    /// Work for a connection with nothing to do: the largest free range, or else the back half of the longest
-    /// remaining lease. `nil` when there is nothing left worth splitting; the connection can stop.
+    /// Work for a connection with nothing to do: the largest free range, else the back half of the longest
+    /// remaining lease, else (when racing is on) a race for the tail of the longest remaining lease.
+    /// `nil` when there is nothing left worth taking; the connection can stop.
     public mutating func acquire() -> Lease? {
         if let index = self.free.indices.max(by: { self.free[$0].count < self.free[$1].count }) {
             let range = self.free.remove(at: index)
             return self.makeLease(range)
         }
+        // Leases in a race are never split: they are short by then, and several writers share the tail.
+        let byRemaining: (Lease, Lease) -> Bool = { lhs, rhs in
+            lhs.remaining.count != rhs.remaining.count
+                ? lhs.remaining.count < rhs.remaining.count : lhs.id.rawValue > rhs.id.rawValue
+        }
+        if let victim = self.leases.values.filter({ $0.raceGroup == nil }).max(by: byRemaining) {
+            let remaining = Int64(victim.remaining.count)
+            if remaining >= 2 * self.minimumSplitSize {
+                let middle = victim.cursor + (remaining + 1) / 2
+                self.leases[victim.id]!.end = middle
+                return self.makeLease(middle..<victim.end)
+            }
+        }
+        guard let minimumRaceSize = self.minimumRaceSize else { return nil }
+        let groupSizes = Dictionary(grouping: self.leases.values.compactMap(\.raceGroup), by: { $0 }).mapValues(\.count)
         guard
-            let victim = self.leases.values.max(by: { lhs, rhs in
-                lhs.remaining.count != rhs.remaining.count
-                    ? lhs.remaining.count < rhs.remaining.count : lhs.id.rawValue > rhs.id.rawValue
-            })
+            let victim = self.leases.values.filter({ lease in
+                lease.remaining.count >= minimumRaceSize
+                    && lease.raceGroup.map { groupSizes[$0, default: 0] < Self.maximumRacers } ?? true
+                    && !self.done.contains(lease.remaining)
+            }).max(by: byRemaining)
         else { return nil }
-        let remaining = Int64(victim.remaining.count)
-        guard remaining >= 2 * self.minimumSplitSize else { return nil }
-        let middle = victim.cursor + (remaining + 1) / 2
-        self.leases[victim.id]!.end = middle
-        return self.makeLease(middle..<victim.end)
+        let group = victim.raceGroup ?? victim.id.rawValue
+        self.leases[victim.id]!.raceGroup = group
+        var racer = self.makeLease(victim.remaining)
+        racer.raceGroup = group
+        self.leases[racer.id] = racer
+        return racer
     }
 
     /// The lease as it stands now (its end may have moved down since it was handed out).
@@ -105,6 +141,12 @@ public struct SegmentPlanner: Sendable {
     /// it may really write, which is less than `offset` when another connection has taken over the tail.
     public mutating func claim(_ id: LeaseID, upTo offset: Int64) -> Int64 {
         guard var lease = self.leases[id] else { return 0 }
+        if !lease.remaining.isEmpty, self.done.contains(lease.remaining) {
+            // Another side of a race got there first.
+            lease.end = lease.cursor
+            self.leases[id] = lease
+            return lease.cursor
+        }
         let allowed = min(offset, lease.end)
         if allowed > lease.cursor {
             lease.cursor = allowed
@@ -120,10 +162,28 @@ public struct SegmentPlanner: Sendable {
     }
 
     /// Ends a lease. Whatever part of it is not done returns to the free list, so another connection can
-    /// fetch it.
+    /// fetch it, except what the other sides of its race still cover.
     public mutating func release(_ id: LeaseID) {
         guard let lease = self.leases.removeValue(forKey: id) else { return }
-        self.free.append(contentsOf: self.done.gaps(in: lease.start..<lease.end))
+        var covered: Range<Int64>?
+        if let group = lease.raceGroup {
+            let others = self.leases.values.filter { $0.raceGroup == group }
+            // Every side of a race fetches a suffix of the same tail, so together they cover one range.
+            if let start = others.map(\.cursor).min(), let end = others.map(\.end).max(), start < end {
+                covered = start..<end
+            }
+            if others.count == 1 {
+                self.leases[others[0].id]!.raceGroup = nil
+            }
+        }
+        for gap in self.done.gaps(in: lease.start..<lease.end) {
+            guard let covered, gap.overlaps(covered) else {
+                self.free.append(gap)
+                continue
+            }
+            if gap.lowerBound < covered.lowerBound { self.free.append(gap.lowerBound..<covered.lowerBound) }
+            if gap.upperBound > covered.upperBound { self.free.append(covered.upperBound..<gap.upperBound) }
+        }
     }
 
     private mutating func makeLease(_ range: Range<Int64>) -> Lease {
