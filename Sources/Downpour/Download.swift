@@ -173,8 +173,10 @@ public final class Download: Sendable {
                 session.remoteFile.isSegmentable && session.completedBytes > 0
                 && error.code != .remoteChanged && error.code != .remoteMisbehaved
             if keep {
-                // The last save may be up to one interval old; bring it up to date if the disk lets us.
-                try? await self.saveJournal(journal, session: session)
+                // The last save may be up to one interval old; bring it up to date if the disk lets us. In a
+                // task of its own, so that the cancellation that stopped the download does not stop this too.
+                let finalSave = Task { try await self.saveJournal(journal, session: session) }
+                _ = await finalSave.result
             } else {
                 journal.remove()
                 FileOperations.remove(partPath)
@@ -304,11 +306,8 @@ public final class Download: Sendable {
                 done: resumed
             )
         )
-        do {
-            try await self.saveJournal(journal, session: session)
-        } catch {
-            throw .fatal(error)
-        }
+        // No save before the first interval: until then the journal on disk (if any) is still true, and a
+        // fresh download has nothing to lose.
         let workers = (1...configuration.connections).map { id in
             { @Sendable () async throws -> Void in
                 try await SegmentWorker(id: id, session: session).run()
@@ -415,8 +414,10 @@ public final class Download: Sendable {
                     switch outcome {
                     case .workerFinished:
                         running -= 1
-                        guard running == 0 else { continue }
+                        // Every byte is in (a race was won): the losers still reading can stop now.
+                        guard running == 0 || session.isPlanComplete else { continue }
                         group.cancelAll()
+                        while !group.isEmpty { _ = try? await group.next() }
                         reporter.report()
                         return .completed
                     case .pauseRequested:

@@ -149,6 +149,30 @@ struct InterruptionTests {
         _ = sentBefore
     }
 
+    @Test("a second Ctrl-C leaves at once; the journal on disk is still good for a resume")
+    func secondInterrupt() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let server = try await RangeTestServer.start(content: Self.content, faults: Self.faults)
+        let path = scratch.file("twice.bin")
+        let first = try RunningCommand(Self.arguments(server.url(), path))
+        try await Self.waitUntilSent(server, bytes: Self.content.count / 3)
+        first.signal(SIGINT)
+        first.signal(SIGINT)
+        let stopped = try await first.wait()
+        // Usually the second signal lands while the first is still saving: exit 130 at once. If the graceful
+        // stop was quicker, it is a plain pause (8). Either way the rerun must complete the same file.
+        #expect([8, 130].contains(stopped.status), "\(stopped.status): \(stopped.standardError)")
+        if stopped.status == 130 {
+            #expect(stopped.standardError.contains("stopped at once"))
+        }
+        let second = try await Binary.run(Self.arguments(server.url(), path))
+        try await server.shutdown()
+        #expect(second.status == 0, "\(second.standardError)")
+        #expect(try sha256Hex(ofFileAt: path) == sha256Hex(Self.content))
+        #expect(scratch.contents() == ["twice.bin"])
+    }
+
     @Test("a second downpour on the same output refuses at once with exit 9")
     func lockHeld() async throws {
         let scratch = try Scratch()

@@ -1,4 +1,4 @@
-import Dispatch
+import NIOPosix
 
 #if canImport(Glibc)
 import Glibc
@@ -102,22 +102,26 @@ struct JournalStore: Sendable {
     }
 }
 
-/// Runs blocking file-system work (fsync can take a while) on its own thread instead of one of the few
-/// threads of the concurrency pool.
+/// Runs blocking file-system work (a `pwrite` that waits for dirty-page throttling, an fsync that waits for
+/// the device) on NIO's thread pool instead of one of the few threads of the concurrency pool, so a slow disk
+/// never stalls the network.
 enum BlockingIO {
-    private static let queue = DispatchQueue(label: "downpour.blocking-io", qos: .utility)
-
     static func run<T: Sendable>(
         _ work: @escaping @Sendable () throws(DownloadError) -> T
     ) async throws(DownloadError) -> T {
-        let result: Result<T, DownloadError> = await withCheckedContinuation { continuation in
-            Self.queue.async {
+        let result: Result<T, DownloadError>
+        do {
+            result = try await NIOThreadPool.singleton.runIfActive { () -> Result<T, DownloadError> in
                 do throws(DownloadError) {
-                    continuation.resume(returning: .success(try work()))
+                    return .success(try work())
                 } catch {
-                    continuation.resume(returning: .failure(error))
+                    return .failure(error)
                 }
             }
+        } catch is CancellationError {
+            throw .cancelled
+        } catch {
+            throw DownloadError(code: .localIO, message: "The file I/O threads are not running.", underlying: error)
         }
         return try result.get()
     }

@@ -115,7 +115,7 @@ struct SegmentWorker: Sendable {
         )
         do {
             for try await chunk in response.body {
-                guard try writer.append(chunk) else {
+                guard try await writer.append(chunk) else {
                     // Another connection took over the rest; dropping the body closes this connection.
                     return
                 }
@@ -123,10 +123,10 @@ struct SegmentWorker: Sendable {
         } catch let failure as AttemptFailure {
             throw failure
         } catch {
-            try writer.flush()
+            try await writer.flush()
             throw Self.classify(error, url: remote.url)
         }
-        try writer.flush()
+        try await writer.flush()
         if writer.offset < range.upperBound, let rest = self.session.remaining(lease), !rest.isEmpty {
             throw .retryable(
                 DownloadError(
@@ -176,7 +176,7 @@ struct RangeWriter {
     }
 
     /// Buffers `chunk`, writing when the buffer is full. `false` once the lease wants no more bytes.
-    mutating func append(_ chunk: ByteBuffer) throws(AttemptFailure) -> Bool {
+    mutating func append(_ chunk: ByteBuffer) async throws(AttemptFailure) -> Bool {
         let end = self.offset + Int64(self.pending.readableBytes) + Int64(chunk.readableBytes)
         guard end <= self.askedEnd else {
             throw .fatal(
@@ -189,29 +189,36 @@ struct RangeWriter {
         var chunk = chunk
         self.pending.writeBuffer(&chunk)
         if self.pending.readableBytes >= self.bufferSize {
-            return try self.flush()
+            return try await self.flush()
         }
         return true
     }
 
     /// Writes the buffered bytes the planner still wants. `false` when it wanted fewer than were buffered.
     @discardableResult
-    mutating func flush() throws(AttemptFailure) -> Bool {
-        let count = self.pending.readableBytes
-        guard count > 0 else { return true }
-        let end = self.offset + Int64(count)
+    mutating func flush() async throws(AttemptFailure) -> Bool {
+        guard self.pending.readableBytes > 0 else { return true }
+        let wanted = try await self.write(self.pending)
+        self.pending.clear()
+        return wanted
+    }
+
+    /// Writes the part of `bytes` (which start at `offset`) that the planner still wants.
+    /// `false` when it wanted fewer than all of them.
+    private mutating func write(_ bytes: ByteBuffer) async throws(AttemptFailure) -> Bool {
+        let end = self.offset + Int64(bytes.readableBytes)
         let allowed = self.session.claim(self.lease, upTo: end)
         if allowed > self.offset {
-            let slice = self.pending.getSlice(at: self.pending.readerIndex, length: Int(allowed - self.offset))!
+            let slice = bytes.getSlice(at: bytes.readerIndex, length: Int(allowed - self.offset))!
+            let (file, offset) = (self.session.file, self.offset)
             do {
-                try self.session.file.write(slice, at: self.offset)
+                try await BlockingIO.run { () throws(DownloadError) in try file.write(slice, at: offset) }
             } catch {
                 throw .fatal(error)
             }
             self.session.written(self.offset..<allowed, connection: self.connection)
             self.offset = allowed
         }
-        self.pending.clear()
         return allowed == end
     }
 }

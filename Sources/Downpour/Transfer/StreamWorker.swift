@@ -75,7 +75,8 @@ struct StreamWorker: Sendable {
         let bufferSize = self.session.configuration.writeBufferSize
         var pending = ByteBufferAllocator().buffer(capacity: bufferSize)
         var offset: Int64 = 0
-        func flush() throws(AttemptFailure) {
+        let file = self.session.file
+        func flush() async throws(AttemptFailure) {
             guard pending.readableBytes > 0 else { return }
             let count = Int64(pending.readableBytes)
             if let length = remote.length, offset + count > length {
@@ -86,8 +87,9 @@ struct StreamWorker: Sendable {
                     )
                 )
             }
+            let (bytes, at) = (pending, offset)
             do {
-                try self.session.file.write(pending, at: offset)
+                try await BlockingIO.run { () throws(DownloadError) in try file.write(bytes, at: at) }
             } catch {
                 throw .fatal(error)
             }
@@ -100,16 +102,16 @@ struct StreamWorker: Sendable {
             for try await var chunk in response.body {
                 pending.writeBuffer(&chunk)
                 if pending.readableBytes >= bufferSize {
-                    try flush()
+                    try await flush()
                 }
             }
         } catch let failure as AttemptFailure {
             throw failure
         } catch {
-            try flush()
+            try await flush()
             throw SegmentWorker.classify(error, url: remote.url)
         }
-        try flush()
+        try await flush()
         if let length = remote.length, offset != length {
             throw .retryable(
                 DownloadError(

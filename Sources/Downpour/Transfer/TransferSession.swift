@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -29,6 +30,8 @@ final class TransferSession: Sendable {
         var bytesThisRun: Int64 = 0
         var connections: [Int: ConnectionState] = [:]
         var mostActiveConnections = 0
+        /// Bytes written since writeback was last started.
+        var unflushedBytes: Int64 = 0
     }
 
     init(
@@ -97,12 +100,26 @@ final class TransferSession: Sendable {
 
     /// Records bytes written by connection `id`.
     func written(_ range: Range<Int64>, connection id: Int) {
-        self.state.withLockedValue { state in
+        let kick = self.state.withLockedValue { state in
             state.planner?.markDone(range)
             state.bytesThisRun += Int64(range.count)
             state.connections[id, default: ConnectionState()].receivedBytes += Int64(range.count)
+            state.unflushedBytes += Int64(range.count)
+            guard state.unflushedBytes >= Self.writebackBatch else { return false }
+            state.unflushedBytes = 0
+            return true
+        }
+        if kick {
+            let file = self.file
+            self.writeback.async { file.startWriteback() }
         }
     }
+
+    /// Dirty bytes after which writeback to the device is started, so the syncs before a journal save and
+    /// before the final rename find little left to do.
+    static let writebackBatch: Int64 = 32 * 1024 * 1024
+    /// One per download, serial: writeback requests for one file never pile up.
+    private let writeback = DispatchQueue(label: "downpour.writeback", qos: .utility)
 
     /// Bytes on disk, in either mode.
     var completedBytes: Int64 {
