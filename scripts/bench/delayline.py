@@ -65,6 +65,9 @@ def main():
     queues = {fa: collections.deque(), fb: collections.deque()}
     stats = {"forwarded": 0, "dropped_loss": 0, "dropped_queue": 0,
              "dropped_write": 0}
+    # Bytes forwarded per whole second, for the peak rate in the summary.
+    sec = [0, 0]  # [current second, bytes in it]
+    peak = [0]
 
     running = [True]
 
@@ -95,6 +98,12 @@ def main():
                 try:
                     os.write(dst, frame)
                     stats["forwarded"] += 1
+                    t = int(now)
+                    if t != sec[0]:
+                        if sec[1] > peak[0]:
+                            peak[0] = sec[1]
+                        sec[0], sec[1] = t, 0
+                    sec[1] += len(frame)
                 except OSError:
                     # EAGAIN, or EIO while the device is down: the frame is lost.
                     stats["dropped_write"] += 1
@@ -129,7 +138,10 @@ def main():
                     continue
                 q.append((due, frame))
 
-    print("delayline: " + " ".join("%s=%d" % kv for kv in stats.items()),
+    t = os.times()
+    print("delayline: " + " ".join("%s=%d" % kv for kv in stats.items())
+          + " peak_1s_MB=%.1f cpu_user_s=%.1f cpu_sys_s=%.1f"
+          % (max(peak[0], sec[1]) / 1e6, t.user, t.system),
           file=sys.stderr, flush=True)
     os.close(fa)
     os.close(fb)

@@ -1,0 +1,685 @@
+#!/usr/bin/env bash
+# Benchmark: the downpour CLI against aria2c, curl and wget2, downloading from
+# a real nginx (Debian's package) that this script starts on 127.0.0.1 (and,
+# for the `lossy` case, inside two network namespaces it creates).
+#
+# Usage: scripts/bench.sh [--binary PATH] [--reps N] [--cases LIST]
+#                         [--size-scale F] [--csv FILE] [--run-timeout S]
+#                         [--lossy-cc ALGO]
+#
+# Cases (default: unthrottled,throttled,straggler,lossy; `rss` only when listed):
+#   unthrottled  1 GiB, no limits
+#   throttled    100 MiB, every connection limited to 20 MiB/s
+#   straggler    200 MiB, one connection in four limited to 1 MiB/s, plus an
+#                unthrottled 200 MiB "ideal" reference for downpour/aria2c -x 4
+#   lossy        100 MiB over a link with 50 ms delay and 0.5 % loss each way
+#                (netem, else a userspace delay line: scripts/bench/delayline.py)
+#   rss          downpour -x 4 on 1 GiB and 4 GiB: peak RSS of each
+#
+# Every client runs once per repetition, in an order that rotates from one
+# repetition to the next; the tables show medians. Raw runs go to the CSV
+# (default ./bench-results.csv), progress to stderr, the summary to stdout.
+# See Benchmarks/README.md.
+set -euo pipefail
+export LC_ALL=C
+
+SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd -- "$SCRIPT_DIR/.." && pwd)
+HELPERS="$SCRIPT_DIR/bench"
+
+die() { echo "bench: $*" >&2; exit 2; }
+note() { echo "bench: $*" >&2; }
+
+usage() {
+    sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'
+}
+
+# ------------------------------------------------------------------ options
+BIN=""
+REPS=3
+CASES="unthrottled,throttled,straggler,lossy"
+SCALE=1
+CSV="bench-results.csv"
+RUN_TIMEOUT=""
+LOSSY_CC=""
+ALL_CASES=(unthrottled throttled straggler lossy rss)
+
+while [[ $# -gt 0 ]]; do
+    arg=$1
+    val=""
+    case $arg in
+        --*=*) val=${arg#*=}; arg=${arg%%=*} ;;
+        -h | --help) usage; exit 0 ;;
+        --binary | --reps | --cases | --size-scale | --csv | --run-timeout | --lossy-cc)
+            [[ $# -ge 2 ]] || die "$arg needs a value"
+            val=$2
+            shift
+            ;;
+        *) die "unknown argument: $arg (see --help)" ;;
+    esac
+    shift
+    case $arg in
+        --binary) BIN=$val ;;
+        --reps) REPS=$val ;;
+        --cases) CASES=$val ;;
+        --size-scale) SCALE=$val ;;
+        --csv) CSV=$val ;;
+        --run-timeout) RUN_TIMEOUT=$val ;;
+        --lossy-cc) LOSSY_CC=$val ;;
+        *) die "unknown argument: $arg (see --help)" ;;
+    esac
+done
+
+[[ $REPS =~ ^[1-9][0-9]*$ ]] || die "--reps must be a positive integer: $REPS"
+if ! [[ $SCALE =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] || ! awk -v s="$SCALE" 'BEGIN { exit !(s > 0) }'; then
+    die "--size-scale must be a positive number: $SCALE"
+fi
+[[ -z $RUN_TIMEOUT || $RUN_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "--run-timeout must be whole seconds: $RUN_TIMEOUT"
+[[ -z $LOSSY_CC || $LOSSY_CC =~ ^[a-z0-9_]+$ ]] || die "--lossy-cc: bad algorithm name: $LOSSY_CC"
+
+SELECTED=()
+IFS=',' read -r -a _cases <<<"$CASES"
+for c in "${_cases[@]}"; do
+    [[ -n $c ]] || continue
+    known=0
+    for k in "${ALL_CASES[@]}"; do [[ $c == "$k" ]] && known=1; done
+    [[ $known -eq 1 ]] || die "unknown case: $c (known: ${ALL_CASES[*]})"
+    SELECTED+=("$c")
+done
+[[ ${#SELECTED[@]} -gt 0 ]] || die "--cases is empty"
+case_selected() {
+    local c
+    for c in "${SELECTED[@]}"; do [[ $c == "$1" ]] && return 0; done
+    return 1
+}
+
+# ------------------------------------------------------------- dependencies
+# command -> Debian package
+declare -A PKG_OF=(
+    [nginx]=nginx [aria2c]=aria2 [curl]=curl [wget2]=wget2
+    [/usr/bin/time]=time [ip]=iproute2 [tc]=iproute2 [python3]=python3
+    [sha256sum]=coreutils [timeout]=coreutils [awk]=mawk
+)
+have() {
+    case $1 in
+        /*) [[ -x $1 ]] ;;
+        nginx) command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] ;;
+        *) command -v "$1" >/dev/null ;;
+    esac
+}
+missing=()
+for cmd in "${!PKG_OF[@]}"; do
+    if ! have "$cmd"; then
+        p=${PKG_OF[$cmd]}
+        [[ " ${missing[*]} " == *" $p "* ]] || missing+=("$p")
+    fi
+done
+if [[ ${#missing[@]} -gt 0 ]]; then
+    SUDO=()
+    if [[ $(id -u) -ne 0 ]]; then
+        command -v sudo >/dev/null || die "need root to install: ${missing[*]}"
+        SUDO=(sudo -n)
+    fi
+    note "installing Debian packages: ${missing[*]}"
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq </dev/null >&2 ||
+        die "apt-get update failed"
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null >&2 ||
+        die "apt-get install ${missing[*]} failed"
+fi
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+[[ -x $NGINX ]] || die "nginx not found"
+
+# ------------------------------------------------------------------- binary
+if [[ -z $BIN ]]; then
+    command -v swift >/dev/null || die "swift not found; build elsewhere and pass --binary PATH"
+    note "building: swift build -c release --product downpour (in $REPO)"
+    (cd -- "$REPO" && swift build -c release --product downpour </dev/null >&2) ||
+        die "release build failed"
+    BIN="$REPO/.build/release/downpour"
+fi
+[[ -f $BIN && -x $BIN ]] || die "binary not found or not executable: $BIN"
+case $BIN in /*) ;; *) BIN="$PWD/$BIN" ;; esac
+
+# --------------------------------------------------------------- work space
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/downpour-bench.XXXXXX")
+chmod 755 "$WORK"
+WWW="$WORK/www"
+OUT="$WORK/out"
+mkdir -p "$WWW" "$OUT" "$WORK/tmp" "$WORK/lossy/tmp"
+NGINX_PID=""
+LOSSY_NGINX_PID=""
+DELAY_PID=""
+NS_SRV=""
+NS_CLI=""
+
+# stop_pid PID NAME: SIGTERM, up to 5 s, then SIGKILL (and the children seen
+# before, so that nginx workers are not orphaned).
+stop_pid() {
+    local pid=$1 name=$2 children="" i
+    [[ -n $pid ]] || return 0
+    if command -v pgrep >/dev/null; then
+        children=$(pgrep -P "$pid" || true)
+    fi
+    kill "$pid" 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        note "$name (pid $pid) did not stop in 5 s, killing it"
+        kill -9 "$pid" 2>/dev/null || true
+    fi
+    for i in $children; do
+        kill -9 "$i" 2>/dev/null || true
+    done
+    wait "$pid" 2>/dev/null || true
+}
+
+lossy_teardown() {
+    stop_pid "$LOSSY_NGINX_PID" "nginx (lossy)"
+    LOSSY_NGINX_PID=""
+    if [[ -n $DELAY_PID ]]; then
+        stop_pid "$DELAY_PID" "delay line"
+        DELAY_PID=""
+        [[ -s $WORK/lossy/delayline.err ]] && sed 's/^/bench: /' "$WORK/lossy/delayline.err" >&2
+    fi
+    if [[ -n $NS_SRV ]]; then ip netns del "$NS_SRV" 2>/dev/null || true; fi
+    if [[ -n $NS_CLI ]]; then ip netns del "$NS_CLI" 2>/dev/null || true; fi
+    NS_SRV=""
+    NS_CLI=""
+}
+
+cleanup() {
+    local rc=$?
+    trap - EXIT
+    lossy_teardown
+    stop_pid "$NGINX_PID" nginx
+    NGINX_PID=""
+    rm -rf -- "$WORK"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# -------------------------------------------------------------------- nginx
+THROTTLE_RATE=20m
+STRAGGLER_RATE=1m
+
+# write_conf FILE LISTEN PREFIXDIR
+write_conf() {
+    local file=$1 listen=$2 dir=$3 user_line=""
+    # As root, workers would otherwise run as "nobody".
+    [[ $(id -u) -eq 0 ]] && user_line="user root;"
+    cat >"$file" <<EOF
+$user_line
+worker_processes auto;
+error_log $dir/error.log;
+pid $dir/nginx.pid;
+events {
+    worker_connections 1024;
+}
+http {
+    client_body_temp_path $dir/tmp/client_body;
+    proxy_temp_path $dir/tmp/proxy;
+    fastcgi_temp_path $dir/tmp/fastcgi;
+    uwsgi_temp_path $dir/tmp/uwsgi;
+    scgi_temp_path $dir/tmp/scgi;
+    log_format bench '\$connection \$connection_requests "\$request" \$status \$body_bytes_sent \$request_time';
+    access_log $dir/access.log bench;
+    types {
+        application/octet-stream bin;
+    }
+    default_type application/octet-stream;
+    sendfile on;
+    keepalive_requests 100000;
+    keepalive_timeout 65;
+
+    # One connection in four (serial number divisible by 4) is a straggler;
+    # 0 = no limit.
+    map \$connection \$straggler_rate {
+        default 0;
+        "~^[048]\$" $STRAGGLER_RATE;
+        "~([02468][048]|[13579][26])\$" $STRAGGLER_RATE;
+    }
+
+    server {
+        listen $listen;
+        server_name localhost;
+        root $WWW;
+
+        # The serial number of this connection (to line up the straggler case).
+        location = /conn {
+            default_type text/plain;
+            return 200 "\$connection\n";
+        }
+        # Without a small sendfile_max_chunk nginx sends large pieces of a
+        # response past limit_rate, and many small range requests would cheat.
+        location /throttled/ {
+            alias $WWW/;
+            limit_rate $THROTTLE_RATE;
+            sendfile_max_chunk 64k;
+        }
+        location /straggler/ {
+            alias $WWW/;
+            limit_rate \$straggler_rate;
+            sendfile_max_chunk 64k;
+        }
+    }
+}
+EOF
+}
+
+port_in_use() {
+    command -v ss >/dev/null || return 1
+    [[ -n $(ss -Hltn "sport = :$1" 2>/dev/null) ]]
+}
+
+# start_nginx PORT: returns 0 once nginx answers on 127.0.0.1:PORT.
+start_nginx() {
+    local port=$1 i
+    write_conf "$WORK/nginx.conf" "127.0.0.1:$port" "$WORK"
+    "$NGINX" -p "$WORK/" -c "$WORK/nginx.conf" -e "$WORK/error.log" \
+        -g 'daemon off;' </dev/null >>"$WORK/nginx.out" 2>&1 &
+    NGINX_PID=$!
+    for ((i = 0; i < 50; i++)); do
+        if ! kill -0 "$NGINX_PID" 2>/dev/null; then
+            wait "$NGINX_PID" 2>/dev/null || true
+            NGINX_PID=""
+            return 1
+        fi
+        if curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$port/conn"; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    stop_pid "$NGINX_PID" nginx
+    NGINX_PID=""
+    return 1
+}
+
+PORT=""
+for _ in 1 2 3 4 5 6 7 8; do
+    candidate=$((20000 + (RANDOM * 32768 + RANDOM) % 40001))
+    port_in_use "$candidate" && continue
+    if start_nginx "$candidate"; then
+        PORT=$candidate
+        break
+    fi
+    note "nginx did not come up on port $candidate, retrying"
+done
+if [[ -z $PORT ]]; then
+    note "could not start nginx; its log:"
+    tail -n 20 "$WORK/error.log" "$WORK/nginx.out" >&2 2>/dev/null || true
+    exit 1
+fi
+BASE="http://127.0.0.1:$PORT"
+
+# ------------------------------------------------------------------ helpers
+MIB=1048576
+# scaled BYTES: BYTES * --size-scale, whole bytes, at least 1 MiB.
+scaled() {
+    awk -v b="$1" -v s="$SCALE" -v m="$MIB" 'BEGIN { v = int(b * s); if (v < m) v = m; printf "%.0f", v }'
+}
+human() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
+
+declare -A FILE_SHA
+# gen_file SIZE: makes $WWW/data-SIZE.bin from /dev/urandom (once); sets DATA_NAME.
+gen_file() {
+    local size=$1 name="data-$1.bin"
+    if [[ -z ${FILE_SHA[$name]:-} ]]; then
+        note "generating $name ($(human "$size")) from /dev/urandom"
+        head -c "$size" /dev/urandom >"$WWW/$name"
+        [[ $(stat -c %s "$WWW/$name") -eq $size ]] || die "could not write $WWW/$name (disk full?)"
+        FILE_SHA[$name]=$(sha256sum <"$WWW/$name" | awk '{print $1}')
+    fi
+    DATA_NAME=$name
+}
+drop_file() {
+    rm -f -- "$WWW/$1"
+    unset "FILE_SHA[$1]"
+}
+
+CSV_HEADER="case,rep,seq,client_index,client,tool,connections,role,size_bytes,url,exit_code,status,wall_s,mb_s,user_s,sys_s,cpu_s,max_rss_kb,sha_ok"
+case $CSV in /*) ;; *) CSV="$PWD/$CSV" ;; esac
+echo "$CSV_HEADER" >"$CSV" || die "cannot write $CSV"
+
+# client_cmd TOOL N URL OUTFILE: sets CMD.
+client_cmd() {
+    local tool=$1 n=$2 url=$3 out=$4
+    case $tool in
+        downpour)
+            CMD=("$BIN" get "$url" -o "$out" -x "$n" --quiet --overwrite)
+            ;;
+        aria2c)
+            CMD=(aria2c --no-conf -x "$n" -s "$n" -k 1M --file-allocation=none
+                --allow-overwrite=true --auto-file-renaming=false
+                -d "$(dirname -- "$out")" -o "$(basename -- "$out")"
+                --console-log-level=warn --summary-interval=0 "$url")
+            ;;
+        curl)
+            CMD=(curl -sS -f -o "$out" "$url")
+            ;;
+        wget2)
+            # One connection (--max-threads=1; the default is 5), HTTP/1.1,
+            # no Accept-Encoding, no config file, no xattrs.
+            CMD=(wget2 -q --no-config --max-threads=1 --no-http2 --no-compression
+                --no-xattr -O "$out" "$url")
+            ;;
+        *) die "unknown tool $tool" ;;
+    esac
+}
+
+# align_connections URLBASE [NS]: makes throwaway connections until the next
+# one nginx accepts gets a serial number = 1 (mod 4), so that in the straggler
+# case every client's 4th, 8th, ... connection is the slow one, whatever ran
+# before it (single-connection clients are never throttled).
+align_connections() {
+    local base=$1 s i
+    for ((i = 0; i < 8; i++)); do
+        s=$(curl -sf --max-time 5 "$base/conn") || return 1
+        [[ $s =~ ^[0-9]+$ ]] || return 1
+        ((s % 4 == 0)) && return 0
+    done
+    return 1
+}
+
+# run_one CASE REP SEQ CLIENT_INDEX LABEL TOOL N URL SIZE SHA ROLE TIMEOUT [NS]
+run_one() {
+    local cname=$1 rep=$2 seq=$3 cidx=$4 label=$5 tool=$6 n=$7 url=$8 size=$9
+    local sha=${10} role=${11} tmo=${12} ns=${13:-}
+    local out="$OUT/download.bin" log="$WORK/client.log" timef="$WORK/time.out"
+    local -a pre=()
+    local rc=0 t0 t1 wall mbs e u s m cpu status shaok got
+    rm -rf -- "$OUT"
+    mkdir -p "$OUT"
+    : >"$timef"
+    sync
+    [[ -n $ns ]] && pre=(ip netns exec "$ns")
+    client_cmd "$tool" "$n" "$url" "$out"
+    t0=$EPOCHREALTIME
+    "${pre[@]}" timeout -k 5 "$tmo" /usr/bin/time -f '%e %U %S %M' -o "$timef" \
+        "${CMD[@]}" </dev/null >"$log" 2>&1 || rc=$?
+    t1=$EPOCHREALTIME
+    wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+    read -r e u s m < <(tail -n 1 "$timef" 2>/dev/null || true) || true
+    [[ ${e:-} =~ ^[0-9.]+$ && ${u:-} =~ ^[0-9.]+$ && ${s:-} =~ ^[0-9.]+$ && ${m:-} =~ ^[0-9]+$ ]] ||
+        { u=""; s=""; m=""; }
+    cpu=""
+    [[ -n $u ]] && cpu=$(awk -v a="$u" -v b="$s" 'BEGIN { printf "%.2f", a + b }')
+    shaok=0
+    if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+        status=TIMEOUT
+    elif [[ $rc -ne 0 ]]; then
+        status="EXIT$rc"
+    elif [[ ! -f $out ]]; then
+        status=NO-OUTPUT
+    else
+        got=$(sha256sum <"$out" | awk '{print $1}')
+        if [[ $got == "$sha" ]]; then
+            shaok=1
+            status=ok
+        else
+            status=SHA-MISMATCH
+        fi
+    fi
+    mbs=$(awk -v b="$size" -v w="$wall" 'BEGIN { if (w > 0) printf "%.1f", b / w / 1e6 }')
+    printf '%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n' \
+        "$cname" "$rep" "$seq" "$cidx" "$label" "$tool" "$n" "$role" "$size" "$url" \
+        "$rc" "$status" "$wall" "$mbs" "$u" "$s" "$cpu" "$m" "$shaok" >>"$CSV"
+    printf 'bench: [%s rep %d/%d #%d] %-22s %8s s %8s MB/s  cpu %5s s  rss %6s MB  %s\n' \
+        "$cname" "$rep" "$REPS" "$seq" "$label" "$wall" "$mbs" "${cpu:--}" \
+        "$(awk -v k="${m:-}" 'BEGIN { if (k != "") printf "%.1f", k * 1024 / 1e6; else printf "-" }')" \
+        "$status" >&2
+    if [[ $status != ok && -s $log ]]; then
+        tail -n 5 "$log" | sed 's/^/bench:     | /' >&2
+    fi
+    rm -rf -- "$OUT"
+    mkdir -p "$OUT"
+}
+
+# The clients of every case: "LABEL|TOOL|N".
+CLIENTS=(
+    "downpour -x 1|downpour|1"
+    "downpour -x 4|downpour|4"
+    "downpour -x 8|downpour|8"
+    "downpour -x 16|downpour|16"
+    "aria2c -x 1|aria2c|1"
+    "aria2c -x 4|aria2c|4"
+    "aria2c -x 16|aria2c|16"
+    "curl|curl|1"
+    "wget2|wget2|1"
+)
+
+# run_matrix CASE SIZE TIMEOUT NS ALIGN_BASE ENTRY...
+# ENTRY is "LABEL|TOOL|N|URL|ROLE". For each repetition every entry runs once,
+# starting one further down the list each time.
+run_matrix() {
+    local cname=$1 size=$2 tmo=$3 ns=$4 align=$5
+    shift 5
+    local -a entries=("$@")
+    local n=${#entries[@]} r i idx seq label tool conns url role
+    for ((r = 0; r < REPS; r++)); do
+        seq=0
+        for ((i = 0; i < n; i++)); do
+            idx=$(((i + r) % n))
+            IFS='|' read -r label tool conns url role <<<"${entries[$idx]}"
+            seq=$((seq + 1))
+            if [[ -n $align ]] && ! align_connections "$align"; then
+                note "could not line up nginx connection numbers"
+            fi
+            run_one "$cname" "$((r + 1))" "$seq" "$idx" "$label" "$tool" "$conns" "$url" \
+                "$size" "${FILE_SHA[$DATA_NAME]}" "$role" "$tmo" "$ns"
+        done
+    done
+}
+
+summarize() {
+    python3 "$HELPERS/summarize.py" --csv "$CSV" --case "$1" --title "$2"
+}
+
+timeout_for() { # timeout_for SIZE BYTES_PER_SECOND_FLOOR
+    if [[ -n $RUN_TIMEOUT ]]; then
+        echo "$RUN_TIMEOUT"
+    else
+        awk -v b="$1" -v r="$2" 'BEGIN { printf "%.0f", int(60 + b / r) }'
+    fi
+}
+
+# -------------------------------------------------------------------- cases
+case_unthrottled() {
+    local size tmo c entries=()
+    size=$(scaled $((1024 * MIB)))
+    tmo=$(timeout_for "$size" 20000000)
+    gen_file "$size"
+    for c in "${CLIENTS[@]}"; do entries+=("$c|$BASE/$DATA_NAME|main"); done
+    run_matrix unthrottled "$size" "$tmo" "" "" "${entries[@]}"
+    summarize unthrottled "unthrottled: $(human "$size") ($size bytes), nginx on 127.0.0.1, no limits; $REPS rep(s), medians"
+    drop_file "$DATA_NAME"
+}
+
+case_throttled() {
+    local size tmo c entries=()
+    size=$(scaled $((100 * MIB)))
+    tmo=$(timeout_for "$size" 5000000)
+    gen_file "$size"
+    for c in "${CLIENTS[@]}"; do entries+=("$c|$BASE/throttled/$DATA_NAME|main"); done
+    run_matrix throttled "$size" "$tmo" "" "" "${entries[@]}"
+    summarize throttled "throttled: $(human "$size") ($size bytes), limit_rate $THROTTLE_RATE per connection (sendfile_max_chunk 64k); $REPS rep(s), medians"
+    drop_file "$DATA_NAME"
+}
+
+case_straggler() {
+    local size tmo c entries=()
+    size=$(scaled $((200 * MIB)))
+    tmo=$(timeout_for "$size" 1048576)
+    gen_file "$size"
+    for c in "${CLIENTS[@]}"; do entries+=("$c|$BASE/straggler/$DATA_NAME|main"); done
+    # The ideal: the same clients on the same file without the straggler.
+    entries+=("downpour -x 4 (ideal)|downpour|4|$BASE/$DATA_NAME|ref")
+    entries+=("aria2c -x 4 (ideal)|aria2c|4|$BASE/$DATA_NAME|ref")
+    run_matrix straggler "$size" "$tmo" "" "$BASE" "${entries[@]}"
+    summarize straggler "straggler: $(human "$size") ($size bytes), connections no. 4, 8, 12, ... of each client limited to $STRAGGLER_RATE/s (so single-connection clients never are); $REPS rep(s), medians"
+    drop_file "$DATA_NAME"
+}
+
+LOSSY_DELAY_MS=50
+LOSSY_LOSS_PCT=0.5
+LOSSY_SRV_IP=10.203.0.1
+LOSSY_CLI_IP=10.203.0.2
+LOSSY_PORT=8080
+LOSSY_LINK=""
+LOSSY_SKIP=""
+
+# lossy_setup: two namespaces joined by a link with delay and loss, nginx in
+# one of them. Returns 1 with LOSSY_SKIP set when it cannot.
+lossy_setup() {
+    local i ok loss_frac ns
+    [[ $(id -u) -eq 0 ]] || { LOSSY_SKIP="needs root (network namespaces)"; return 1; }
+    NS_SRV="dpbench-srv-$$"
+    NS_CLI="dpbench-cli-$$"
+    if ! ip netns add "$NS_SRV" 2>"$WORK/lossy/ip.err" || ! ip netns add "$NS_CLI" 2>>"$WORK/lossy/ip.err"; then
+        LOSSY_SKIP="ip netns add failed: $(head -n 1 "$WORK/lossy/ip.err")"
+        return 1
+    fi
+    if ! ip -n "$NS_SRV" link set lo up || ! ip -n "$NS_CLI" link set lo up; then
+        LOSSY_SKIP="cannot bring up lo in the namespaces"
+        return 1
+    fi
+    for ns in "$NS_SRV" "$NS_CLI"; do
+        ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 >/dev/null 2>&1 || true
+        if [[ -n $LOSSY_CC ]]; then
+            ip netns exec "$ns" sysctl -qw "net.ipv4.tcp_congestion_control=$LOSSY_CC" >/dev/null 2>&1 ||
+                { LOSSY_SKIP="cannot set congestion control $LOSSY_CC"; return 1; }
+        fi
+    done
+
+    # 1. The kernel's netem on both ends of a veth pair, when it has it.
+    if ip -n "$NS_SRV" link add dpb0 type veth peer name dpb1 netns "$NS_CLI" 2>/dev/null &&
+        ip netns exec "$NS_SRV" tc qdisc add dev dpb0 root netem \
+            delay "${LOSSY_DELAY_MS}ms" loss "${LOSSY_LOSS_PCT}%" limit 100000 2>"$WORK/lossy/tc.err" &&
+        ip netns exec "$NS_CLI" tc qdisc add dev dpb1 root netem \
+            delay "${LOSSY_DELAY_MS}ms" loss "${LOSSY_LOSS_PCT}%" limit 100000 2>>"$WORK/lossy/tc.err"; then
+        LOSSY_LINK="veth pair with netem on both ends"
+    else
+        note "no netem qdisc ($(head -n 1 "$WORK/lossy/tc.err" 2>/dev/null || echo 'veth failed')); using the userspace delay line"
+        ip -n "$NS_SRV" link del dpb0 2>/dev/null || true
+        # 2. Userspace: two TAP devices bridged by scripts/bench/delayline.py.
+        loss_frac=$(awk -v p="$LOSSY_LOSS_PCT" 'BEGIN { printf "%.6f", p / 100 }')
+        ip netns exec "$NS_SRV" python3 "$HELPERS/delayline.py" --a dpb0 --b dpb1 \
+            --delay-ms "$LOSSY_DELAY_MS" --loss "$loss_frac" --max-seconds 21600 \
+            </dev/null >"$WORK/lossy/delayline.out" 2>"$WORK/lossy/delayline.err" &
+        DELAY_PID=$!
+        ok=0
+        for ((i = 0; i < 50; i++)); do
+            if grep -q ready "$WORK/lossy/delayline.out" 2>/dev/null; then ok=1; break; fi
+            kill -0 "$DELAY_PID" 2>/dev/null || break
+            sleep 0.1
+        done
+        if [[ $ok -ne 1 ]]; then
+            LOSSY_SKIP="delay line did not start: $(tail -n 1 "$WORK/lossy/delayline.err" 2>/dev/null)"
+            return 1
+        fi
+        ip -n "$NS_SRV" link set dpb1 netns "$NS_CLI" ||
+            { LOSSY_SKIP="cannot move the TAP device into $NS_CLI"; return 1; }
+        ip -n "$NS_SRV" link set dpb0 txqueuelen 10000 2>/dev/null || true
+        ip -n "$NS_CLI" link set dpb1 txqueuelen 10000 2>/dev/null || true
+        LOSSY_LINK="userspace delay line (python3, 2 TAP devices)"
+    fi
+    if ! ip -n "$NS_SRV" addr add "$LOSSY_SRV_IP/30" dev dpb0 ||
+        ! ip -n "$NS_CLI" addr add "$LOSSY_CLI_IP/30" dev dpb1 ||
+        ! ip -n "$NS_SRV" link set dpb0 up ||
+        ! ip -n "$NS_CLI" link set dpb1 up; then
+        LOSSY_SKIP="cannot configure the link addresses"
+        return 1
+    fi
+
+    write_conf "$WORK/lossy/nginx.conf" "$LOSSY_SRV_IP:$LOSSY_PORT" "$WORK/lossy"
+    ip netns exec "$NS_SRV" "$NGINX" -p "$WORK/lossy/" -c "$WORK/lossy/nginx.conf" \
+        -e "$WORK/lossy/error.log" -g 'daemon off;' </dev/null >>"$WORK/lossy/nginx.out" 2>&1 &
+    LOSSY_NGINX_PID=$!
+    ok=0
+    for ((i = 0; i < 30; i++)); do
+        kill -0 "$LOSSY_NGINX_PID" 2>/dev/null || break
+        if ip netns exec "$NS_CLI" curl -sf -o /dev/null --max-time 3 \
+            "http://$LOSSY_SRV_IP:$LOSSY_PORT/conn" 2>/dev/null; then
+            ok=1
+            break
+        fi
+        sleep 0.2
+    done
+    if [[ $ok -ne 1 ]]; then
+        LOSSY_SKIP="nginx in $NS_SRV not reachable from $NS_CLI over the link: $(tail -n 1 "$WORK/lossy/error.log" 2>/dev/null)"
+        return 1
+    fi
+    return 0
+}
+
+case_lossy() {
+    local size tmo c entries=() base rtt cc
+    LOSSY_SKIP=""
+    if ! lossy_setup; then
+        echo
+        echo "lossy: skipped: $LOSSY_SKIP"
+        lossy_teardown
+        return 0
+    fi
+    base="http://$LOSSY_SRV_IP:$LOSSY_PORT"
+    rtt=$(ip netns exec "$NS_CLI" curl -sf -o /dev/null -w '%{time_connect}' --max-time 5 "$base/conn" 2>/dev/null |
+        awk '{ printf "%.0f ms", $1 * 1000 }')
+    [[ -n $rtt ]] || rtt="?"
+    cc=$(ip netns exec "$NS_CLI" cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo "?")
+    note "lossy link: $LOSSY_LINK; TCP connect (1 RTT) $rtt; congestion control $cc"
+    size=$(scaled $((100 * MIB)))
+    tmo=${RUN_TIMEOUT:-120}
+    gen_file "$size"
+    for c in "${CLIENTS[@]}"; do entries+=("$c|$base/$DATA_NAME|main"); done
+    run_matrix lossy "$size" "$tmo" "$NS_CLI" "" "${entries[@]}"
+    summarize lossy "lossy: $(human "$size") ($size bytes), ${LOSSY_DELAY_MS} ms delay + ${LOSSY_LOSS_PCT} % loss each way (TCP connect $rtt), $LOSSY_LINK, TCP $cc, nginx and clients in two network namespaces; $REPS rep(s), medians"
+    lossy_teardown
+    drop_file "$DATA_NAME"
+}
+
+case_rss() {
+    local small big tmo name_small sha_small
+    small=$(scaled $((1024 * MIB)))
+    big=$(scaled $((4096 * MIB)))
+    tmo=$(timeout_for "$big" 20000000)
+    gen_file "$small"
+    name_small=$DATA_NAME
+    sha_small=${FILE_SHA[$DATA_NAME]}
+    gen_file "$big"
+    local r
+    for ((r = 1; r <= REPS; r++)); do
+        run_one rss "$r" 1 0 "downpour -x 4 @ $(human "$small")" downpour 4 "$BASE/$name_small" \
+            "$small" "$sha_small" main "$tmo" ""
+        run_one rss "$r" 2 1 "downpour -x 4 @ $(human "$big")" downpour 4 "$BASE/$DATA_NAME" \
+            "$big" "${FILE_SHA[$DATA_NAME]}" main "$tmo" ""
+    done
+    summarize rss "rss: downpour -x 4, $(human "$small") vs $(human "$big"), nginx on 127.0.0.1, no limits; $REPS rep(s)"
+    drop_file "$name_small"
+    drop_file "$DATA_NAME"
+}
+
+# --------------------------------------------------------------------- main
+echo "downpour benchmark, $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+echo "binary:  $BIN ($(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$REPO" diff --quiet HEAD -- 2>/dev/null || echo ', work tree modified'))"
+echo "machine: $(nproc) cores, $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo), kernel $(uname -r), TCP $(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo '?')"
+echo "         sha256 $(sha256sum <"$BIN" | cut -c1-16)..., $(stat -c %s "$BIN") bytes, built $(date -u -r "$BIN" '+%Y-%m-%d %H:%M UTC')"
+echo "peers:   $(aria2c --version | head -n 1); $(curl --version | head -n 1 | cut -d' ' -f1-2); $(wget2 --version 2>/dev/null | head -n 1 | cut -d' ' -f1-3)"
+echo "server:  $("$NGINX" -v 2>&1 | sed 's/^nginx version: //'), worker_processes auto, sendfile on, at $BASE"
+echo "clients: downpour get URL -o F -x N --quiet --overwrite; aria2c -x N -s N -k 1M --file-allocation=none (no conf);"
+echo "         curl -sS -f -o F; wget2 -q --max-threads=1 --no-http2 --no-compression --no-xattr --no-config -O F"
+echo "run:     cases ${SELECTED[*]}; $REPS rep(s); size scale $SCALE; CSV $CSV"
+echo "units:   MB = 10^6 bytes; median over successful runs; CPU = user+sys of the client; peak RSS = max over runs"
+
+echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) at start"
+
+for c in "${SELECTED[@]}"; do
+    note "=== case $c ==="
+    "case_$c"
+done
+echo
+echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) at the end"
+echo "raw runs: $CSV"

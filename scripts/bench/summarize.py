@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Summarises the raw runs that scripts/bench.sh wrote to its CSV (stdlib only).
+
+    summarize.py --csv FILE --case NAME [--title TEXT] [--rss-limit-mb 32]
+
+Prints one table for the case (medians over the runs that succeeded), then the
+ratios: Downpour/aria2c throughput at the same number of connections, Downpour's
+best throughput over the best peer's, and for rows that have an "ideal"
+reference (role "ref") the ratio of the median times. For the `rss` case it
+prints the peak RSS per file size and whether it stays under the limit.
+
+MB = 10^6 bytes everywhere (throughput and RSS).
+"""
+
+import argparse
+import csv
+import statistics
+import sys
+
+
+def fnum(s):
+    try:
+        return float(s)
+    except (TypeError, ValueError):
+        return None
+
+
+def med(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def fmt(v, width, prec):
+    if v is None:
+        return "-".rjust(width)
+    return ("%*.*f" % (width, prec, v))
+
+
+def load(path, case):
+    rows = []
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            if r["case"] == case:
+                rows.append(r)
+    return rows
+
+
+def group(rows):
+    """client label -> dict of aggregated values, in first-seen order of `seq`."""
+    order = []
+    groups = {}
+    for r in sorted(rows, key=lambda r: int(r["client_index"])):
+        key = r["client"]
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(r)
+    out = []
+    for key in order:
+        runs = groups[key]
+        good = [r for r in runs if r["status"] == "ok"]
+        bad = [r for r in runs if r["status"] != "ok"]
+        size = int(runs[0]["size_bytes"])
+        wall = med([fnum(r["wall_s"]) for r in good])
+        rss = [fnum(r["max_rss_kb"]) for r in good]
+        rss = [v for v in rss if v is not None]
+        out.append({
+            "client": key,
+            "tool": runs[0]["tool"],
+            "connections": int(runs[0]["connections"]),
+            "role": runs[0]["role"],
+            "size": size,
+            "runs": len(runs),
+            "good": len(good),
+            "bad_status": sorted({r["status"] for r in bad}),
+            "wall": wall,
+            "mbps": (size / wall / 1e6) if wall else None,
+            "cpu": med([fnum(r["cpu_s"]) for r in good]),
+            "rss_mb": (max(rss) * 1024 / 1e6) if rss else None,
+            "rss_all_mb": [v * 1024 / 1e6 for v in rss],
+        })
+    return out
+
+
+def print_table(stats):
+    w = max([len("client")] + [len(s["client"]) for s in stats])
+    print("%-*s  %5s  %9s  %8s  %7s  %11s  %s" % (
+        w, "client", "runs", "median s", "MB/s", "CPU s", "peak RSS MB", "sha ok"))
+    for s in stats:
+        if s["good"] == s["runs"]:
+            ok = "ok"
+        else:
+            ok = "FAIL %d/%d (%s)" % (s["runs"] - s["good"], s["runs"],
+                                      ",".join(s["bad_status"]))
+        print("%-*s  %5s  %s  %s  %s  %s  %s" % (
+            w, s["client"], "%d/%d" % (s["good"], s["runs"]),
+            fmt(s["wall"], 9, 3), fmt(s["mbps"], 8, 1), fmt(s["cpu"], 7, 2),
+            fmt(s["rss_mb"], 11, 1), ok))
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def print_ratios(stats):
+    main = [s for s in stats if s["role"] == "main"]
+    dp = {s["connections"]: s for s in main if s["tool"] == "downpour"}
+    ar = {s["connections"]: s for s in main if s["tool"] == "aria2c"}
+    parts = []
+    for n in sorted(set(dp) & set(ar)):
+        r = ratio(dp[n]["mbps"], ar[n]["mbps"])
+        parts.append("x%d %s" % (n, "-" if r is None else "%.2f" % r))
+    if parts:
+        print("Downpour/aria2c throughput, same N (>1 = Downpour faster): "
+              + "  ".join(parts))
+    dps = [s for s in main if s["tool"] == "downpour" and s["mbps"]]
+    peers = [s for s in main if s["tool"] != "downpour" and s["mbps"]]
+    if dps and peers:
+        bd = max(dps, key=lambda s: s["mbps"])
+        bp = max(peers, key=lambda s: s["mbps"])
+        print("Downpour best / best peer throughput: %.2f (%s %.1f MB/s vs %s %.1f MB/s)"
+              % (bd["mbps"] / bp["mbps"], bd["client"], bd["mbps"],
+                 bp["client"], bp["mbps"]))
+    elif dps or peers:
+        print("Downpour best / best peer throughput: - (no successful runs on one side)")
+    refs = [s for s in stats if s["role"] == "ref"]
+    for ref in refs:
+        base = ref["client"].replace(" (ideal)", "")
+        m = next((s for s in main if s["client"] == base), None)
+        if m is None:
+            continue
+        r = ratio(m["wall"], ref["wall"])
+        print("straggler/ideal time, %s: %s (%s s with a straggler vs %s s unthrottled)"
+              % (base, "-" if r is None else "%.2f" % r,
+                 fmt(m["wall"], 0, 3), fmt(ref["wall"], 0, 3)))
+
+
+def print_rss(stats, limit_mb):
+    rows = [s for s in stats if s["tool"] == "downpour"]
+    if not rows:
+        return
+    for s in rows:
+        allv = ", ".join("%.1f" % v for v in s["rss_all_mb"]) or "-"
+        print("peak RSS %s (%d bytes): max %s MB over %d run(s) [%s]"
+              % (s["client"], s["size"], fmt(s["rss_mb"], 0, 1), s["good"], allv))
+    vals = [s["rss_mb"] for s in rows if s["rss_mb"] is not None]
+    if vals:
+        top = max(vals)
+        mib = top * 1e6 / 1048576
+        print("peak RSS <= %g MB: %s (largest %.1f MB = %.1f MiB; <= %g MiB: %s)"
+              % (limit_mb, "yes" if top <= limit_mb else "NO", top, mib, limit_mb,
+                 "yes" if mib <= limit_mb else "NO"))
+    if len(rows) >= 2 and rows[0]["rss_mb"] is not None and rows[-1]["rss_mb"] is not None:
+        small, big = rows[0], rows[-1]
+        growth = big["rss_mb"] - small["rss_mb"]
+        print("growth %s -> %s: %+.1f MB (%.2fx the file size, %.2fx the RSS)"
+              % (small["client"], big["client"], growth, big["size"] / small["size"],
+                 big["rss_mb"] / small["rss_mb"]))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--csv", required=True)
+    ap.add_argument("--case", required=True)
+    ap.add_argument("--title", default=None)
+    ap.add_argument("--rss-limit-mb", type=float, default=32.0)
+    args = ap.parse_args()
+    rows = load(args.csv, args.case)
+    print()
+    print("== %s ==" % (args.title or args.case))
+    if not rows:
+        print("(no runs)")
+        return 0
+    stats = group(rows)
+    print_table(stats)
+    if args.case == "rss":
+        print_rss(stats, args.rss_limit_mb)
+    else:
+        print_ratios(stats)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
