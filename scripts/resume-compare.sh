@@ -4,7 +4,7 @@
 # to 2 MiB/s so that "halfway" is a moment, not a blur. Prints the re-fetched bytes and checks SHA-256.
 #
 # Usage: scripts/resume-compare.sh [BINARY]        (default: .build/release/downpour)
-# Needs: nginx, aria2, curl (apt-get install nginx aria2 curl).
+# Needs: nginx, aria2, curl, ss (apt-get install nginx aria2 curl iproute2).
 set -euo pipefail
 
 BIN=${1:-.build/release/downpour}
@@ -55,7 +55,7 @@ URL="http://127.0.0.1:$PORT/file.bin"
 
 sent() { awk '{s += $1} END {print s + 0}' "$WORK/access.log"; }
 
-# run_case NAME COMMAND...: kill -9 once the client has read half the file from its sockets, run it again
+# run_case NAME COMMAND...: kill -9 once the client has received half the file, run it again
 # to the end, and report what nginx sent beyond one copy of the file.
 run_case() {
     local name=$1
@@ -64,10 +64,13 @@ run_case() {
     kill -USR1 "$NGINX_PID" # reopen the log
     sleep 0.2
     "$@" >/dev/null 2>&1 &
-    local pid=$! read=0
+    local pid=$! received=0
+    # What the client's sockets have received so far, whatever system call it reads with: the kernel's
+    # per-socket counters, summed over the client ends of connections to our port.
     while kill -0 "$pid" 2>/dev/null; do
-        read=$(awk '/^rchar/ {print $2}' "/proc/$pid/io" 2>/dev/null || echo 0)
-        ((read >= BYTES / 2)) && break
+        received=$({ ss -tinH "dport = :$PORT" 2>/dev/null || true; } | { grep -o 'bytes_received:[0-9]*' || true; } |
+            cut -d: -f2 | awk '{s += $1} END {print s + 0}')
+        ((received >= BYTES / 2)) && break
         sleep 0.02
     done
     kill -9 "$pid" 2>/dev/null || true

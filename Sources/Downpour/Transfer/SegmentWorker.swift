@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 
 /// Why one attempt of a request ended without finishing its range.
 enum AttemptFailure: Error {
@@ -117,16 +118,19 @@ struct SegmentWorker: Sendable {
             for try await chunk in response.body {
                 guard try await writer.append(chunk) else {
                     // Another connection took over the rest; dropping the body closes this connection.
+                    try await writer.finish()
                     return
                 }
             }
         } catch let failure as AttemptFailure {
+            // Whatever was written stays written: let the writes in flight land before giving up.
+            _ = try? await writer.finish()
             throw failure
         } catch {
-            try await writer.flush()
+            try await writer.finish()
             throw Self.classify(error, url: remote.url)
         }
-        try await writer.flush()
+        try await writer.finish()
         if writer.offset < range.upperBound, let rest = self.session.remaining(lease), !rest.isEmpty {
             throw .retryable(
                 DownloadError(
@@ -147,16 +151,105 @@ struct SegmentWorker: Sendable {
     }
 }
 
-/// Gathers body bytes into large buffers and writes them at their offset, never past what the planner allows.
-struct RangeWriter {
-    let lease: SegmentPlanner.LeaseID
+/// Gathers body bytes into large buffers and writes them at their offset on NIO's thread pool, one write in
+/// flight while the next buffer fills, so the network never waits for the disk and the disk never stalls the
+/// concurrency pool. Bytes count as written (and may enter the journal) only once their write has finished.
+struct PipelinedFileWriter {
+    let file: OutputFile
+    let bufferSize: Int
+    /// How far the bytes up to the given offset may be written (less when the planner wants fewer).
+    let claim: (Int64) -> Int64
+    /// Called, in order, for every range whose write has finished.
+    let written: (Range<Int64>) -> Void
     /// The file offset of the first buffered byte.
     private(set) var offset: Int64
-    let askedEnd: Int64
-    let bufferSize: Int
-    let session: TransferSession
-    let connection: Int
     private var pending: ByteBuffer
+    private var spare: ByteBuffer?
+    private var inFlight: (write: EventLoopFuture<Void>, range: Range<Int64>)?
+    private let eventLoop: any EventLoop
+
+    init(
+        file: OutputFile,
+        offset: Int64,
+        bufferSize: Int,
+        claim: @escaping (Int64) -> Int64,
+        written: @escaping (Range<Int64>) -> Void
+    ) {
+        self.file = file
+        self.offset = offset
+        self.bufferSize = bufferSize
+        self.claim = claim
+        self.written = written
+        self.pending = ByteBufferAllocator().buffer(capacity: bufferSize)
+        self.eventLoop = MultiThreadedEventLoopGroup.singleton.next()
+    }
+
+    /// Bytes buffered, not yet handed to a write.
+    var buffered: Int { self.pending.readableBytes }
+
+    /// Buffers `chunk`, starting a write when the buffer is full. `false` once no more bytes are wanted.
+    mutating func append(_ chunk: ByteBuffer) async throws(DownloadError) -> Bool {
+        var chunk = chunk
+        self.pending.writeBuffer(&chunk)
+        if self.pending.readableBytes >= self.bufferSize {
+            return try await self.flush()
+        }
+        return true
+    }
+
+    /// Starts writing the buffered bytes that are still wanted, once the previous write has finished.
+    /// `false` when fewer were wanted than were buffered.
+    @discardableResult
+    mutating func flush() async throws(DownloadError) -> Bool {
+        guard self.pending.readableBytes > 0 else { return true }
+        let end = self.offset + Int64(self.pending.readableBytes)
+        let allowed = self.claim(end)
+        try await self.finishWriting()
+        if allowed > self.offset {
+            let slice = self.pending.getSlice(at: self.pending.readerIndex, length: Int(allowed - self.offset))!
+            let (file, offset) = (self.file, self.offset)
+            let write = NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) {
+                try file.write(slice, at: offset)
+            }
+            self.inFlight = (write, offset..<allowed)
+            self.offset = allowed
+        }
+        // The write holds the old buffer; the next bytes go to the other one, free since its write finished.
+        let handedOver = self.pending
+        self.pending = self.spare ?? ByteBufferAllocator().buffer(capacity: self.bufferSize)
+        self.pending.clear()
+        self.spare = handedOver
+        return allowed == end
+    }
+
+    /// Waits for the write in flight, then reports its bytes as written.
+    mutating func finishWriting() async throws(DownloadError) {
+        guard let (write, range) = self.inFlight else { return }
+        self.inFlight = nil
+        do {
+            try await write.get()
+        } catch let error as DownloadError {
+            throw error
+        } catch {
+            throw .localIO("Cannot write to '\(self.file.path)'", underlying: error)
+        }
+        self.written(range)
+    }
+
+    /// Writes what is buffered and waits until every write has finished.
+    @discardableResult
+    mutating func finish() async throws(DownloadError) -> Bool {
+        let wanted = try await self.flush()
+        try await self.finishWriting()
+        return wanted
+    }
+}
+
+/// A ``PipelinedFileWriter`` for one range of a lease: never past what the planner allows, never past what was
+/// asked for.
+struct RangeWriter {
+    let askedEnd: Int64
+    private var writer: PipelinedFileWriter
 
     init(
         lease: SegmentPlanner.LeaseID,
@@ -166,18 +259,22 @@ struct RangeWriter {
         session: TransferSession,
         connection: Int
     ) {
-        self.lease = lease
-        self.offset = offset
         self.askedEnd = askedEnd
-        self.bufferSize = bufferSize
-        self.session = session
-        self.connection = connection
-        self.pending = ByteBufferAllocator().buffer(capacity: bufferSize)
+        self.writer = PipelinedFileWriter(
+            file: session.file,
+            offset: offset,
+            bufferSize: bufferSize,
+            claim: { session.claim(lease, upTo: $0) },
+            written: { session.written($0, connection: connection) }
+        )
     }
 
-    /// Buffers `chunk`, writing when the buffer is full. `false` once the lease wants no more bytes.
+    /// How far the bytes are claimed (written, or being written).
+    var offset: Int64 { self.writer.offset }
+
+    /// Buffers `chunk`. `false` once the lease wants no more bytes.
     mutating func append(_ chunk: ByteBuffer) async throws(AttemptFailure) -> Bool {
-        let end = self.offset + Int64(self.pending.readableBytes) + Int64(chunk.readableBytes)
+        let end = self.writer.offset + Int64(self.writer.buffered) + Int64(chunk.readableBytes)
         guard end <= self.askedEnd else {
             throw .fatal(
                 DownloadError(
@@ -186,40 +283,20 @@ struct RangeWriter {
                 )
             )
         }
-        var chunk = chunk
-        self.pending.writeBuffer(&chunk)
-        if self.pending.readableBytes >= self.bufferSize {
-            return try await self.flush()
+        do {
+            return try await self.writer.append(chunk)
+        } catch {
+            throw .fatal(error)
         }
-        return true
     }
 
-    /// Writes the buffered bytes the planner still wants. `false` when it wanted fewer than were buffered.
-    @discardableResult
-    mutating func flush() async throws(AttemptFailure) -> Bool {
-        guard self.pending.readableBytes > 0 else { return true }
-        let wanted = try await self.write(self.pending)
-        self.pending.clear()
-        return wanted
-    }
-
-    /// Writes the part of `bytes` (which start at `offset`) that the planner still wants.
-    /// `false` when it wanted fewer than all of them.
-    private mutating func write(_ bytes: ByteBuffer) async throws(AttemptFailure) -> Bool {
-        let end = self.offset + Int64(bytes.readableBytes)
-        let allowed = self.session.claim(self.lease, upTo: end)
-        if allowed > self.offset {
-            let slice = bytes.getSlice(at: bytes.readerIndex, length: Int(allowed - self.offset))!
-            let (file, offset) = (self.session.file, self.offset)
-            do {
-                try await BlockingIO.run { () throws(DownloadError) in try file.write(slice, at: offset) }
-            } catch {
-                throw .fatal(error)
-            }
-            self.session.written(self.offset..<allowed, connection: self.connection)
-            self.offset = allowed
+    /// Writes what is buffered and waits for every write.
+    mutating func finish() async throws(AttemptFailure) {
+        do {
+            try await self.writer.finish()
+        } catch {
+            throw .fatal(error)
         }
-        return allowed == end
     }
 }
 

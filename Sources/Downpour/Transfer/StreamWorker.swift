@@ -72,46 +72,40 @@ struct StreamWorker: Sendable {
         }
         try ResponseValidator.checkSameFile(response.headers, remote: remote)
 
-        let bufferSize = self.session.configuration.writeBufferSize
-        var pending = ByteBufferAllocator().buffer(capacity: bufferSize)
-        var offset: Int64 = 0
-        let file = self.session.file
-        func flush() async throws(AttemptFailure) {
-            guard pending.readableBytes > 0 else { return }
-            let count = Int64(pending.readableBytes)
-            if let length = remote.length, offset + count > length {
-                throw .fatal(
-                    DownloadError(
-                        code: .remoteMisbehaved,
-                        message: "The server sent more than the \(length) bytes it announced."
-                    )
-                )
-            }
-            let (bytes, at) = (pending, offset)
-            do {
-                try await BlockingIO.run { () throws(DownloadError) in try file.write(bytes, at: at) }
-            } catch {
-                throw .fatal(error)
-            }
-            offset += count
-            reached = offset
-            self.session.streamed(count, connection: self.id)
-            pending.clear()
-        }
+        let session = self.session
+        let id = self.id
+        var writer = PipelinedFileWriter(
+            file: session.file,
+            offset: 0,
+            bufferSize: session.configuration.writeBufferSize,
+            claim: { $0 },
+            written: { session.streamed(Int64($0.count), connection: id) }
+        )
         do {
-            for try await var chunk in response.body {
-                pending.writeBuffer(&chunk)
-                if pending.readableBytes >= bufferSize {
-                    try await flush()
+            for try await chunk in response.body {
+                if let length = remote.length, writer.offset + Int64(writer.buffered + chunk.readableBytes) > length {
+                    throw AttemptFailure.fatal(
+                        DownloadError(
+                            code: .remoteMisbehaved,
+                            message: "The server sent more than the \(length) bytes it announced."
+                        )
+                    )
                 }
+                _ = try await writer.append(chunk)
             }
+            try await writer.finish()
         } catch let failure as AttemptFailure {
+            _ = try? await writer.finish()
             throw failure
+        } catch let error as DownloadError {
+            throw .fatal(error)
         } catch {
-            try await flush()
+            _ = try? await writer.finish()
+            reached = writer.offset
             throw SegmentWorker.classify(error, url: remote.url)
         }
-        try await flush()
+        let offset = writer.offset
+        reached = offset
         if let length = remote.length, offset != length {
             throw .retryable(
                 DownloadError(
