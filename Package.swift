@@ -60,7 +60,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DownpourTests",
-            dependencies: ["Downpour"],
+            dependencies: ["Downpour", "DownpourTestSupport"],
             swiftSettings: upcomingFeatures
         ),
         .testTarget(

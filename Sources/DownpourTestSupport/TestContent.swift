@@ -87,15 +87,16 @@ private func hexString(_ digest: SHA256.Digest) -> String {
     return String(decoding: hex, as: UTF8.self)
 }
 
-/// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, and good enough to make test bytes look random.
-private struct SplitMix64 {
+/// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, and good enough to make test bytes look random; also the
+/// reproducible generator of the planner's randomized tests.
+public struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
-    init(seed: UInt64) {
+    public init(seed: UInt64) {
         self.state = seed
     }
 
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         self.state &+= 0x9E37_79B9_7F4A_7C15
         var z = self.state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9

@@ -30,37 +30,20 @@ struct SegmentWorker: Sendable {
 
     /// Fetches what is left of `lease`, retrying as the configuration allows.
     private func fetch(_ lease: SegmentPlanner.LeaseID) async throws(AttemptFailure) {
-        let policy = RetryPolicy(configuration: self.session.configuration.retry)
         var failuresWithoutProgress = 0
         while let range = self.session.remaining(lease), !range.isEmpty {
             if Task.isCancelled { throw .fatal(.cancelled) }
             do {
                 try await self.attempt(lease, range: range)
             } catch .retryable(let error, let retryAfter) {
-                if Task.isCancelled { throw .fatal(.cancelled) }
                 let progressed = (self.session.remaining(lease)?.lowerBound ?? range.upperBound) > range.lowerBound
                 failuresWithoutProgress = progressed ? 1 : failuresWithoutProgress + 1
-                guard failuresWithoutProgress < self.session.configuration.retry.maximumTries else {
-                    throw .fatal(error)
-                }
-                let delay = policy.delay(beforeRetry: failuresWithoutProgress, retryAfter: retryAfter)
-                self.session.logger.info(
-                    "Range request failed, retrying",
-                    metadata: ["connection": "\(self.id)", "error": "\(error)", "delay": "\(delay)"]
+                try await self.session.waitBeforeRetry(
+                    connection: self.id,
+                    failuresWithoutProgress: failuresWithoutProgress,
+                    error: error,
+                    retryAfter: retryAfter
                 )
-                self.session.emit(
-                    .retrying(
-                        connection: self.id,
-                        attempt: failuresWithoutProgress,
-                        delay: delay,
-                        reason: error.message
-                    )
-                )
-                do {
-                    try await Task.sleep(for: delay)
-                } catch {
-                    throw .fatal(.cancelled)
-                }
             }
         }
     }

@@ -11,7 +11,6 @@ struct StreamWorker: Sendable {
 
     /// Returns the number of bytes written.
     func run() async throws(AttemptFailure) -> Int64 {
-        let policy = RetryPolicy(configuration: self.session.configuration.retry)
         var failuresWithoutProgress = 0
         var furthest: Int64 = 0
         while true {
@@ -20,27 +19,15 @@ struct StreamWorker: Sendable {
             do {
                 return try await self.attempt(reached: &reached)
             } catch .retryable(let error, let retryAfter) {
-                if Task.isCancelled { throw .fatal(.cancelled) }
                 failuresWithoutProgress = reached > furthest ? 1 : failuresWithoutProgress + 1
                 furthest = max(furthest, reached)
-                guard failuresWithoutProgress < self.session.configuration.retry.maximumTries else {
-                    throw .fatal(error)
-                }
-                let delay = policy.delay(beforeRetry: failuresWithoutProgress, retryAfter: retryAfter)
-                self.session.emit(
-                    .retrying(
-                        connection: self.id,
-                        attempt: failuresWithoutProgress,
-                        delay: delay,
-                        reason: error.message
-                    )
+                try await self.session.waitBeforeRetry(
+                    connection: self.id,
+                    failuresWithoutProgress: failuresWithoutProgress,
+                    error: error,
+                    retryAfter: retryAfter
                 )
                 self.session.restartStream()
-                do {
-                    try await Task.sleep(for: delay)
-                } catch {
-                    throw .fatal(.cancelled)
-                }
             }
         }
     }

@@ -194,4 +194,32 @@ final class TransferSession: Sendable {
     func emit(_ event: DownloadEvent) {
         self.events.yield(event)
     }
+
+    /// After a failed attempt: gives up when the tries are used up (or the download is cancelled), else logs,
+    /// reports and sleeps the back-off, at least what the server asked for in `Retry-After`.
+    func waitBeforeRetry(
+        connection: Int,
+        failuresWithoutProgress: Int,
+        error: DownloadError,
+        retryAfter: Duration?
+    ) async throws(AttemptFailure) {
+        if Task.isCancelled { throw .fatal(.cancelled) }
+        guard failuresWithoutProgress < self.configuration.retry.maximumTries else { throw .fatal(error) }
+        let delay = RetryPolicy(configuration: self.configuration.retry).delay(
+            beforeRetry: failuresWithoutProgress,
+            retryAfter: retryAfter
+        )
+        self.logger.info(
+            "Request failed, retrying",
+            metadata: ["connection": "\(connection)", "error": "\(error)", "delay": "\(delay)"]
+        )
+        self.emit(
+            .retrying(connection: connection, attempt: failuresWithoutProgress, delay: delay, reason: error.message)
+        )
+        do {
+            try await Task.sleep(for: delay)
+        } catch {
+            throw .fatal(.cancelled)
+        }
+    }
 }
