@@ -139,61 +139,63 @@ struct CLITests {
     func download() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let server = try await RangeTestServer.start(
+        try await RangeTestServer.withServer(
             content: Self.content,
             faults: [.throttle(bytesPerSecond: 1_000_000)]
-        )
-        defer { Task { try await server.shutdown() } }
-        let path = scratch.file("out.bin")
-        let result = try await Binary.run(["get", server.url(), "-o", path, "-x", "4", "--min-split-size", "64K"])
-        #expect(result.status == 0, "\(result.standardError)")
-        #expect(try sha256Hex(ofFileAt: path) == sha256Hex(Self.content))
-        #expect(scratch.contents() == ["out.bin"])
-        let lines = result.standardOutput.split(separator: "\n")
-        #expect(lines.first?.hasPrefix("Downloading ") == true)
-        #expect(lines.contains { $0.contains("%") && $0.contains("/s") }, "\(result.standardOutput)")
-        #expect(lines.last?.hasPrefix("Saved ") == true)
-        #expect(!result.standardOutput.contains("\r"), "no terminal escapes in plain output")
+        ) { server in
+            let path = scratch.file("out.bin")
+            let result = try await Binary.run(["get", server.url(), "-o", path, "-x", "4", "--min-split-size", "64K"])
+            #expect(result.status == 0, "\(result.standardError)")
+            #expect(try sha256Hex(ofFileAt: path) == sha256Hex(Self.content))
+            #expect(scratch.contents() == ["out.bin"])
+            let lines = result.standardOutput.split(separator: "\n")
+            #expect(lines.first?.hasPrefix("Downloading ") == true)
+            #expect(lines.contains { $0.contains("%") && $0.contains("/s") }, "\(result.standardOutput)")
+            #expect(lines.last?.hasPrefix("Saved ") == true)
+            #expect(!result.standardOutput.contains("\r"), "no terminal escapes in plain output")
+        }
     }
 
     @Test("--quiet prints nothing; -d saves under the URL's name")
     func quietIntoDirectory() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let server = try await RangeTestServer.start(content: Self.content)
-        defer { Task { try await server.shutdown() } }
-        let result = try await Binary.run(["get", server.url("/files/name.iso"), "-d", scratch.file("sub"), "--quiet"])
-        #expect(result.status == 0, "\(result.standardError)")
-        #expect(result.standardOutput.isEmpty)
-        #expect(result.standardError.isEmpty)
-        #expect(try sha256Hex(ofFileAt: scratch.file("sub/name.iso")) == sha256Hex(Self.content))
+        try await RangeTestServer.withServer(content: Self.content) { server in
+            let result = try await Binary.run([
+                "get", server.url("/files/name.iso"), "-d", scratch.file("sub"), "--quiet",
+            ])
+            #expect(result.status == 0, "\(result.standardError)")
+            #expect(result.standardOutput.isEmpty)
+            #expect(result.standardError.isEmpty)
+            #expect(try sha256Hex(ofFileAt: scratch.file("sub/name.iso")) == sha256Hex(Self.content))
+        }
     }
 
     @Test("an existing output file: exit 6, file untouched")
     func existingFile() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let server = try await RangeTestServer.start(content: Self.content)
-        defer { Task { try await server.shutdown() } }
-        let path = scratch.file("keep.txt")
-        try Data("keep".utf8).write(to: URL(fileURLWithPath: path))
-        let result = try await Binary.run(["get", server.url(), "-o", path])
-        #expect(result.status == 6)
-        #expect(result.standardError.contains("--overwrite"))
-        #expect(try String(contentsOfFile: path, encoding: .utf8) == "keep")
-        #expect(scratch.contents() == ["keep.txt"])
+        try await RangeTestServer.withServer(content: Self.content) { server in
+            let path = scratch.file("keep.txt")
+            try Data("keep".utf8).write(to: URL(fileURLWithPath: path))
+            let result = try await Binary.run(["get", server.url(), "-o", path])
+            #expect(result.status == 6)
+            #expect(result.standardError.contains("--overwrite"))
+            #expect(try String(contentsOfFile: path, encoding: .utf8) == "keep")
+            #expect(scratch.contents() == ["keep.txt"])
+        }
     }
 
     @Test("a 404: exit 3, no file")
     func notFound() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let server = try await RangeTestServer.start(content: Self.content)
-        defer { Task { try await server.shutdown() } }
-        let result = try await Binary.run(["get", server.url("/status/404"), "-o", scratch.file("x"), "-q"])
-        #expect(result.status == 3)
-        #expect(result.standardError.contains("404"))
-        #expect(scratch.contents().isEmpty)
+        try await RangeTestServer.withServer(content: Self.content) { server in
+            let result = try await Binary.run(["get", server.url("/status/404"), "-o", scratch.file("x"), "-q"])
+            #expect(result.status == 3)
+            #expect(result.standardError.contains("404"))
+            #expect(scratch.contents().isEmpty)
+        }
     }
 
     @Test("connection refused: exit 4 after the tries")
@@ -214,13 +216,13 @@ struct CLITests {
     func lyingServer() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let server = try await RangeTestServer.start(
+        try await RangeTestServer.withServer(
             content: Self.content,
             faults: [.wrongContentRange(fromRequest: 1)]
-        )
-        defer { Task { try await server.shutdown() } }
-        let result = try await Binary.run(["get", server.url(), "-o", scratch.file("x"), "-q"])
-        #expect(result.status == 5, "\(result.standardError)")
-        #expect(scratch.contents().isEmpty)
+        ) { server in
+            let result = try await Binary.run(["get", server.url(), "-o", scratch.file("x"), "-q"])
+            #expect(result.status == 5, "\(result.standardError)")
+            #expect(scratch.contents().isEmpty)
+        }
     }
 }

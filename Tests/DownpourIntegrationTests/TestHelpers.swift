@@ -79,15 +79,7 @@ func withServer<T>(
     etag: String? = "\"downpour-test-v1\"",
     _ body: (RangeTestServer) async throws -> T
 ) async throws -> T {
-    let server = try await RangeTestServer.start(content: content, faults: faults, etag: etag)
-    do {
-        let value = try await body(server)
-        try await server.shutdown()
-        return value
-    } catch {
-        try? await server.shutdown()
-        throw error
-    }
+    try await RangeTestServer.withServer(content: content, faults: faults, etag: etag, body)
 }
 
 /// Checks the download produced exactly `content` at `path` and nothing else in the directory.
