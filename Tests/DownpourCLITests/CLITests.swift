@@ -209,6 +209,7 @@ struct CLITests {
             "get", url, "-o", scratch.file("x"), "--max-tries", "2", "--retry-wait", "0.01",
         ])
         #expect(result.status == 4, "\(result.standardError)")
+        #expect(result.standardError.contains("refused the connection"), "\(result.standardError)")
         #expect(scratch.contents().isEmpty)
     }
 

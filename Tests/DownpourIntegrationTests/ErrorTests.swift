@@ -64,6 +64,7 @@ struct ErrorTests {
         configuration.retry = .init(maximumTries: 2, wait: .milliseconds(10), maximumWait: .milliseconds(50))
         let outcome = try await runDownload(url, to: .file(directory.file("x.bin")), configuration: configuration)
         #expect(outcome.error?.code == .network, "\(String(describing: outcome.error))")
+        #expect(outcome.error?.message.contains("refused the connection") == true)
         expectNothingLeft(in: directory)
     }
 

@@ -6,6 +6,14 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The one place that knows AsyncHTTPClient: builds the client from a ``DownloadConfiguration`` and turns
 /// its errors into ``DownloadError``s.
 final class HTTPTransport: Sendable {
@@ -91,10 +99,15 @@ extension DownloadError {
             reason = "the TLS handshake with \(target) timed out"
         case let error as NIOSSLError:
             reason = "the TLS connection to \(target) failed (\(error)); check the certificate, or use --ca-certificate"
+        case let error as NIOConnectionError where error.connectionErrors.isEmpty:
+            // Not a single address to try: the name did not resolve.
+            reason = "the host name '\(error.host)' could not be resolved; check the URL and the network"
         case let error as NIOConnectionError:
             reason =
                 "could not connect to \(target)"
                 + (error.connectionErrors.first.map { " (\($0.error))" } ?? "")
+        case let error as IOError where error.errnoCode == ECONNREFUSED:
+            reason = "\(target) refused the connection (no server is listening on that port)"
         case let error as IOError:
             reason = "talking to \(target) failed: \(error)"
         default:
