@@ -488,26 +488,24 @@ timeout_for() { # timeout_for SIZE BYTES_PER_SECOND_FLOOR
 }
 
 # -------------------------------------------------------------------- cases
-case_unthrottled() {
-    local size tmo c entries=()
-    size=$(scaled $((1024 * MIB)))
-    tmo=$(timeout_for "$size" 20000000)
+# plain_case NAME SIZE RATE PATH DESCRIPTION: every client once per repetition on one file under PATH.
+plain_case() {
+    local name=$1 size=$2 rate=$3 path=$4 description=$5 tmo c entries=()
+    tmo=$(timeout_for "$size" "$rate")
     gen_file "$size"
-    for c in "${CLIENTS[@]}"; do entries+=("$c|$BASE/$DATA_NAME|main"); done
-    run_matrix unthrottled "$size" "$tmo" "" "" "${entries[@]}"
-    summarize unthrottled "unthrottled: $(human "$size") ($size bytes), nginx on 127.0.0.1, no limits; $REPS rep(s), medians"
+    for c in "${CLIENTS[@]}"; do entries+=("$c|$BASE$path/$DATA_NAME|main"); done
+    run_matrix "$name" "$size" "$tmo" "" "" "${entries[@]}"
+    summarize "$name" "$name: $(human "$size") ($size bytes), $description; $REPS rep(s), medians"
     drop_file "$DATA_NAME"
 }
 
+case_unthrottled() {
+    plain_case unthrottled "$(scaled $((1024 * MIB)))" 20000000 "" "nginx on 127.0.0.1, no limits"
+}
+
 case_throttled() {
-    local size tmo c entries=()
-    size=$(scaled $((100 * MIB)))
-    tmo=$(timeout_for "$size" 5000000)
-    gen_file "$size"
-    for c in "${CLIENTS[@]}"; do entries+=("$c|$BASE/throttled/$DATA_NAME|main"); done
-    run_matrix throttled "$size" "$tmo" "" "" "${entries[@]}"
-    summarize throttled "throttled: $(human "$size") ($size bytes), limit_rate $THROTTLE_RATE per connection (sendfile_max_chunk 64k); $REPS rep(s), medians"
-    drop_file "$DATA_NAME"
+    plain_case throttled "$(scaled $((100 * MIB)))" 5000000 /throttled \
+        "limit_rate $THROTTLE_RATE per connection (sendfile_max_chunk 64k)"
 }
 
 case_straggler() {
