@@ -280,6 +280,11 @@ public final class Download: Sendable {
             switch error {
             case .fatal(let error), .retryable(let error, _):
                 throw error
+            case .slow(let slow):
+                throw DownloadError(
+                    code: .network,
+                    message: "The connection was too slow (\(ByteCount.formatRate(slow.speed)))."
+                )
             case .rangesIgnored:
                 throw DownloadError(
                     code: .remoteMisbehaved,
@@ -327,7 +332,7 @@ public final class Download: Sendable {
                 }
             }
         }
-        while try await self.runRound(session, workers: workers, companion: saver) == .paused {
+        while try await self.runRound(session, workers: workers, companion: saver, watchesSpeed: true) == .paused {
             do {
                 try await self.saveJournal(journal, session: session)
             } catch {
@@ -375,7 +380,8 @@ public final class Download: Sendable {
     private func runRound(
         _ session: TransferSession,
         workers: [@Sendable () async throws -> Void],
-        companion: (@Sendable () async throws -> Void)?
+        companion: (@Sendable () async throws -> Void)?,
+        watchesSpeed: Bool = false
     ) async throws(AttemptFailure) -> RoundOutcome {
         if self.gate.isPaused { return .paused }
         let reporter = ProgressReporter(session: session)
@@ -409,6 +415,13 @@ public final class Download: Sendable {
                         return .companionFinished
                     }
                 }
+                let slow = session.configuration.slowConnections
+                if watchesSpeed, slow.lowestSpeed != nil || (slow.shareOfMedian != nil && workers.count > 1) {
+                    group.addTask {
+                        await Self.watchSpeed(session, policy: slow)
+                        return .companionFinished
+                    }
+                }
                 var running = workers.count
                 while let outcome = try await group.next() {
                     switch outcome {
@@ -436,6 +449,30 @@ public final class Download: Sendable {
             throw failure
         } catch {
             throw .fatal(.cancelled)
+        }
+    }
+
+    /// Restarts the connections the ``SlowConnectionDetector`` finds too slow, until cancelled.
+    private static func watchSpeed(_ session: TransferSession, policy: DownloadConfiguration.SlowConnections) async {
+        var detector = SlowConnectionDetector(
+            window: policy.window,
+            shareOfMedian: policy.shareOfMedian,
+            lowestSpeed: policy.lowestSpeed
+        )
+        let clock = ContinuousClock()
+        let start = clock.now
+        let step = max(policy.window / 5, .milliseconds(20))
+        while true {
+            do {
+                try await Task.sleep(for: step)
+            } catch {
+                return
+            }
+            let (seconds, attoseconds) = (clock.now - start).components
+            let now = Double(seconds) + Double(attoseconds) / 1e18
+            for verdict in detector.check(session.readings(), now: now) {
+                session.restart(verdict)
+            }
         }
     }
 

@@ -43,6 +43,32 @@ struct GetCommand: AsyncParsableCommand {
     var minimumSplitSize: ByteSizeArgument = ByteSizeArgument(bytes: 1024 * 1024)
 
     @Option(
+        name: .customLong("lowest-speed"),
+        help: ArgumentHelp(
+            "Restart a connection that stays below this speed per second for --slow-window seconds; after "
+                + "--max-tries restarts in a row, give up. Suffixes K, M, G. Default: no floor.",
+            valueName: "size"
+        )
+    )
+    var lowestSpeed: ByteSizeArgument?
+
+    @Option(
+        name: .customLong("slow-window"),
+        help: ArgumentHelp(
+            "Seconds a connection is measured before it counts as slow (below --lowest-speed, or below a tenth "
+                + "of the other connections' median speed).",
+            valueName: "seconds"
+        )
+    )
+    var slowWindow: Double = 3
+
+    @Flag(
+        name: .customLong("no-restart-slow"),
+        help: "Never restart a connection for being much slower than the others."
+    )
+    var noRestartSlow = false
+
+    @Option(
         name: .customLong("max-tries"),
         help: "Attempts in a row without progress before a connection gives up."
     )
@@ -112,6 +138,12 @@ struct GetCommand: AsyncParsableCommand {
         }
         guard self.timeout > 0, self.timeout.isFinite else {
             throw ValidationError("--timeout must be more than zero seconds.")
+        }
+        guard self.slowWindow >= 0.1, self.slowWindow <= 86_400 else {
+            throw ValidationError("--slow-window must be between 0.1 and 86400 seconds.")
+        }
+        if let lowest = self.lowestSpeed, lowest.bytes < 1 {
+            throw ValidationError("--lowest-speed must be at least 1 byte per second.")
         }
         guard self.journalInterval >= 0.01, self.journalInterval.isFinite else {
             throw ValidationError("--journal-interval must be at least 0.01 seconds.")
@@ -193,6 +225,11 @@ struct GetCommand: AsyncParsableCommand {
         var configuration = DownloadConfiguration()
         configuration.connections = self.connections
         configuration.minimumSplitSize = self.minimumSplitSize.bytes
+        configuration.slowConnections = .init(
+            shareOfMedian: self.noRestartSlow ? nil : 0.1,
+            lowestSpeed: self.lowestSpeed?.bytes,
+            window: .milliseconds(Int64((self.slowWindow * 1000).rounded()))
+        )
         configuration.retry.maximumTries = self.maximumTries
         configuration.retry.wait = .milliseconds(Int64(self.retryWait * 1000))
         configuration.timeouts = .init(

@@ -55,6 +55,9 @@ final class ProgressRenderer: Sendable {
                 }
                 if due { self.printLine(Self.describe(progress)) }
             }
+        case .restarted(let connection, let reason):
+            self.clearLine()
+            writeError("connection \(connection): \(reason)")
         case .retrying(let connection, let attempt, let delay, let reason):
             self.clearLine()
             writeError("connection \(connection): \(reason) Retry \(attempt) in \(Self.seconds(delay)) s.")

@@ -126,7 +126,8 @@ struct CLITests {
         "bad option values are usage errors",
         arguments: [
             ["-x", "0"], ["-x", "65"], ["--min-split-size", "12Q"], ["--max-tries", "0"], ["--retry-wait", "-1"],
-            ["--timeout", "0"], ["--header", "no-colon"], ["-o", "a", "-d", "b"],
+            ["--timeout", "0"], ["--header", "no-colon"], ["-o", "a", "-d", "b"], ["--slow-window", "0"],
+            ["--lowest-speed", "0"], ["--lowest-speed", "fast"],
         ]
     )
     func badOptions(options: [String]) async throws {

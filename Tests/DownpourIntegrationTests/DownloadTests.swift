@@ -298,6 +298,65 @@ struct DownloadTests {
         }
     }
 
+    @Test("a connection far slower than the others is restarted on a new connection")
+    func slowConnectionRestarted() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let content = makeTestContent(count: 6 * 1024 * 1024, seed: 9)
+        // Every connection runs at 2 MiB/s, every third at 16 KiB/s. Nothing may be split or raced, so the
+        // slow connection's third (2 MiB, over two minutes at 16 KiB/s) can only be rescued by a restart: the
+        // new connection gets another number, and with it the full speed.
+        try await withServer(
+            content: content,
+            faults: [
+                .throttle(bytesPerSecond: 2 * 1024 * 1024),
+                .throttle(bytesPerSecond: 16 * 1024, everyNthConnection: 3),
+            ]
+        ) { server in
+            let path = directory.file("restarted.bin")
+            // Three 2 MiB ranges; with a 2 MiB floor none of them can be split.
+            var configuration = testConfiguration(connections: 3, minimumSplitSize: 2 * 1024 * 1024)
+            configuration.racesTail = false
+            configuration.slowConnections = .init(shareOfMedian: 0.1, window: .milliseconds(400))
+            let outcome = try await runDownload(server.url(), to: .file(path), configuration: configuration)
+            _ = try outcome.value
+            try expectFile(path, equals: content, in: directory)
+            let restarts = outcome.events.compactMap { event -> String? in
+                guard case .restarted(_, let reason) = event else { return nil }
+                return reason
+            }
+            #expect(!restarts.isEmpty)
+            #expect(restarts.allSatisfy { $0.contains("median") }, "\(restarts)")
+            // Each restart is a new connection: the three first ones plus at least one more.
+            #expect(server.statistics().connections >= 4)
+        }
+    }
+
+    @Test("a connection below the lowest speed is restarted, and after --max-tries restarts the download stops")
+    func belowLowestSpeed() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let content = makeTestContent(count: 2 * 1024 * 1024, seed: 10)
+        try await withServer(content: content, faults: [.throttle(bytesPerSecond: 64 * 1024)]) { server in
+            let path = directory.file("floor.bin")
+            var configuration = testConfiguration(connections: 1)
+            configuration.retry.maximumTries = 2
+            configuration.slowConnections = .init(lowestSpeed: 1024 * 1024, window: .milliseconds(300))
+            let outcome = try await runDownload(server.url(), to: .file(path), configuration: configuration)
+            let error = try #require(outcome.error)
+            #expect(error.code == .network)
+            #expect(error.message.contains("lowest speed"), "\(error.message)")
+            #expect(error.resumable)
+            let restarts = outcome.events.filter { event in
+                if case .restarted = event { return true }
+                return false
+            }
+            #expect(restarts.count == 1)
+            // What arrived is kept for a later run.
+            #expect(directory.contents() == ["floor.bin.part", "floor.bin.part.downpour"])
+        }
+    }
+
     @Test("a path-traversal Content-Disposition name is reduced to a safe base name")
     func traversalName() async throws {
         let directory = try ScratchDirectory()

@@ -35,6 +35,12 @@ public enum ByteCount {
         if unit == 0 { return "\(bytes) B" }
         return formatDecimal(value, digits: value < 10 ? 2 : (value < 100 ? 1 : 0)) + " " + units[unit]
     }
+
+    /// `1.5 MiB/s`-style text for a speed in bytes per second.
+    public static func formatRate(_ bytesPerSecond: Double) -> String {
+        guard bytesPerSecond.isFinite else { return "-" }
+        return self.format(Int64(max(bytesPerSecond, 0).rounded())) + "/s"
+    }
 }
 
 /// Formats `value` with a fixed number of fraction digits, without Foundation.

@@ -7,6 +7,8 @@ public struct DownloadConfiguration: Sendable {
     /// When nothing is left to split, let an idle connection race the slowest one for its remaining bytes
     /// (the first to finish wins), so one slow connection does not decide when the download ends.
     public var racesTail: Bool
+    /// Restarting connections that stay far slower than the others.
+    public var slowConnections: SlowConnections
     /// Retries of failed requests.
     public var retry: Retry
     /// Connection and read time-outs.
@@ -36,6 +38,7 @@ public struct DownloadConfiguration: Sendable {
         connections: Int = 4,
         minimumSplitSize: Int64 = 1024 * 1024,
         racesTail: Bool = true,
+        slowConnections: SlowConnections = SlowConnections(),
         retry: Retry = Retry(),
         timeouts: Timeouts = Timeouts(),
         headers: [HTTPHeaderField] = [],
@@ -51,6 +54,7 @@ public struct DownloadConfiguration: Sendable {
         self.connections = connections
         self.minimumSplitSize = minimumSplitSize
         self.racesTail = racesTail
+        self.slowConnections = slowConnections
         self.retry = retry
         self.timeouts = timeouts
         self.headers = headers
@@ -91,6 +95,17 @@ public struct DownloadConfiguration: Sendable {
         }
         guard self.writeBufferSize >= 4096 else {
             throw .invalidRequest("The write buffer must be at least 4096 bytes.")
+        }
+        if let share = self.slowConnections.shareOfMedian, !(share > 0 && share < 1) {
+            throw .invalidRequest(
+                "The share of the median speed for slow connections must be between 0 and 1, not \(share)."
+            )
+        }
+        if let lowest = self.slowConnections.lowestSpeed, lowest < 1 {
+            throw .invalidRequest("The lowest speed must be at least 1 byte per second, not \(lowest).")
+        }
+        guard self.slowConnections.window >= .milliseconds(100) else {
+            throw .invalidRequest("The window for judging slow connections must be at least 0.1 seconds.")
         }
         for header in self.headers {
             try header.validate()
@@ -180,5 +195,29 @@ public struct HTTPHeaderField: Sendable, Hashable {
     /// Headers that carry credentials and are dropped when a redirect leads to another origin.
     var carriesCredentials: Bool {
         ["authorization", "cookie", "proxy-authorization"].contains(self.name.lowercased())
+    }
+}
+
+extension DownloadConfiguration {
+    /// When a connection counts as slow, and what happens then: it is closed, and a new connection continues
+    /// its range from the last byte written. A new connection often takes a better path, or reaches a less
+    /// busy server behind the same name.
+    public struct SlowConnections: Sendable {
+        /// Restart a connection whose speed over ``window`` stays below this share of the median speed of the
+        /// other connections (0.1: a tenth). `nil` never compares connections with each other.
+        public var shareOfMedian: Double?
+        /// Restart a connection whose speed over ``window`` stays below this many bytes per second, however
+        /// fast the others are. After ``Retry/maximumTries`` such restarts in a row the download fails with
+        /// ``DownloadError/Code/network``. `nil` (the default) sets no floor.
+        public var lowestSpeed: Int64?
+        /// How long a connection is measured before it is judged. Its range must also be long enough that it
+        /// would not finish within one window at its speed; shorter tails are raced instead.
+        public var window: Duration
+
+        public init(shareOfMedian: Double? = 0.1, lowestSpeed: Int64? = nil, window: Duration = .seconds(3)) {
+            self.shareOfMedian = shareOfMedian
+            self.lowestSpeed = lowestSpeed
+            self.window = window
+        }
     }
 }

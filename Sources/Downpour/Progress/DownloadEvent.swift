@@ -1,7 +1,7 @@
 import Foundation
 
-/// What a running download reports, in order: `started`, any number of `progress`, `retrying`, `notice`,
-/// `paused` and `resumed`, then
+/// What a running download reports, in order: `started`, any number of `progress`, `retrying`, `restarted`,
+/// `notice`, `paused` and `resumed`, then
 /// exactly one of `finished` or `failed`.
 public enum DownloadEvent: Sendable {
     /// The probe is done and the download begins.
@@ -17,6 +17,9 @@ public enum DownloadEvent: Sendable {
     case resumed
     /// A request failed and will be tried again after `delay`.
     case retrying(connection: Int, attempt: Int, delay: Duration, reason: String)
+    /// A connection stayed much slower than the others (or below ``DownloadConfiguration/SlowConnections/lowestSpeed``)
+    /// and was replaced by a new one, which continues where it stopped.
+    case restarted(connection: Int, reason: String)
     /// Every byte is on disk and the file has its final name.
     case finished(DownloadResult)
     /// The download stopped with an error.

@@ -103,6 +103,59 @@ final class OutputFile: Sendable {
         }
     }
 
+    /// Writes the readable bytes of `buffers`, one after the other, starting at `offset`: one `pwritev` for
+    /// as many buffers as the system takes at once, with no copy into a larger buffer first.
+    func write(_ buffers: [ByteBuffer], at offset: Int64) throws(DownloadError) {
+        #if os(Linux)
+        var vectors: [iovec] = []
+        vectors.reserveCapacity(buffers.count)
+        for buffer in buffers where buffer.readableBytes > 0 {
+            // The array holds every buffer until the end of this call, so the pointers stay valid.
+            buffer.withUnsafeReadableBytes { bytes in
+                vectors.append(
+                    iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count)
+                )
+            }
+        }
+        var position = offset
+        var first = 0
+        while first < vectors.count {
+            let count = min(vectors.count - first, Self.maximumVectors)
+            let result = vectors.withUnsafeBufferPointer { all in
+                pwritev(self.descriptor, all.baseAddress! + first, Int32(count), off_t(position))
+            }
+            if result < 0 {
+                if errno == EINTR { continue }
+                throw .localIO("Cannot write to '\(self.path)' at byte \(position)", errno: errno)
+            }
+            if result == 0 {
+                throw .localIO("Cannot write to '\(self.path)' at byte \(position)", errno: EIO)
+            }
+            // Skip what was written: whole vectors, then part of the next one.
+            position += Int64(result)
+            var left = result
+            while left > 0, left >= vectors[first].iov_len {
+                left -= vectors[first].iov_len
+                first += 1
+            }
+            if left > 0 {
+                vectors[first].iov_base += left
+                vectors[first].iov_len -= left
+            }
+        }
+        withExtendedLifetime(buffers) {}
+        #else
+        var position = offset
+        for buffer in buffers {
+            try self.write(buffer, at: position)
+            position += Int64(buffer.readableBytes)
+        }
+        #endif
+    }
+
+    /// The most vectors one `pwritev` takes (`IOV_MAX` on Linux).
+    private static let maximumVectors = 1024
+
     /// Sets the length (for downloads whose length was unknown until the end).
     func truncate(to length: Int64) throws(DownloadError) {
         guard ftruncate(self.descriptor, off_t(length)) == 0 else {
@@ -110,12 +163,12 @@ final class OutputFile: Sendable {
         }
     }
 
-    /// Starts writing dirty pages to the device without waiting, so that a later ``sync()`` has little left
-    /// to do. Linux only; elsewhere a no-op.
-    func startWriteback() {
+    /// Starts writing the dirty pages of `range` to the device without waiting, so that a later ``sync()`` has
+    /// little left to do. Linux only; elsewhere a no-op.
+    func startWriteback(_ range: Range<Int64>) {
         #if os(Linux)
-        // POSIX_FADV_DONTNEED starts asynchronous writeback of the dirty pages (and drops clean ones).
-        _ = posix_fadvise(self.descriptor, 0, 0, POSIX_FADV_DONTNEED)
+        // POSIX_FADV_DONTNEED starts asynchronous writeback of the range's dirty pages (and drops clean ones).
+        _ = posix_fadvise(self.descriptor, off_t(range.lowerBound), off_t(range.count), POSIX_FADV_DONTNEED)
         #endif
     }
 

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -19,6 +20,7 @@ import Darwin
 final class HTTPTransport: Sendable {
     let client: HTTPClient
     let logger: Logger
+    private let eventLoops: [any EventLoop]
 
     init(configuration: DownloadConfiguration, logger: Logger) throws(DownloadError) {
         var tls = TLSConfiguration.makeClientConfiguration()
@@ -47,8 +49,21 @@ final class HTTPTransport: Sendable {
         )
         // Many connections is the point: HTTP/2 would multiplex them all onto one TCP connection.
         clientConfiguration.httpVersion = .http1Only
-        self.client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: clientConfiguration)
+        self.client = HTTPClient(eventLoopGroup: Self.eventLoopGroup, configuration: clientConfiguration)
+        self.eventLoops = Array(Self.eventLoopGroup.makeIterator())
         self.logger = logger
+    }
+
+    /// Downpour's own event loops, one per core, shared by every download of the process and never shut down.
+    /// Body bytes are written to disk on these loops (see ``FileBodyDelegate``), so a slow disk holds up
+    /// downloads only, never other users of NIO's shared loops.
+    static let eventLoopGroup = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+
+    /// The event loop for connection `id`: connections are spread evenly over the loops, and each keeps its
+    /// loop from one request to the next, so its keep-alive connection is reused and no byte changes threads
+    /// before it is written.
+    func eventLoop(forConnection id: Int) -> any EventLoop {
+        self.eventLoops[id % self.eventLoops.count]
     }
 
     private static func nanoseconds(_ duration: Duration) -> Int64 {
@@ -80,6 +95,65 @@ final class HTTPTransport: Sendable {
             request.headers.replaceOrAdd(name: name, value: value)
         }
         return try await self.client.execute(request, deadline: .distantFuture, logger: self.logger)
+    }
+}
+
+extension HTTPTransport {
+    /// Sends one `GET` whose response `delegate` takes in on its event loop, and returns when the request has
+    /// ended. Cancelling the calling task cancels the request (and closes its connection).
+    func fetch(
+        url: URL,
+        headers: [HTTPHeaderField],
+        extraHeaders: [(String, String)],
+        delegate: FileBodyDelegate,
+        abort: RequestAbort? = nil
+    ) async throws {
+        var request: HTTPClient.Request
+        do {
+            request = try HTTPClient.Request(url: url.absoluteString, method: .GET)
+        }
+        for header in headers {
+            request.headers.add(name: header.name, value: header.value)
+        }
+        for (name, value) in extraHeaders {
+            request.headers.replaceOrAdd(name: name, value: value)
+        }
+        let task = self.client.execute(
+            request: request,
+            delegate: delegate,
+            eventLoop: .delegateAndChannel(on: delegate.eventLoop),
+            deadline: nil,
+            logger: self.logger
+        )
+        abort?.attach(task)
+        defer { abort?.detach() }
+        try await withTaskCancellationHandler {
+            try await task.futureResult.get()
+        } onCancel: {
+            task.cancel()
+        }
+    }
+}
+
+/// Ends one connection's current request from another task (the slow-connection watchdog), with an error
+/// of its choosing. A request that is not running is left alone.
+final class RequestAbort: Sendable {
+    private let task = NIOLockedValueBox<HTTPClient.Task<Void>?>(nil)
+
+    func attach(_ task: HTTPClient.Task<Void>) {
+        self.task.withLockedValue { $0 = task }
+    }
+
+    func detach() {
+        self.task.withLockedValue { $0 = nil }
+    }
+
+    /// Fails the running request with `reason`; `false` when none is running.
+    @discardableResult
+    func abort(_ reason: any Error) -> Bool {
+        guard let task = self.task.withLockedValue({ $0 }) else { return false }
+        task.fail(reason: reason)
+        return true
     }
 }
 

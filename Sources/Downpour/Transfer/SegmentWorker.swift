@@ -13,6 +13,15 @@ enum AttemptFailure: Error {
     case fatal(DownloadError)
     /// The server answered a range request with the whole file: switch to one stream.
     case rangesIgnored
+    /// The connection was judged too slow and closed; a new one continues the range at once.
+    case slow(SlowConnection)
+}
+
+/// Ends a request whose connection the ``SlowConnectionDetector`` judged too slow.
+struct SlowConnection: Error, Sendable {
+    var speed: Double
+    var belowFloor: Bool
+    var reference: Double
 }
 
 /// One connection of a segmented download: takes a range from the planner, fetches it with one `GET` and
@@ -31,10 +40,35 @@ struct SegmentWorker: Sendable {
     /// Fetches what is left of `lease`, retrying as the configuration allows.
     private func fetch(_ lease: SegmentPlanner.LeaseID) async throws(AttemptFailure) {
         var failuresWithoutProgress = 0
+        var restartsBelowFloor = 0
         while let range = self.session.remaining(lease), !range.isEmpty {
             if Task.isCancelled { throw .fatal(.cancelled) }
             do {
                 try await self.attempt(lease, range: range)
+            } catch .slow(let slow) {
+                restartsBelowFloor = slow.belowFloor ? restartsBelowFloor + 1 : 0
+                let speed = ByteCount.formatRate(slow.speed)
+                if slow.belowFloor, restartsBelowFloor >= self.session.configuration.retry.maximumTries {
+                    throw .fatal(
+                        DownloadError(
+                            code: .network,
+                            message: "Connection \(self.id) stayed below the lowest speed of "
+                                + "\(ByteCount.formatRate(slow.reference)) (\(speed)) after \(restartsBelowFloor) "
+                                + "restarts. Try again later, or lower --lowest-speed."
+                        )
+                    )
+                }
+                let reason =
+                    slow.belowFloor
+                    ? "\(speed) is below the lowest speed of \(ByteCount.formatRate(slow.reference))"
+                    : "\(speed) against a median of \(ByteCount.formatRate(slow.reference)) on the other connections"
+                self.session.logger.info(
+                    "Restarting a slow connection",
+                    metadata: ["connection": "\(self.id)", "reason": "\(reason)"]
+                )
+                self.session.emit(
+                    .restarted(connection: self.id, reason: "restarted on a new connection: \(reason).")
+                )
             } catch .retryable(let error, let retryAfter) {
                 let progressed = (self.session.remaining(lease)?.lowerBound ?? range.upperBound) > range.lowerBound
                 failuresWithoutProgress = progressed ? 1 : failuresWithoutProgress + 1
@@ -50,31 +84,82 @@ struct SegmentWorker: Sendable {
 
     /// One request for `range`. Returns when the range is written or another connection took the rest over.
     private func attempt(_ lease: SegmentPlanner.LeaseID, range: Range<Int64>) async throws(AttemptFailure) {
-        let remote = self.session.remoteFile
+        let session = self.session
+        let remote = session.remoteFile
         var extraHeaders = [("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)")]
         if let validator = remote.ifRangeValidator {
             extraHeaders.append(("If-Range", validator))
         }
-        self.session.setActive(true, connection: self.id)
-        defer { self.session.setActive(false, connection: self.id) }
+        session.setActive(true, connection: self.id)
+        defer { session.setActive(false, connection: self.id) }
 
-        let response: HTTPClientResponse
+        let id = self.id
+        let delegate = FileBodyDelegate(
+            target: .init(
+                file: session.file,
+                offset: range.lowerBound,
+                limit: range.upperBound,
+                overflow: {
+                    DownloadError(
+                        code: .remoteMisbehaved,
+                        message: "The server sent more bytes than the range it confirmed (up to byte "
+                            + "\(range.upperBound - 1))."
+                    )
+                },
+                checkHead: { head throws(AttemptFailure) in
+                    try Self.check(head, asked: range, remote: remote)
+                },
+                claim: { session.claim(lease, upTo: $0) },
+                written: { session.written($0, connection: id) }
+            ),
+            bufferSize: session.configuration.writeBufferSize,
+            eventLoop: session.transport.eventLoop(forConnection: id)
+        )
+        var failure: AttemptFailure?
         do {
-            response = try await self.session.transport.send(
-                method: .GET,
+            try await session.transport.fetch(
                 url: remote.url,
-                headers: self.session.headers,
-                extraHeaders: extraHeaders
+                headers: session.headers,
+                extraHeaders: extraHeaders,
+                delegate: delegate,
+                abort: session.abortHandle(connection: id)
             )
+        } catch is FileBodyDelegate.Stop {
+            // Another connection took over the rest; ending the request closed this connection.
         } catch {
-            throw Self.classify(error, url: remote.url)
+            failure = Self.classify(error, url: remote.url)
         }
+        // Whatever arrived stays written, even when the request failed: let the last writes land.
+        let reached: Int64
+        do {
+            reached = try await delegate.finish().get()
+        } catch {
+            throw failure ?? Self.classify(error, url: remote.url)
+        }
+        if let failure { throw failure }
+        if reached < range.upperBound, let rest = session.remaining(lease), !rest.isEmpty {
+            throw .retryable(
+                DownloadError(
+                    code: .network,
+                    message: "The server ended the response at byte \(reached), before byte "
+                        + "\(range.upperBound - 1) it had promised."
+                ),
+                retryAfter: nil
+            )
+        }
+    }
 
-        switch response.status.code {
+    /// Accepts only a `206` for exactly `asked` of the probed file.
+    private static func check(
+        _ head: HTTPResponseHead,
+        asked range: Range<Int64>,
+        remote: RemoteFile
+    ) throws(AttemptFailure) {
+        switch head.status.code {
         case 206:
-            try ResponseValidator.checkPartial(response.headers, asked: range, remote: remote)
+            try ResponseValidator.checkPartial(head.headers, asked: range, remote: remote)
         case 200:
-            try ResponseValidator.checkSameFile(response.headers, remote: remote)
+            try ResponseValidator.checkSameFile(head.headers, remote: remote)
             throw .rangesIgnored
         case 416:
             throw .fatal(
@@ -86,200 +171,16 @@ struct SegmentWorker: Sendable {
                 )
             )
         default:
-            throw ResponseValidator.failure(for: response, url: remote.url)
-        }
-
-        var writer = RangeWriter(
-            lease: lease,
-            offset: range.lowerBound,
-            askedEnd: range.upperBound,
-            bufferSize: self.session.configuration.writeBufferSize,
-            session: self.session,
-            connection: self.id
-        )
-        do {
-            for try await chunk in response.body {
-                guard try await writer.append(chunk) else {
-                    // Another connection took over the rest; dropping the body closes this connection.
-                    try await writer.finish()
-                    return
-                }
-            }
-        } catch let failure as AttemptFailure {
-            // Whatever was written stays written: let the writes in flight land before giving up.
-            _ = try? await writer.finish()
-            throw failure
-        } catch {
-            try await writer.finish()
-            throw Self.classify(error, url: remote.url)
-        }
-        try await writer.finish()
-        if writer.offset < range.upperBound, let rest = self.session.remaining(lease), !rest.isEmpty {
-            throw .retryable(
-                DownloadError(
-                    code: .network,
-                    message: "The server ended the response at byte \(writer.offset), before byte "
-                        + "\(range.upperBound - 1) it had promised."
-                ),
-                retryAfter: nil
-            )
+            throw ResponseValidator.failure(status: head.status, headers: head.headers, url: remote.url)
         }
     }
 
     static func classify(_ error: any Error, url: URL) -> AttemptFailure {
         if Task.isCancelled { return .fatal(.cancelled) }
         if let failure = error as? AttemptFailure { return failure }
+        if let slow = error as? SlowConnection { return .slow(slow) }
         if let error = error as? DownloadError { return .fatal(error) }
         return .retryable(.network(error, url: url), retryAfter: nil)
-    }
-}
-
-/// Gathers body bytes into large buffers and writes them at their offset on NIO's thread pool, one write in
-/// flight while the next buffer fills, so the network never waits for the disk and the disk never stalls the
-/// concurrency pool. Bytes count as written (and may enter the journal) only once their write has finished.
-struct PipelinedFileWriter {
-    let file: OutputFile
-    let bufferSize: Int
-    /// How far the bytes up to the given offset may be written (less when the planner wants fewer).
-    let claim: (Int64) -> Int64
-    /// Called, in order, for every range whose write has finished.
-    let written: (Range<Int64>) -> Void
-    /// The file offset of the first buffered byte.
-    private(set) var offset: Int64
-    private var pending: ByteBuffer
-    private var spare: ByteBuffer?
-    private var inFlight: (write: EventLoopFuture<Void>, range: Range<Int64>)?
-    private let eventLoop: any EventLoop
-
-    init(
-        file: OutputFile,
-        offset: Int64,
-        bufferSize: Int,
-        claim: @escaping (Int64) -> Int64,
-        written: @escaping (Range<Int64>) -> Void
-    ) {
-        self.file = file
-        self.offset = offset
-        self.bufferSize = bufferSize
-        self.claim = claim
-        self.written = written
-        self.pending = ByteBufferAllocator().buffer(capacity: bufferSize)
-        self.eventLoop = MultiThreadedEventLoopGroup.singleton.next()
-    }
-
-    /// Bytes buffered, not yet handed to a write.
-    var buffered: Int { self.pending.readableBytes }
-
-    /// Buffers `chunk`, starting a write when the buffer is full. `false` once no more bytes are wanted.
-    mutating func append(_ chunk: ByteBuffer) async throws(DownloadError) -> Bool {
-        var chunk = chunk
-        self.pending.writeBuffer(&chunk)
-        if self.pending.readableBytes >= self.bufferSize {
-            return try await self.flush()
-        }
-        return true
-    }
-
-    /// Starts writing the buffered bytes that are still wanted, once the previous write has finished.
-    /// `false` when fewer were wanted than were buffered.
-    @discardableResult
-    mutating func flush() async throws(DownloadError) -> Bool {
-        guard self.pending.readableBytes > 0 else { return true }
-        let end = self.offset + Int64(self.pending.readableBytes)
-        let allowed = self.claim(end)
-        try await self.finishWriting()
-        if allowed > self.offset {
-            let slice = self.pending.getSlice(at: self.pending.readerIndex, length: Int(allowed - self.offset))!
-            let (file, offset) = (self.file, self.offset)
-            let write = NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) {
-                try file.write(slice, at: offset)
-            }
-            self.inFlight = (write, offset..<allowed)
-            self.offset = allowed
-        }
-        // The write holds the old buffer; the next bytes go to the other one, free since its write finished.
-        let handedOver = self.pending
-        self.pending = self.spare ?? ByteBufferAllocator().buffer(capacity: self.bufferSize)
-        self.pending.clear()
-        self.spare = handedOver
-        return allowed == end
-    }
-
-    /// Waits for the write in flight, then reports its bytes as written.
-    mutating func finishWriting() async throws(DownloadError) {
-        guard let (write, range) = self.inFlight else { return }
-        self.inFlight = nil
-        do {
-            try await write.get()
-        } catch let error as DownloadError {
-            throw error
-        } catch {
-            throw .localIO("Cannot write to '\(self.file.path)'", underlying: error)
-        }
-        self.written(range)
-    }
-
-    /// Writes what is buffered and waits until every write has finished.
-    @discardableResult
-    mutating func finish() async throws(DownloadError) -> Bool {
-        let wanted = try await self.flush()
-        try await self.finishWriting()
-        return wanted
-    }
-}
-
-/// A ``PipelinedFileWriter`` for one range of a lease: never past what the planner allows, never past what was
-/// asked for.
-struct RangeWriter {
-    let askedEnd: Int64
-    private var writer: PipelinedFileWriter
-
-    init(
-        lease: SegmentPlanner.LeaseID,
-        offset: Int64,
-        askedEnd: Int64,
-        bufferSize: Int,
-        session: TransferSession,
-        connection: Int
-    ) {
-        self.askedEnd = askedEnd
-        self.writer = PipelinedFileWriter(
-            file: session.file,
-            offset: offset,
-            bufferSize: bufferSize,
-            claim: { session.claim(lease, upTo: $0) },
-            written: { session.written($0, connection: connection) }
-        )
-    }
-
-    /// How far the bytes are claimed (written, or being written).
-    var offset: Int64 { self.writer.offset }
-
-    /// Buffers `chunk`. `false` once the lease wants no more bytes.
-    mutating func append(_ chunk: ByteBuffer) async throws(AttemptFailure) -> Bool {
-        let end = self.writer.offset + Int64(self.writer.buffered) + Int64(chunk.readableBytes)
-        guard end <= self.askedEnd else {
-            throw .fatal(
-                DownloadError(
-                    code: .remoteMisbehaved,
-                    message: "The server sent more bytes than the range it confirmed (up to byte \(self.askedEnd - 1))."
-                )
-            )
-        }
-        do {
-            return try await self.writer.append(chunk)
-        } catch {
-            throw .fatal(error)
-        }
-    }
-
-    /// Writes what is buffered and waits for every write.
-    mutating func finish() async throws(AttemptFailure) {
-        do {
-            try await self.writer.finish()
-        } catch {
-            throw .fatal(error)
-        }
     }
 }
 
@@ -343,10 +244,10 @@ enum ResponseValidator {
     }
 
     /// The failure for a status that is neither 200 nor 206.
-    static func failure(for response: HTTPClientResponse, url: URL) -> AttemptFailure {
-        let error = DownloadError.httpStatus(response.status, url: url)
-        guard StatusPolicy.isRetryable(response.status) else { return .fatal(error) }
-        let retryAfter = response.headers.value("Retry-After").flatMap {
+    static func failure(status: HTTPResponseStatus, headers: HTTPHeaders, url: URL) -> AttemptFailure {
+        let error = DownloadError.httpStatus(status, url: url)
+        guard StatusPolicy.isRetryable(status) else { return .fatal(error) }
+        let retryAfter = headers.value("Retry-After").flatMap {
             RetryPolicy.parseRetryAfter($0, now: Date().timeIntervalSince1970)
         }
         return .retryable(error, retryAfter: retryAfter)

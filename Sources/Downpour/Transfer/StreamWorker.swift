@@ -33,66 +33,51 @@ struct StreamWorker: Sendable {
     }
 
     private func attempt(reached: inout Int64) async throws(AttemptFailure) -> Int64 {
-        let remote = self.session.remoteFile
-        self.session.setActive(true, connection: self.id)
-        defer { self.session.setActive(false, connection: self.id) }
-        let response: HTTPClientResponse
-        do {
-            response = try await self.session.transport.send(
-                method: .GET,
-                url: remote.url,
-                headers: self.session.headers
-            )
-        } catch {
-            throw SegmentWorker.classify(error, url: remote.url)
-        }
-        guard response.status.code == 200 else {
-            if response.status.code == 206 {
-                throw .fatal(
+        let session = self.session
+        let remote = session.remoteFile
+        session.setActive(true, connection: self.id)
+        defer { session.setActive(false, connection: self.id) }
+
+        let id = self.id
+        let delegate = FileBodyDelegate(
+            target: .init(
+                file: session.file,
+                offset: 0,
+                limit: remote.length,
+                overflow: {
                     DownloadError(
                         code: .remoteMisbehaved,
-                        message: "The server answered a request for the whole file with 206 Partial Content."
+                        message: "The server sent more than the \(remote.length ?? 0) bytes it announced."
                     )
-                )
-            }
-            throw ResponseValidator.failure(for: response, url: remote.url)
-        }
-        try ResponseValidator.checkSameFile(response.headers, remote: remote)
-
-        let session = self.session
-        let id = self.id
-        var writer = PipelinedFileWriter(
-            file: session.file,
-            offset: 0,
+                },
+                checkHead: { head throws(AttemptFailure) in
+                    try Self.check(head, remote: remote)
+                },
+                claim: { $0 },
+                written: { session.streamed(Int64($0.count), connection: id) }
+            ),
             bufferSize: session.configuration.writeBufferSize,
-            claim: { $0 },
-            written: { session.streamed(Int64($0.count), connection: id) }
+            eventLoop: session.transport.eventLoop(forConnection: id)
         )
+        var failure: AttemptFailure?
         do {
-            for try await chunk in response.body {
-                if let length = remote.length, writer.offset + Int64(writer.buffered + chunk.readableBytes) > length {
-                    throw AttemptFailure.fatal(
-                        DownloadError(
-                            code: .remoteMisbehaved,
-                            message: "The server sent more than the \(length) bytes it announced."
-                        )
-                    )
-                }
-                _ = try await writer.append(chunk)
-            }
-            try await writer.finish()
-        } catch let failure as AttemptFailure {
-            _ = try? await writer.finish()
-            throw failure
-        } catch let error as DownloadError {
-            throw .fatal(error)
+            try await session.transport.fetch(
+                url: remote.url,
+                headers: session.headers,
+                extraHeaders: [],
+                delegate: delegate
+            )
         } catch {
-            _ = try? await writer.finish()
-            reached = writer.offset
-            throw SegmentWorker.classify(error, url: remote.url)
+            failure = SegmentWorker.classify(error, url: remote.url)
         }
-        let offset = writer.offset
+        let offset: Int64
+        do {
+            offset = try await delegate.finish().get()
+        } catch {
+            throw failure ?? SegmentWorker.classify(error, url: remote.url)
+        }
         reached = offset
+        if let failure { throw failure }
         if let length = remote.length, offset != length {
             throw .retryable(
                 DownloadError(
@@ -103,5 +88,21 @@ struct StreamWorker: Sendable {
             )
         }
         return offset
+    }
+
+    /// Accepts only a `200` for the probed file.
+    private static func check(_ head: HTTPResponseHead, remote: RemoteFile) throws(AttemptFailure) {
+        guard head.status.code == 200 else {
+            if head.status.code == 206 {
+                throw .fatal(
+                    DownloadError(
+                        code: .remoteMisbehaved,
+                        message: "The server answered a request for the whole file with 206 Partial Content."
+                    )
+                )
+            }
+            throw ResponseValidator.failure(status: head.status, headers: head.headers, url: remote.url)
+        }
+        try ResponseValidator.checkSameFile(head.headers, remote: remote)
     }
 }

@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -14,11 +13,15 @@ final class TransferSession: Sendable {
     let logger: Logger
     let events: AsyncStream<DownloadEvent>.Continuation
     private let state: NIOLockedValueBox<State>
+    /// One per connection, made up front: ends that connection's current request from another task.
+    private let aborts: [Int: RequestAbort]
 
     struct ConnectionState {
         var receivedBytes: Int64 = 0
         var lease: SegmentPlanner.LeaseID?
         var active = false
+        /// Counts the requests this connection has started.
+        var attempts = 0
     }
 
     struct State {
@@ -30,8 +33,6 @@ final class TransferSession: Sendable {
         var bytesThisRun: Int64 = 0
         var connections: [Int: ConnectionState] = [:]
         var mostActiveConnections = 0
-        /// Bytes written since writeback was last started.
-        var unflushedBytes: Int64 = 0
     }
 
     init(
@@ -51,6 +52,9 @@ final class TransferSession: Sendable {
         self.logger = logger
         self.events = events
         self.state = NIOLockedValueBox(State())
+        self.aborts = Dictionary(
+            uniqueKeysWithValues: (1...max(configuration.connections, 1)).map { ($0, RequestAbort()) }
+        )
     }
 
     /// The same download with new facts about the remote file (after the server turned out to ignore ranges).
@@ -100,26 +104,12 @@ final class TransferSession: Sendable {
 
     /// Records bytes written by connection `id`.
     func written(_ range: Range<Int64>, connection id: Int) {
-        let kick = self.state.withLockedValue { state in
+        self.state.withLockedValue { state in
             state.planner?.markDone(range)
             state.bytesThisRun += Int64(range.count)
             state.connections[id, default: ConnectionState()].receivedBytes += Int64(range.count)
-            state.unflushedBytes += Int64(range.count)
-            guard state.unflushedBytes >= Self.writebackBatch else { return false }
-            state.unflushedBytes = 0
-            return true
-        }
-        if kick {
-            let file = self.file
-            self.writeback.async { file.startWriteback() }
         }
     }
-
-    /// Dirty bytes after which writeback to the device is started, so the syncs before a journal save and
-    /// before the final rename find little left to do.
-    static let writebackBatch: Int64 = 32 * 1024 * 1024
-    /// One per download, serial: writeback requests for one file never pile up.
-    private let writeback = DispatchQueue(label: "downpour.writeback", qos: .utility)
 
     /// Bytes on disk, in either mode.
     var completedBytes: Int64 {
@@ -165,6 +155,7 @@ final class TransferSession: Sendable {
     func setActive(_ active: Bool, connection id: Int) {
         self.state.withLockedValue { state in
             state.connections[id, default: ConnectionState()].active = active
+            if active { state.connections[id]!.attempts += 1 }
             let count = state.connections.values.filter(\.active).count
             state.mostActiveConnections = max(state.mostActiveConnections, count)
         }
@@ -188,6 +179,39 @@ final class TransferSession: Sendable {
                 },
                 mostActiveConnections: state.mostActiveConnections
             )
+        }
+    }
+
+    /// The handle that ends connection `id`'s current request early.
+    func abortHandle(connection id: Int) -> RequestAbort? {
+        self.aborts[id]
+    }
+
+    /// Ends the request the detector judged too slow, if it is still the one running on that connection.
+    func restart(_ verdict: SlowConnectionDetector.Verdict) {
+        let current = self.state.withLockedValue { state in
+            state.connections[verdict.connection].map { $0.active && $0.attempts == verdict.attempt } ?? false
+        }
+        guard current else { return }
+        self.aborts[verdict.connection]?.abort(
+            SlowConnection(speed: verdict.speed, belowFloor: verdict.belowFloor, reference: verdict.reference)
+        )
+    }
+
+    /// What the active connections of a segmented download have done, for the ``SlowConnectionDetector``.
+    func readings() -> [SlowConnectionDetector.Reading] {
+        self.state.withLockedValue { state in
+            guard let planner = state.planner else { return [] }
+            return state.connections.compactMap { id, connection in
+                guard connection.active, let lease = connection.lease, let remaining = planner.lease(lease)?.remaining
+                else { return nil }
+                return SlowConnectionDetector.Reading(
+                    connection: id,
+                    attempt: connection.attempts,
+                    bytes: connection.receivedBytes,
+                    remaining: Int64(remaining.count)
+                )
+            }
         }
     }
 
