@@ -5,7 +5,7 @@
 #
 # Usage: scripts/bench.sh [--binary PATH] [--reps N] [--cases LIST]
 #                         [--size-scale F] [--csv FILE] [--run-timeout S]
-#                         [--lossy-cc ALGO]
+#                         [--lossy-cc ALGO] [--settle S]
 #
 # Cases (default: unthrottled,throttled,straggler,lossy; `rss` only when listed):
 #   unthrottled  1 GiB, no limits
@@ -16,7 +16,9 @@
 #                (netem, else a userspace delay line: scripts/bench/delayline.py)
 #   rss          downpour -x 4 on 1 GiB and 4 GiB: peak RSS of each
 #
-# Every client runs once per repetition, in an order that rotates from one
+# Before every run the script syncs and waits --settle seconds (default 1), so
+# that the kernel's writeback of the previous run's file does not land in the
+# next run. Every client runs once per repetition, in an order that rotates from one
 # repetition to the next; the tables show medians. Raw runs go to the CSV
 # (default ./bench-results.csv), progress to stderr, the summary to stdout.
 # See Benchmarks/README.md.
@@ -42,6 +44,7 @@ SCALE=1
 CSV="bench-results.csv"
 RUN_TIMEOUT=""
 LOSSY_CC=""
+SETTLE=1
 ALL_CASES=(unthrottled throttled straggler lossy rss)
 
 while [[ $# -gt 0 ]]; do
@@ -50,7 +53,7 @@ while [[ $# -gt 0 ]]; do
     case $arg in
         --*=*) val=${arg#*=}; arg=${arg%%=*} ;;
         -h | --help) usage; exit 0 ;;
-        --binary | --reps | --cases | --size-scale | --csv | --run-timeout | --lossy-cc)
+        --binary | --reps | --cases | --size-scale | --csv | --run-timeout | --lossy-cc | --settle)
             [[ $# -ge 2 ]] || die "$arg needs a value"
             val=$2
             shift
@@ -66,6 +69,7 @@ while [[ $# -gt 0 ]]; do
         --csv) CSV=$val ;;
         --run-timeout) RUN_TIMEOUT=$val ;;
         --lossy-cc) LOSSY_CC=$val ;;
+        --settle) SETTLE=$val ;;
         *) die "unknown argument: $arg (see --help)" ;;
     esac
 done
@@ -76,6 +80,7 @@ if ! [[ $SCALE =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] || ! awk -v s="$SCALE" 'BEGIN 
 fi
 [[ -z $RUN_TIMEOUT || $RUN_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "--run-timeout must be whole seconds: $RUN_TIMEOUT"
 [[ -z $LOSSY_CC || $LOSSY_CC =~ ^[a-z0-9_]+$ ]] || die "--lossy-cc: bad algorithm name: $LOSSY_CC"
+[[ $SETTLE =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] || die "--settle must be a number of seconds: $SETTLE"
 
 SELECTED=()
 IFS=',' read -r -a _cases <<<"$CASES"
@@ -266,6 +271,11 @@ http {
             limit_rate \$straggler_rate;
             sendfile_max_chunk 64k;
         }
+        # The straggler case's ideal: the same small sendfile pieces, no limit.
+        location /chunked/ {
+            alias $WWW/;
+            sendfile_max_chunk 64k;
+        }
     }
 }
 EOF
@@ -396,6 +406,7 @@ run_one() {
     mkdir -p "$OUT"
     : >"$timef"
     sync
+    sleep "$SETTLE"
     [[ -n $ns ]] && pre=(ip netns exec "$ns")
     client_cmd "$tool" "$n" "$url" "$out"
     t0=$EPOCHREALTIME
@@ -447,6 +458,7 @@ CLIENTS=(
     "downpour -x 16|downpour|16"
     "aria2c -x 1|aria2c|1"
     "aria2c -x 4|aria2c|4"
+    "aria2c -x 8|aria2c|8"
     "aria2c -x 16|aria2c|16"
     "curl|curl|1"
     "wget2|wget2|1"
@@ -475,8 +487,8 @@ run_matrix() {
     done
 }
 
-summarize() {
-    python3 "$HELPERS/summarize.py" --csv "$CSV" --case "$1" --title "$2"
+summarize() { # summarize CASE TITLE [EXTRA ARGS...]
+    python3 "$HELPERS/summarize.py" --csv "$CSV" --case "$1" --title "$2" "${@:3}"
 }
 
 timeout_for() { # timeout_for SIZE BYTES_PER_SECOND_FLOOR
@@ -488,14 +500,15 @@ timeout_for() { # timeout_for SIZE BYTES_PER_SECOND_FLOOR
 }
 
 # -------------------------------------------------------------------- cases
-# plain_case NAME SIZE RATE PATH DESCRIPTION: every client once per repetition on one file under PATH.
+# plain_case NAME SIZE RATE PATH DESCRIPTION [SUMMARY ARGS...]: every client once per repetition on
+# one file under PATH.
 plain_case() {
     local name=$1 size=$2 rate=$3 path=$4 description=$5 tmo c entries=()
     tmo=$(timeout_for "$size" "$rate")
     gen_file "$size"
     for c in "${CLIENTS[@]}"; do entries+=("$c|$BASE$path/$DATA_NAME|main"); done
     run_matrix "$name" "$size" "$tmo" "" "" "${entries[@]}"
-    summarize "$name" "$name: $(human "$size") ($size bytes), $description; $REPS rep(s), medians"
+    summarize "$name" "$name: $(human "$size") ($size bytes), $description; $REPS rep(s), medians" "${@:6}"
     drop_file "$DATA_NAME"
 }
 
@@ -505,7 +518,8 @@ case_unthrottled() {
 
 case_throttled() {
     plain_case throttled "$(scaled $((100 * MIB)))" 5000000 /throttled \
-        "limit_rate $THROTTLE_RATE per connection (sendfile_max_chunk 64k)"
+        "limit_rate $THROTTLE_RATE per connection (sendfile_max_chunk 64k)" \
+        --per-connection-rate $((20 * MIB))
 }
 
 case_straggler() {
@@ -514,9 +528,10 @@ case_straggler() {
     tmo=$(timeout_for "$size" 1048576)
     gen_file "$size"
     for c in "${CLIENTS[@]}"; do entries+=("$c|$BASE/straggler/$DATA_NAME|main"); done
-    # The ideal: the same clients on the same file without the straggler.
-    entries+=("downpour -x 4 (ideal)|downpour|4|$BASE/$DATA_NAME|ref")
-    entries+=("aria2c -x 4 (ideal)|aria2c|4|$BASE/$DATA_NAME|ref")
+    # The ideal: the same clients on the same file, served the same way (64k sendfile pieces), with every
+    # connection fast.
+    entries+=("downpour -x 4 (ideal)|downpour|4|$BASE/chunked/$DATA_NAME|ref")
+    entries+=("aria2c -x 4 (ideal)|aria2c|4|$BASE/chunked/$DATA_NAME|ref")
     run_matrix straggler "$size" "$tmo" "" "$BASE" "${entries[@]}"
     summarize straggler "straggler: $(human "$size") ($size bytes), connections no. 4, 8, 12, ... of each client limited to $STRAGGLER_RATE/s (so single-connection clients never are); $REPS rep(s), medians"
     drop_file "$DATA_NAME"
@@ -669,7 +684,7 @@ echo "peers:   $(aria2c --version | head -n 1); $(curl --version | head -n 1 | c
 echo "server:  $("$NGINX" -v 2>&1 | sed 's/^nginx version: //'), worker_processes auto, sendfile on, at $BASE"
 echo "clients: downpour get URL -o F -x N --quiet --overwrite; aria2c -x N -s N -k 1M --file-allocation=none (no conf);"
 echo "         curl -sS -f -o F; wget2 -q --max-threads=1 --no-http2 --no-compression --no-xattr --no-config -O F"
-echo "run:     cases ${SELECTED[*]}; $REPS rep(s); size scale $SCALE; CSV $CSV"
+echo "run:     cases ${SELECTED[*]}; $REPS rep(s); size scale $SCALE; settle ${SETTLE} s before each run; CSV $CSV"
 echo "units:   MB = 10^6 bytes; median over successful runs; CPU = user+sys of the client; peak RSS = max over runs"
 
 echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) at start"

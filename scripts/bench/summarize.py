@@ -104,17 +104,35 @@ def ratio(a, b):
     return a / b
 
 
-def print_ratios(stats):
+def print_ratios(stats, per_connection_rate=None):
     main = [s for s in stats if s["role"] == "main"]
     dp = {s["connections"]: s for s in main if s["tool"] == "downpour"}
     ar = {s["connections"]: s for s in main if s["tool"] == "aria2c"}
     parts = []
+    cpu_parts = []
     for n in sorted(set(dp) & set(ar)):
         r = ratio(dp[n]["mbps"], ar[n]["mbps"])
         parts.append("x%d %s" % (n, "-" if r is None else "%.2f" % r))
+        c = ratio(dp[n]["cpu"], ar[n]["cpu"])
+        cpu_parts.append("x%d %s" % (n, "-" if c is None else "%.2f" % c))
     if parts:
         print("Downpour/aria2c throughput, same N (>1 = Downpour faster): "
               + "  ".join(parts))
+        print("Downpour/aria2c CPU seconds, same N (<1 = Downpour cheaper): "
+              + "  ".join(cpu_parts))
+    singles = [s for s in main if s["tool"] in ("curl", "wget2") and s["mbps"]]
+    if 4 in dp and dp[4]["mbps"] and singles:
+        print("Downpour -x 4 / single-connection peers: "
+              + "  ".join("%s %.2f" % (s["client"], dp[4]["mbps"] / s["mbps"]) for s in singles))
+    if per_connection_rate:
+        shares = []
+        for n in sorted(dp):
+            if dp[n]["mbps"]:
+                shares.append("x%d %.3f" % (n, dp[n]["mbps"] * 1e6 / (n * per_connection_rate)))
+        for n in sorted(ar):
+            if ar[n]["mbps"]:
+                shares.append("aria2c x%d %.3f" % (n, ar[n]["mbps"] * 1e6 / (n * per_connection_rate)))
+        print("throughput / (N x per-connection limit): " + "  ".join(shares))
     dps = [s for s in main if s["tool"] == "downpour" and s["mbps"]]
     peers = [s for s in main if s["tool"] != "downpour" and s["mbps"]]
     if dps and peers:
@@ -166,6 +184,8 @@ def main():
     ap.add_argument("--case", required=True)
     ap.add_argument("--title", default=None)
     ap.add_argument("--rss-limit-mb", type=float, default=32.0)
+    ap.add_argument("--per-connection-rate", type=float, default=None,
+                    help="bytes per second each connection is limited to (throttled case)")
     args = ap.parse_args()
     rows = load(args.csv, args.case)
     print()
@@ -178,7 +198,7 @@ def main():
     if args.case == "rss":
         print_rss(stats, args.rss_limit_mb)
     else:
-        print_ratios(stats)
+        print_ratios(stats, args.per_connection_rate)
     return 0
 
 

@@ -94,12 +94,16 @@ final class FileBodyDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
 
     func didFinishRequest(task: HTTPClient.Task<Void>) throws {}
 
-    /// Once the request has ended, however it ended: writes the pending bytes that are still wanted. Returns
-    /// the offset up to which the bytes are on disk.
+    /// Once the request has ended, however it ended: writes the pending bytes that are still wanted, and
+    /// starts writeback of the rest of its range. Returns the offset up to which the bytes are on disk.
     func finish() -> EventLoopFuture<Int64> {
         self.eventLoop.submit {
             _ = self.flush()
             if let failure = self.failure { throw failure }
+            if self.offset > self.writebackStart {
+                self.target.file.startWriteback(self.writebackStart..<self.offset)
+                self.writebackStart = self.offset
+            }
             return self.offset
         }
     }
@@ -129,7 +133,7 @@ final class FileBodyDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     static let copyBufferSize = 16 * 1024
     /// Bytes after which one connection asks the kernel to start writing its range to the device, so that the
     /// syncs before a journal save and before the final rename find little left to do.
-    static let writebackBatch: Int64 = 16 * 1024 * 1024
+    static let writebackBatch: Int64 = 4 * 1024 * 1024
 
     /// Writes the pending bytes that are still wanted. The returned future fails with the write's error, or
     /// with ``Stop`` when the planner wanted fewer bytes than were pending.
