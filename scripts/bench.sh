@@ -355,9 +355,30 @@ CSV_HEADER="case,rep,seq,client_index,client,tool,connections,role,size_bytes,ur
 case $CSV in /*) ;; *) CSV="$PWD/$CSV" ;; esac
 echo "$CSV_HEADER" >"$CSV" || die "cannot write $CSV"
 
-# client_cmd TOOL N URL OUTFILE: sets CMD.
+# The ceiling of the throttled case: N curl processes, each fetching its Nth of
+# the file with one range request and writing it at its offset (no probe, no
+# splitting, no sync): what nginx itself delivers at N x its per-connection limit.
+# shellcheck disable=SC2016 # expanded by the inner bash
+CURL_RANGES='set -o pipefail
+url=$1 out=$2 n=$3 size=$4
+: >"$out"
+per=$(((size + n - 1) / n))
+pids=()
+for ((i = 0; i < n; i++)); do
+    a=$((i * per))
+    ((a < size)) || break
+    b=$((a + per - 1))
+    ((b < size)) || b=$((size - 1))
+    (curl -sS -f -r "$a-$b" "$url" | dd of="$out" bs=1M seek="$a" oflag=seek_bytes conv=notrunc status=none) &
+    pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+exit "$rc"'
+
+# client_cmd TOOL N URL OUTFILE SIZE: sets CMD.
 client_cmd() {
-    local tool=$1 n=$2 url=$3 out=$4
+    local tool=$1 n=$2 url=$3 out=$4 size=$5
     case $tool in
         downpour)
             CMD=("$BIN" get "$url" -o "$out" -x "$n" --quiet --overwrite)
@@ -370,6 +391,9 @@ client_cmd() {
             ;;
         curl)
             CMD=(curl -sS -f -o "$out" "$url")
+            ;;
+        curlranges)
+            CMD=(bash -c "$CURL_RANGES" curl-ranges "$url" "$out" "$n" "$size")
             ;;
         wget2)
             # One connection (--max-threads=1; the default is 5), HTTP/1.1,
@@ -408,7 +432,7 @@ run_one() {
     sync
     sleep "$SETTLE"
     [[ -n $ns ]] && pre=(ip netns exec "$ns")
-    client_cmd "$tool" "$n" "$url" "$out"
+    client_cmd "$tool" "$n" "$url" "$out" "$size"
     t0=$EPOCHREALTIME
     "${pre[@]}" timeout -k 5 "$tmo" /usr/bin/time -f '%e %U %S %M' -o "$timef" \
         "${CMD[@]}" </dev/null >"$log" 2>&1 || rc=$?
@@ -500,15 +524,14 @@ timeout_for() { # timeout_for SIZE BYTES_PER_SECOND_FLOOR
 }
 
 # -------------------------------------------------------------------- cases
-# plain_case NAME SIZE RATE PATH DESCRIPTION [SUMMARY ARGS...]: every client once per repetition on
-# one file under PATH.
+# plain_case NAME SIZE RATE PATH DESCRIPTION: every client once per repetition on one file under PATH.
 plain_case() {
     local name=$1 size=$2 rate=$3 path=$4 description=$5 tmo c entries=()
     tmo=$(timeout_for "$size" "$rate")
     gen_file "$size"
     for c in "${CLIENTS[@]}"; do entries+=("$c|$BASE$path/$DATA_NAME|main"); done
     run_matrix "$name" "$size" "$tmo" "" "" "${entries[@]}"
-    summarize "$name" "$name: $(human "$size") ($size bytes), $description; $REPS rep(s), medians" "${@:6}"
+    summarize "$name" "$name: $(human "$size") ($size bytes), $description; $REPS rep(s), medians"
     drop_file "$DATA_NAME"
 }
 
@@ -517,9 +540,18 @@ case_unthrottled() {
 }
 
 case_throttled() {
-    plain_case throttled "$(scaled $((100 * MIB)))" 5000000 /throttled \
-        "limit_rate $THROTTLE_RATE per connection (sendfile_max_chunk 64k)" \
+    local size tmo c n entries=()
+    size=$(scaled $((100 * MIB)))
+    tmo=$(timeout_for "$size" 5000000)
+    gen_file "$size"
+    for c in "${CLIENTS[@]}"; do entries+=("$c|$BASE/throttled/$DATA_NAME|main"); done
+    for n in 4 8 16; do
+        entries+=("curl x$n ranges (ceiling)|curlranges|$n|$BASE/throttled/$DATA_NAME|ref")
+    done
+    run_matrix throttled "$size" "$tmo" "" "" "${entries[@]}"
+    summarize throttled "throttled: $(human "$size") ($size bytes), limit_rate $THROTTLE_RATE per connection (sendfile_max_chunk 64k); $REPS rep(s), medians" \
         --per-connection-rate $((20 * MIB))
+    drop_file "$DATA_NAME"
 }
 
 case_straggler() {

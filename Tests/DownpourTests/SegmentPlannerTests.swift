@@ -253,6 +253,27 @@ struct SegmentPlannerTests {
         #expect(planner.free.isEmpty)
     }
 
+    @Test(
+        "only leases the engine finds worth racing are raced, the longest first; takesOver false takes only free ranges"
+    )
+    func raceFilter() {
+        var planner = SegmentPlanner(length: 3000, connections: 3, minimumSplitSize: 1000, minimumRaceSize: 100)
+        let leases = (0..<3).map { _ in planner.acquire()! }
+        for (index, lease) in leases.enumerated() {
+            // Lease 0 has 900 bytes left, lease 1 has 800, lease 2 is done.
+            let end = lease.start + [100, 200, 1000][index]
+            #expect(planner.claim(lease.id, upTo: end) == end)
+            planner.markDone(lease.start..<end)
+        }
+        planner.release(leases[2].id)
+        #expect(planner.acquire(takesOver: false) == nil, "nothing free, and neither a split nor a race wanted")
+        #expect(planner.acquire(isWorthRacing: { _ in false }) == nil, "as fast as the racer: not worth a request")
+        let racer = planner.acquire(isWorthRacing: { $0.id == leases[1].id })
+        #expect(racer?.remaining == leases[1].start + 200..<leases[1].end)
+        #expect(planner.lease(leases[0].id)?.raceGroup == nil)
+        #expect(planner.acquire()?.remaining == leases[0].start + 100..<leases[0].end, "without a filter, the longest")
+    }
+
     @Test("a racer that fails leaves the tail to its partner, not to the free list")
     func racerFails() {
         var planner = SegmentPlanner(length: 1000, connections: 1, minimumSplitSize: 1000, minimumRaceSize: 100)

@@ -144,7 +144,19 @@ def print_ratios(stats, per_connection_rate=None):
     elif dps or peers:
         print("Downpour best / best peer throughput: - (no successful runs on one side)")
     refs = [s for s in stats if s["role"] == "ref"]
+    ceilings = {s["connections"]: s for s in refs if s["tool"] == "curlranges"}
+    if ceilings:
+        parts = []
+        for n in sorted(ceilings):
+            c = ceilings[n]
+            share = c["mbps"] * 1e6 / (n * per_connection_rate) if per_connection_rate and c["mbps"] else None
+            r = ratio(dp[n]["mbps"], c["mbps"]) if n in dp else None
+            parts.append("x%d: ceiling %s of N x limit, downpour/ceiling %s"
+                         % (n, "-" if share is None else "%.3f" % share, "-" if r is None else "%.2f" % r))
+        print("ceiling (N curl range requests at once, no probe): " + ";  ".join(parts))
     for ref in refs:
+        if ref["tool"] == "curlranges":
+            continue
         base = ref["client"].replace(" (ideal)", "")
         m = next((s for s in main if s["client"] == base), None)
         if m is None:

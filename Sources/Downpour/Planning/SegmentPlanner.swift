@@ -95,13 +95,17 @@ public struct SegmentPlanner: Sendable {
     }
 
     /// Work for a connection with nothing to do: the largest free range, else the back half of the longest
-    /// remaining lease, else (when racing is on) a race for the tail of the longest remaining lease.
+    /// remaining lease, else (when racing is on) a race for the tail of the longest remaining lease that
+    /// `isWorthRacing` accepts (the engine accepts only leases whose connection is much slower than the
+    /// others: racing one as fast as the racer gains nothing and costs a request). With `takesOver` false
+    /// only a free range is handed out.
     /// `nil` when there is nothing left worth taking; the connection can stop.
-    public mutating func acquire() -> Lease? {
+    public mutating func acquire(takesOver: Bool = true, isWorthRacing: (Lease) -> Bool = { _ in true }) -> Lease? {
         if let index = self.free.indices.max(by: { self.free[$0].count < self.free[$1].count }) {
             let range = self.free.remove(at: index)
             return self.makeLease(range)
         }
+        guard takesOver else { return nil }
         // Leases in a race are never split: they are short by then, and several writers share the tail.
         let byRemaining: (Lease, Lease) -> Bool = { lhs, rhs in
             lhs.remaining.count != rhs.remaining.count
@@ -115,21 +119,25 @@ public struct SegmentPlanner: Sendable {
                 return self.makeLease(middle..<victim.end)
             }
         }
-        guard let minimumRaceSize = self.minimumRaceSize else { return nil }
-        let groupSizes = Dictionary(grouping: self.leases.values.compactMap(\.raceGroup), by: { $0 }).mapValues(\.count)
-        guard
-            let victim = self.leases.values.filter({ lease in
-                lease.remaining.count >= minimumRaceSize
-                    && lease.raceGroup.map { groupSizes[$0, default: 0] < Self.maximumRacers } ?? true
-                    && !self.done.contains(lease.remaining)
-            }).max(by: byRemaining)
-        else { return nil }
+        guard let victim = self.raceCandidates().filter(isWorthRacing).max(by: byRemaining) else { return nil }
         let group = victim.raceGroup ?? victim.id.rawValue
         self.leases[victim.id]!.raceGroup = group
         var racer = self.makeLease(victim.remaining)
         racer.raceGroup = group
         self.leases[racer.id] = racer
         return racer
+    }
+
+    /// The leases a racer could join now (racing on, enough left, not yet done, fewer than
+    /// ``maximumRacers`` on that tail), whether or not the engine finds them worth it.
+    public func raceCandidates() -> [Lease] {
+        guard let minimumRaceSize = self.minimumRaceSize else { return [] }
+        let groupSizes = Dictionary(grouping: self.leases.values.compactMap(\.raceGroup), by: { $0 }).mapValues(\.count)
+        return self.leases.values.filter { lease in
+            lease.remaining.count >= minimumRaceSize
+                && lease.raceGroup.map { groupSizes[$0, default: 0] < Self.maximumRacers } ?? true
+                && !self.done.contains(lease.remaining)
+        }
     }
 
     /// The lease as it stands now (its end may have moved down since it was handed out).

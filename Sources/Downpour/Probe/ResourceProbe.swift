@@ -66,6 +66,9 @@ struct ResourceProbe: Sendable {
                 self.logger.debug("HEAD failed, trying GET", metadata: ["error": "\(error)"])
                 return nil
             }
+            // Reading the (empty) body to its end hands the connection back to the pool before the first
+            // range request is sent, so that request can reuse it instead of opening one more.
+            _ = try? await response.body.collect(upTo: 64 * 1024)
             if try self.followRedirect(response, target: &target) { continue }
             guard (200..<300).contains(response.status.code) else {
                 self.logger.debug("HEAD refused, trying GET", metadata: ["status": "\(response.status.code)"])

@@ -13,8 +13,8 @@ import NIOHTTP1
 /// (``HTTPTransport/eventLoopGroup``), so a slow disk never stalls anyone else's work. Bytes count as written
 /// (and may enter the journal) once `pwritev` has returned.
 ///
-/// Every callback and ``finish()`` run on ``eventLoop`` (AsyncHTTPClient calls the delegate there because the
-/// request is made with `.delegateAndChannel(on:)`); that confinement is what makes it `Sendable`.
+/// Every callback and ``finish()`` run on ``eventLoop``, the one loop of the request's client (see
+/// ``HTTPTransport``), where its connection lives too; that confinement is what makes it `Sendable`.
 final class FileBodyDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     typealias Response = Void
 

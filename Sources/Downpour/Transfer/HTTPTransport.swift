@@ -15,12 +15,18 @@ import Musl
 import Darwin
 #endif
 
-/// The one place that knows AsyncHTTPClient: builds the client from a ``DownloadConfiguration`` and turns
-/// its errors into ``DownloadError``s.
+/// The one place that knows AsyncHTTPClient: builds the clients from a ``DownloadConfiguration`` and turns
+/// their errors into ``DownloadError``s.
+///
+/// There is one `HTTPClient` per event loop, each with that loop alone as its group, and connection *i* always
+/// uses client *i* mod loops. So every connection of a client lives on the client's loop: a request never
+/// lands on a connection of another loop (which would cost a thread hop for every read), and a finished
+/// request leaves its connection idle in its client's pool for the next request of that loop (keep-alive,
+/// where a request bound to a loop of a shared client would get a connection that is closed after one use).
 final class HTTPTransport: Sendable {
-    let client: HTTPClient
     let logger: Logger
     private let eventLoops: [any EventLoop]
+    private let clients: [HTTPClient]
 
     init(configuration: DownloadConfiguration, logger: Logger) throws(DownloadError) {
         var tls = TLSConfiguration.makeClientConfiguration()
@@ -33,8 +39,11 @@ final class HTTPTransport: Sendable {
             }
             tls.trustRoots = .file(path)
         }
+        let eventLoops = Array(Self.eventLoopGroup.makeIterator())
         var pool = HTTPClient.Configuration.ConnectionPool()
-        pool.concurrentHTTP1ConnectionsPerHostSoftLimit = configuration.connections + 1
+        // The connections of one loop, and one more (a racer's, or the probe's).
+        pool.concurrentHTTP1ConnectionsPerHostSoftLimit =
+            (configuration.connections + eventLoops.count - 1) / eventLoops.count + 1
         // Our own retry policy decides about failed connections, with its back-off and its count.
         pool.retryConnectionEstablishment = false
         var clientConfiguration = HTTPClient.Configuration(
@@ -49,8 +58,8 @@ final class HTTPTransport: Sendable {
         )
         // Many connections is the point: HTTP/2 would multiplex them all onto one TCP connection.
         clientConfiguration.httpVersion = .http1Only
-        self.client = HTTPClient(eventLoopGroup: Self.eventLoopGroup, configuration: clientConfiguration)
-        self.eventLoops = Array(Self.eventLoopGroup.makeIterator())
+        self.clients = eventLoops.map { HTTPClient(eventLoopGroup: $0, configuration: clientConfiguration) }
+        self.eventLoops = eventLoops
         self.logger = logger
     }
 
@@ -60,10 +69,13 @@ final class HTTPTransport: Sendable {
     static let eventLoopGroup = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
 
     /// The event loop for connection `id`: connections are spread evenly over the loops, and each keeps its
-    /// loop from one request to the next, so its keep-alive connection is reused and no byte changes threads
-    /// before it is written.
+    /// loop (and its client) from one request to the next.
     func eventLoop(forConnection id: Int) -> any EventLoop {
         self.eventLoops[id % self.eventLoops.count]
+    }
+
+    private func client(forConnection id: Int) -> HTTPClient {
+        self.clients[id % self.clients.count]
     }
 
     private static func nanoseconds(_ duration: Duration) -> Int64 {
@@ -72,10 +84,12 @@ final class HTTPTransport: Sendable {
     }
 
     func shutdown() async {
-        do {
-            try await self.client.shutdown()
-        } catch {
-            self.logger.debug("HTTP client shutdown failed", metadata: ["error": "\(error)"])
+        for client in self.clients {
+            do {
+                try await client.shutdown()
+            } catch {
+                self.logger.debug("HTTP client shutdown failed", metadata: ["error": "\(error)"])
+            }
         }
     }
 
@@ -94,7 +108,8 @@ final class HTTPTransport: Sendable {
         for (name, value) in extraHeaders {
             request.headers.replaceOrAdd(name: name, value: value)
         }
-        return try await self.client.execute(request, deadline: .distantFuture, logger: self.logger)
+        // The probe goes through connection 1's client, so connection 1 can reuse its connection.
+        return try await self.client(forConnection: 1).execute(request, deadline: .distantFuture, logger: self.logger)
     }
 }
 
@@ -105,6 +120,7 @@ extension HTTPTransport {
         url: URL,
         headers: [HTTPHeaderField],
         extraHeaders: [(String, String)],
+        connection: Int,
         delegate: FileBodyDelegate,
         abort: RequestAbort? = nil
     ) async throws {
@@ -118,10 +134,10 @@ extension HTTPTransport {
         for (name, value) in extraHeaders {
             request.headers.replaceOrAdd(name: name, value: value)
         }
-        let task = self.client.execute(
+        let task = self.client(forConnection: connection).execute(
             request: request,
             delegate: delegate,
-            eventLoop: .delegateAndChannel(on: delegate.eventLoop),
+            eventLoop: .delegate(on: delegate.eventLoop),
             deadline: nil,
             logger: self.logger
         )

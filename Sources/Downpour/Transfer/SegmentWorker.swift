@@ -31,20 +31,36 @@ struct SegmentWorker: Sendable {
     let session: TransferSession
 
     func run() async throws(AttemptFailure) {
-        while let lease = self.session.acquire(connection: self.id) {
-            defer { self.session.release(lease.id, connection: self.id) }
-            try await self.fetch(lease.id)
+        var takesOver = true
+        while true {
+            if let lease = self.session.acquire(connection: self.id, takesOver: takesOver) {
+                defer { self.session.release(lease.id, connection: self.id) }
+                takesOver = try await self.fetch(lease.id)
+                continue
+            }
+            // Nothing to take now; a connection still busy may yet turn out slow enough to race.
+            guard takesOver, self.session.mayRaceLater else { return }
+            do {
+                try await Task.sleep(for: Self.racePollInterval)
+            } catch {
+                return
+            }
         }
     }
 
-    /// Fetches what is left of `lease`, retrying as the configuration allows.
-    private func fetch(_ lease: SegmentPlanner.LeaseID) async throws(AttemptFailure) {
+    /// How often an idle connection checks whether a busy one has become worth racing.
+    static let racePollInterval = Duration.milliseconds(50)
+
+    /// Fetches what is left of `lease`, retrying as the configuration allows. `false` when the last request
+    /// was cut short because another connection took the rest over (which closed this connection).
+    private func fetch(_ lease: SegmentPlanner.LeaseID) async throws(AttemptFailure) -> Bool {
         var failuresWithoutProgress = 0
         var restartsBelowFloor = 0
+        var connectionKept = true
         while let range = self.session.remaining(lease), !range.isEmpty {
             if Task.isCancelled { throw .fatal(.cancelled) }
             do {
-                try await self.attempt(lease, range: range)
+                connectionKept = try await self.attempt(lease, range: range)
             } catch .slow(let slow) {
                 restartsBelowFloor = slow.belowFloor ? restartsBelowFloor + 1 : 0
                 let speed = ByteCount.formatRate(slow.speed)
@@ -80,10 +96,12 @@ struct SegmentWorker: Sendable {
                 )
             }
         }
+        return connectionKept
     }
 
-    /// One request for `range`. Returns when the range is written or another connection took the rest over.
-    private func attempt(_ lease: SegmentPlanner.LeaseID, range: Range<Int64>) async throws(AttemptFailure) {
+    /// One request for `range`. Returns when the range is written (`true`) or another connection took the
+    /// rest over (`false`: ending the request early closed the connection).
+    private func attempt(_ lease: SegmentPlanner.LeaseID, range: Range<Int64>) async throws(AttemptFailure) -> Bool {
         let session = self.session
         let remote = session.remoteFile
         var extraHeaders = [("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)")]
@@ -116,16 +134,19 @@ struct SegmentWorker: Sendable {
             eventLoop: session.transport.eventLoop(forConnection: id)
         )
         var failure: AttemptFailure?
+        var stopped = false
         do {
             try await session.transport.fetch(
                 url: remote.url,
                 headers: session.headers,
                 extraHeaders: extraHeaders,
+                connection: id,
                 delegate: delegate,
                 abort: session.abortHandle(connection: id)
             )
         } catch is FileBodyDelegate.Stop {
             // Another connection took over the rest; ending the request closed this connection.
+            stopped = true
         } catch {
             failure = Self.classify(error, url: remote.url)
         }
@@ -147,6 +168,7 @@ struct SegmentWorker: Sendable {
                 retryAfter: nil
             )
         }
+        return !stopped
     }
 
     /// Accepts only a `206` for exactly `asked` of the probed file.

@@ -65,6 +65,7 @@ struct StreamWorker: Sendable {
                 url: remote.url,
                 headers: session.headers,
                 extraHeaders: [],
+                connection: id,
                 delegate: delegate
             )
         } catch {

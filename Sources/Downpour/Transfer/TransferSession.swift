@@ -22,6 +22,23 @@ final class TransferSession: Sendable {
         var active = false
         /// Counts the requests this connection has started.
         var attempts = 0
+        /// Bytes per second, a moving average over its writes; kept when the connection goes idle.
+        var rate: Double?
+        /// When its current request started, or last wrote.
+        var lastProgress: ContinuousClock.Instant?
+
+        /// Its speed now: the moving average, but no more than one write buffer over the time since its last
+        /// write (so a connection that stalled counts as slow at once).
+        func currentRate(now: ContinuousClock.Instant, bufferSize: Int) -> Double? {
+            guard let lastProgress else { return self.rate }
+            let bound = Double(bufferSize) / max(Self.seconds(now - lastProgress), 1e-6)
+            return min(self.rate ?? bound, bound)
+        }
+
+        static func seconds(_ duration: Duration) -> Double {
+            let (seconds, attoseconds) = duration.components
+            return Double(seconds) + Double(attoseconds) / 1e18
+        }
     }
 
     struct State {
@@ -76,13 +93,40 @@ final class TransferSession: Sendable {
         self.state.withLockedValue { $0.planner = planner }
     }
 
-    /// Work for connection `id`, or `nil` when there is none left for it.
-    func acquire(connection id: Int) -> SegmentPlanner.Lease? {
-        self.state.withLockedValue { state in
-            guard let lease = state.planner?.acquire() else { return nil }
+    /// Work for connection `id`, or `nil` when there is none left for it. A connection that was closed because
+    /// another took its work over (`takesOver` false) gets only free ranges: splitting or racing from a new
+    /// connection means a TCP handshake and a slow start, which on a long link costs more than it saves, and
+    /// would cut one more warm connection in turn.
+    func acquire(connection id: Int, takesOver: Bool = true) -> SegmentPlanner.Lease? {
+        let now = ContinuousClock.now
+        let bufferSize = self.configuration.writeBufferSize
+        return self.state.withLockedValue { state in
+            // Race only a connection at less than half the median speed of the others.
+            var rates: [SegmentPlanner.LeaseID: (connection: Int, rate: Double?)] = [:]
+            for (connection, value) in state.connections where value.active {
+                if let lease = value.lease {
+                    rates[lease] = (connection, value.currentRate(now: now, bufferSize: bufferSize))
+                }
+            }
+            let connections = state.connections
+            let worthRacing = { (lease: SegmentPlanner.Lease) -> Bool in
+                guard let (holder, rate) = rates[lease.id], let rate else { return true }
+                let others = connections.filter { $0.key != holder }.compactMap(\.value.rate).sorted()
+                guard !others.isEmpty else { return true }
+                return rate < 0.5 * others[others.count / 2]
+            }
+            guard let lease = state.planner?.acquire(takesOver: takesOver, isWorthRacing: worthRacing) else {
+                return nil
+            }
             state.connections[id, default: ConnectionState()].lease = lease.id
             return lease
         }
+    }
+
+    /// Whether a connection with nothing to do should look again soon: some lease could be raced, only its
+    /// connection is not (yet) slow enough to be worth it.
+    var mayRaceLater: Bool {
+        self.state.withLockedValue { !($0.planner?.raceCandidates().isEmpty ?? true) }
     }
 
     func release(_ lease: SegmentPlanner.LeaseID, connection id: Int) {
@@ -104,10 +148,18 @@ final class TransferSession: Sendable {
 
     /// Records bytes written by connection `id`.
     func written(_ range: Range<Int64>, connection id: Int) {
+        let now = ContinuousClock.now
         self.state.withLockedValue { state in
             state.planner?.markDone(range)
             state.bytesThisRun += Int64(range.count)
-            state.connections[id, default: ConnectionState()].receivedBytes += Int64(range.count)
+            var connection = state.connections[id, default: ConnectionState()]
+            connection.receivedBytes += Int64(range.count)
+            if let last = connection.lastProgress {
+                let rate = Double(range.count) / max(ConnectionState.seconds(now - last), 1e-6)
+                connection.rate = connection.rate.map { 0.7 * $0 + 0.3 * rate } ?? rate
+            }
+            connection.lastProgress = now
+            state.connections[id] = connection
         }
     }
 
@@ -155,7 +207,10 @@ final class TransferSession: Sendable {
     func setActive(_ active: Bool, connection id: Int) {
         self.state.withLockedValue { state in
             state.connections[id, default: ConnectionState()].active = active
-            if active { state.connections[id]!.attempts += 1 }
+            if active {
+                state.connections[id]!.attempts += 1
+                state.connections[id]!.lastProgress = .now
+            }
             let count = state.connections.values.filter(\.active).count
             state.mostActiveConnections = max(state.mostActiveConnections, count)
         }
