@@ -133,31 +133,15 @@ struct SegmentWorker: Sendable {
             bufferSize: session.configuration.writeBufferSize,
             eventLoop: session.transport.eventLoop(forConnection: id)
         )
-        var failure: AttemptFailure?
-        var stopped = false
-        do {
-            try await session.transport.fetch(
-                url: remote.url,
-                headers: session.headers,
-                extraHeaders: extraHeaders,
-                connection: id,
-                delegate: delegate,
-                abort: session.abortHandle(connection: id)
-            )
-        } catch is FileBodyDelegate.Stop {
-            // Another connection took over the rest; ending the request closed this connection.
-            stopped = true
-        } catch {
-            failure = Self.classify(error, url: remote.url)
-        }
-        // Whatever arrived stays written, even when the request failed: let the last writes land.
-        let reached: Int64
-        do {
-            reached = try await delegate.finish().get()
-        } catch {
-            throw failure ?? Self.classify(error, url: remote.url)
-        }
-        if let failure { throw failure }
+        let outcome = try await Self.perform(
+            delegate,
+            session: session,
+            extraHeaders: extraHeaders,
+            connection: id,
+            abort: session.abortHandle(connection: id)
+        )
+        if let failure = outcome.failure { throw failure }
+        let (reached, stopped) = (outcome.reached, outcome.stopped)
         if reached < range.upperBound, let rest = session.remaining(lease), !rest.isEmpty {
             throw .retryable(
                 DownloadError(
@@ -194,6 +178,41 @@ struct SegmentWorker: Sendable {
             )
         default:
             throw ResponseValidator.failure(status: head.status, headers: head.headers, url: remote.url)
+        }
+    }
+
+    /// Sends one `GET` whose body `delegate` writes, then lets the writes of whatever arrived land, however
+    /// the request ended: bytes that came before a failure stay written. Returns how far the bytes are on disk,
+    /// whether the request was stopped because another connection took the rest over (which closed this
+    /// connection), and the failure, if any. Throws only when the last writes failed.
+    static func perform(
+        _ delegate: FileBodyDelegate,
+        session: TransferSession,
+        extraHeaders: [(String, String)],
+        connection: Int,
+        abort: RequestAbort? = nil
+    ) async throws(AttemptFailure) -> (reached: Int64, stopped: Bool, failure: AttemptFailure?) {
+        let url = session.remoteFile.url
+        var failure: AttemptFailure?
+        var stopped = false
+        do {
+            try await session.transport.fetch(
+                url: url,
+                headers: session.headers,
+                extraHeaders: extraHeaders,
+                connection: connection,
+                delegate: delegate,
+                abort: abort
+            )
+        } catch is FileBodyDelegate.Stop {
+            stopped = true
+        } catch {
+            failure = Self.classify(error, url: url)
+        }
+        do {
+            return (try await delegate.finish().get(), stopped, failure)
+        } catch {
+            throw failure ?? Self.classify(error, url: url)
         }
     }
 

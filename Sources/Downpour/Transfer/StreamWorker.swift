@@ -59,26 +59,10 @@ struct StreamWorker: Sendable {
             bufferSize: session.configuration.writeBufferSize,
             eventLoop: session.transport.eventLoop(forConnection: id)
         )
-        var failure: AttemptFailure?
-        do {
-            try await session.transport.fetch(
-                url: remote.url,
-                headers: session.headers,
-                extraHeaders: [],
-                connection: id,
-                delegate: delegate
-            )
-        } catch {
-            failure = SegmentWorker.classify(error, url: remote.url)
-        }
-        let offset: Int64
-        do {
-            offset = try await delegate.finish().get()
-        } catch {
-            throw failure ?? SegmentWorker.classify(error, url: remote.url)
-        }
+        let outcome = try await SegmentWorker.perform(delegate, session: session, extraHeaders: [], connection: id)
+        let offset = outcome.reached
         reached = offset
-        if let failure { throw failure }
+        if let failure = outcome.failure { throw failure }
         if let length = remote.length, offset != length {
             throw .retryable(
                 DownloadError(
