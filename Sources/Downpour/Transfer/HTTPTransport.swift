@@ -39,7 +39,8 @@ final class HTTPTransport: Sendable {
             }
             tls.trustRoots = .file(path)
         }
-        let eventLoops = Array(Self.eventLoopGroup.makeIterator())
+        // No more loops (and clients) than connections: a machine with many cores does not get a client per core.
+        let eventLoops = Array(Self.eventLoopGroup.makeIterator().prefix(max(1, configuration.connections)))
         var pool = HTTPClient.Configuration.ConnectionPool()
         // The connections of one loop, and one more (a racer's, or the probe's).
         pool.concurrentHTTP1ConnectionsPerHostSoftLimit =
