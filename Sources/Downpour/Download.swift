@@ -468,9 +468,7 @@ public final class Download: Sendable {
             } catch {
                 return
             }
-            let (seconds, attoseconds) = (clock.now - start).components
-            let now = Double(seconds) + Double(attoseconds) / 1e18
-            for verdict in detector.check(session.readings(), now: now) {
+            for verdict in detector.check(session.readings(), now: (clock.now - start).inSeconds) {
                 session.restart(verdict)
             }
         }

@@ -63,12 +63,11 @@ final class ProgressRenderer: Sendable {
             writeError("connection \(connection): \(reason) Retry \(attempt) in \(Self.seconds(delay)) s.")
         case .finished(let result):
             self.clearLine()
-            let seconds =
-                Double(result.elapsed.components.seconds) + Double(result.elapsed.components.attoseconds) / 1e18
+            let seconds = result.elapsed.inSeconds
             let speed = seconds > 0 ? Double(result.downloadedBytes) / seconds : 0
             self.printLine(
                 "Saved \(result.path) (\(ByteCount.format(result.length))) in \(Self.seconds(result.elapsed)) s, "
-                    + "\(ByteCount.format(Int64(speed)))/s, \(result.connectionsUsed) connection(s)."
+                    + "\(ByteCount.formatRate(speed)), \(result.connectionsUsed) connection(s)."
             )
         case .failed:
             self.clearLine()
@@ -82,7 +81,7 @@ final class ProgressRenderer: Sendable {
         }
         let total = progress.totalBytes.map { " / " + ByteCount.format($0) } ?? ""
         parts.append(ByteCount.format(progress.completedBytes) + total)
-        parts.append(ByteCount.format(Int64(progress.bytesPerSecond)) + "/s")
+        parts.append(ByteCount.formatRate(progress.bytesPerSecond))
         if let eta = progress.estimatedTimeRemaining {
             parts.append("ETA " + Self.clock(eta))
         }
@@ -98,8 +97,7 @@ final class ProgressRenderer: Sendable {
     }
 
     private static func seconds(_ duration: Duration) -> String {
-        let value = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-        return String(format: "%.1f", value)
+        String(format: "%.1f", duration.inSeconds)
     }
 
     private func clearLine() {

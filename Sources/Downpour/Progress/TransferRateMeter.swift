@@ -20,9 +20,6 @@ public struct TransferRateMeter: Sendable {
     /// Bytes per second over the window; 0 until there are two readings.
     public var bytesPerSecond: Double {
         guard let first = self.samples.first, let last = self.samples.last, last.time > first.time else { return 0 }
-        let seconds =
-            Double((last.time - first.time).components.seconds)
-            + Double((last.time - first.time).components.attoseconds) / 1e18
-        return Double(last.bytes - first.bytes) / seconds
+        return Double(last.bytes - first.bytes) / (last.time - first.time).inSeconds
     }
 }

@@ -51,8 +51,8 @@ final class HTTPTransport: Sendable {
             tlsConfiguration: tls,
             redirectConfiguration: .disallow,
             timeout: .init(
-                connect: .nanoseconds(Self.nanoseconds(configuration.timeouts.connect)),
-                read: .nanoseconds(Self.nanoseconds(configuration.timeouts.idleRead))
+                connect: TimeAmount(configuration.timeouts.connect),
+                read: TimeAmount(configuration.timeouts.idleRead)
             ),
             connectionPool: pool,
             decompression: .disabled
@@ -77,11 +77,6 @@ final class HTTPTransport: Sendable {
 
     private func client(forConnection id: Int) -> HTTPClient {
         self.clients[id % self.clients.count]
-    }
-
-    private static func nanoseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 
     func shutdown() async {

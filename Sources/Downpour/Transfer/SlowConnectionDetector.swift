@@ -32,8 +32,7 @@ struct SlowConnectionDetector {
     private var history: [Int: (attempt: Int, samples: [(time: Double, bytes: Int64)])] = [:]
 
     init(window: Duration, shareOfMedian: Double?, lowestSpeed: Int64?) {
-        let (seconds, attoseconds) = window.components
-        self.window = max(Double(seconds) + Double(attoseconds) / 1e18, 0.001)
+        self.window = max(window.inSeconds, 0.001)
         self.shareOfMedian = shareOfMedian
         self.lowestSpeed = lowestSpeed.map(Double.init)
     }

@@ -31,13 +31,8 @@ final class TransferSession: Sendable {
         /// write (so a connection that stalled counts as slow at once).
         func currentRate(now: ContinuousClock.Instant, bufferSize: Int) -> Double? {
             guard let lastProgress else { return self.rate }
-            let bound = Double(bufferSize) / max(Self.seconds(now - lastProgress), 1e-6)
+            let bound = Double(bufferSize) / max((now - lastProgress).inSeconds, 1e-6)
             return min(self.rate ?? bound, bound)
-        }
-
-        static func seconds(_ duration: Duration) -> Double {
-            let (seconds, attoseconds) = duration.components
-            return Double(seconds) + Double(attoseconds) / 1e18
         }
     }
 
@@ -155,7 +150,7 @@ final class TransferSession: Sendable {
             var connection = state.connections[id, default: ConnectionState()]
             connection.receivedBytes += Int64(range.count)
             if let last = connection.lastProgress {
-                let rate = Double(range.count) / max(ConnectionState.seconds(now - last), 1e-6)
+                let rate = Double(range.count) / max((now - last).inSeconds, 1e-6)
                 connection.rate = connection.rate.map { 0.7 * $0 + 0.3 * rate } ?? rate
             }
             connection.lastProgress = now
