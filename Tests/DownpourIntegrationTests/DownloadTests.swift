@@ -298,6 +298,25 @@ struct DownloadTests {
         }
     }
 
+    @Test("connections are kept: the probe's serves the first range, and N connections fetch N ranges")
+    func connectionsKept() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let content = makeTestContent(count: 4 * 1024 * 1024, seed: 11)
+        try await withServer(content: content) { server in
+            let path = directory.file("kept.bin")
+            // Four 1 MiB ranges that cannot be split, and no racing: exactly four GET requests.
+            var configuration = testConfiguration(connections: 4, minimumSplitSize: 1024 * 1024)
+            configuration.racesTail = false
+            _ = try await runDownload(server.url(), to: .file(path), configuration: configuration).value
+            try expectFile(path, equals: content, in: directory)
+            let statistics = server.statistics()
+            #expect(statistics.headRequests == 1)
+            #expect(statistics.getRequests == 4)
+            #expect(statistics.connections == 4, "the HEAD's connection was not reused")
+        }
+    }
+
     @Test("a connection far slower than the others is restarted on a new connection")
     func slowConnectionRestarted() async throws {
         let directory = try ScratchDirectory()

@@ -24,7 +24,6 @@ final class FileBodyDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
 
     /// What to do with the bytes of one response.
     struct Target: Sendable {
-        var file: OutputFile
         /// Where the first body byte goes.
         var offset: Int64
         /// No body byte may land at or past this offset.
@@ -41,6 +40,7 @@ final class FileBodyDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
 
     let eventLoop: any EventLoop
     private let target: Target
+    private let file: OutputFile
     private let bufferSize: Int
 
     // Confined to `eventLoop`.
@@ -56,8 +56,9 @@ final class FileBodyDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     private var writebackStart: Int64
     private var stopped = false
 
-    init(target: Target, bufferSize: Int, eventLoop: any EventLoop) {
+    init(target: Target, file: OutputFile, bufferSize: Int, eventLoop: any EventLoop) {
         self.target = target
+        self.file = file
         self.bufferSize = max(bufferSize, 1)
         self.eventLoop = eventLoop
         self.offset = target.offset
@@ -101,7 +102,7 @@ final class FileBodyDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
             _ = self.flush()
             if let failure = self.failure { throw failure }
             if self.offset > self.writebackStart {
-                self.target.file.startWriteback(self.writebackStart..<self.offset)
+                self.file.startWriteback(self.writebackStart..<self.offset)
                 self.writebackStart = self.offset
             }
             return self.offset
@@ -150,7 +151,7 @@ final class FileBodyDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
             Self.trim(&buffers, to: Int(allowed - self.offset))
             let range = self.offset..<allowed
             do {
-                try self.target.file.write(buffers, at: range.lowerBound)
+                try self.file.write(buffers, at: range.lowerBound)
             } catch {
                 self.failure = error
                 return self.eventLoop.makeFailedFuture(error)
@@ -158,7 +159,7 @@ final class FileBodyDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
             self.offset = allowed
             self.target.written(range)
             if allowed - self.writebackStart >= Self.writebackBatch {
-                self.target.file.startWriteback(self.writebackStart..<allowed)
+                self.file.startWriteback(self.writebackStart..<allowed)
                 self.writebackStart = allowed
             }
         }

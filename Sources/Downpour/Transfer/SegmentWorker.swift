@@ -3,7 +3,6 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
-import NIOPosix
 
 /// Why one attempt of a request ended without finishing its range.
 enum AttemptFailure: Error {
@@ -112,9 +111,8 @@ struct SegmentWorker: Sendable {
         defer { session.setActive(false, connection: self.id) }
 
         let id = self.id
-        let delegate = FileBodyDelegate(
-            target: .init(
-                file: session.file,
+        let outcome = try await session.fetch(
+            .init(
                 offset: range.lowerBound,
                 limit: range.upperBound,
                 overflow: {
@@ -130,15 +128,8 @@ struct SegmentWorker: Sendable {
                 claim: { session.claim(lease, upTo: $0) },
                 written: { session.written($0, connection: id) }
             ),
-            bufferSize: session.configuration.writeBufferSize,
-            eventLoop: session.transport.eventLoop(forConnection: id)
-        )
-        let outcome = try await Self.perform(
-            delegate,
-            session: session,
             extraHeaders: extraHeaders,
-            connection: id,
-            abort: session.abortHandle(connection: id)
+            connection: id
         )
         if let failure = outcome.failure { throw failure }
         let (reached, stopped) = (outcome.reached, outcome.stopped)
@@ -178,41 +169,6 @@ struct SegmentWorker: Sendable {
             )
         default:
             throw ResponseValidator.failure(status: head.status, headers: head.headers, url: remote.url)
-        }
-    }
-
-    /// Sends one `GET` whose body `delegate` writes, then lets the writes of whatever arrived land, however
-    /// the request ended: bytes that came before a failure stay written. Returns how far the bytes are on disk,
-    /// whether the request was stopped because another connection took the rest over (which closed this
-    /// connection), and the failure, if any. Throws only when the last writes failed.
-    static func perform(
-        _ delegate: FileBodyDelegate,
-        session: TransferSession,
-        extraHeaders: [(String, String)],
-        connection: Int,
-        abort: RequestAbort? = nil
-    ) async throws(AttemptFailure) -> (reached: Int64, stopped: Bool, failure: AttemptFailure?) {
-        let url = session.remoteFile.url
-        var failure: AttemptFailure?
-        var stopped = false
-        do {
-            try await session.transport.fetch(
-                url: url,
-                headers: session.headers,
-                extraHeaders: extraHeaders,
-                connection: connection,
-                delegate: delegate,
-                abort: abort
-            )
-        } catch is FileBodyDelegate.Stop {
-            stopped = true
-        } catch {
-            failure = Self.classify(error, url: url)
-        }
-        do {
-            return (try await delegate.finish().get(), stopped, failure)
-        } catch {
-            throw failure ?? Self.classify(error, url: url)
         }
     }
 

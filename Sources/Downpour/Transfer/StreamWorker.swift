@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -39,9 +38,8 @@ struct StreamWorker: Sendable {
         defer { session.setActive(false, connection: self.id) }
 
         let id = self.id
-        let delegate = FileBodyDelegate(
-            target: .init(
-                file: session.file,
+        let outcome = try await session.fetch(
+            .init(
                 offset: 0,
                 limit: remote.length,
                 overflow: {
@@ -56,10 +54,9 @@ struct StreamWorker: Sendable {
                 claim: { $0 },
                 written: { session.streamed(Int64($0.count), connection: id) }
             ),
-            bufferSize: session.configuration.writeBufferSize,
-            eventLoop: session.transport.eventLoop(forConnection: id)
+            extraHeaders: [],
+            connection: id
         )
-        let outcome = try await SegmentWorker.perform(delegate, session: session, extraHeaders: [], connection: id)
         let offset = outcome.reached
         reached = offset
         if let failure = outcome.failure { throw failure }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
+import NIOCore
 
 /// The state the connections of one download share, behind one lock: the plan, per-connection counters,
 /// and the event stream. Kept small so the lock is held for microseconds.
@@ -232,9 +233,44 @@ final class TransferSession: Sendable {
         }
     }
 
-    /// The handle that ends connection `id`'s current request early.
-    func abortHandle(connection id: Int) -> RequestAbort? {
-        self.aborts[id]
+    /// Sends one `GET` for connection `connection` whose body is written as `target` says, then lets the
+    /// writes of whatever arrived land, however the request ended: bytes that came before a failure stay
+    /// written. Returns how far the bytes are on disk, whether the request was stopped because another
+    /// connection took the rest over (which closed this connection), and the failure, if any. Throws only when
+    /// the last writes failed. The watchdog can end the request through ``restart(_:)``.
+    func fetch(
+        _ target: FileBodyDelegate.Target,
+        extraHeaders: [(String, String)],
+        connection: Int
+    ) async throws(AttemptFailure) -> (reached: Int64, stopped: Bool, failure: AttemptFailure?) {
+        let url = self.remoteFile.url
+        let delegate = FileBodyDelegate(
+            target: target,
+            file: self.file,
+            bufferSize: self.configuration.writeBufferSize,
+            eventLoop: self.transport.eventLoop(forConnection: connection)
+        )
+        var failure: AttemptFailure?
+        var stopped = false
+        do {
+            try await self.transport.fetch(
+                url: url,
+                headers: self.headers,
+                extraHeaders: extraHeaders,
+                connection: connection,
+                delegate: delegate,
+                abort: self.aborts[connection]
+            )
+        } catch is FileBodyDelegate.Stop {
+            stopped = true
+        } catch {
+            failure = SegmentWorker.classify(error, url: url)
+        }
+        do {
+            return (try await delegate.finish().get(), stopped, failure)
+        } catch {
+            throw failure ?? SegmentWorker.classify(error, url: url)
+        }
     }
 
     /// Ends the request the detector judged too slow, if it is still the one running on that connection.
