@@ -31,6 +31,8 @@ HELPERS="$SCRIPT_DIR/bench"
 
 die() { echo "bench: $*" >&2; exit 2; }
 note() { echo "bench: $*" >&2; }
+# shellcheck source=scripts/lib/nginx.sh
+source "$SCRIPT_DIR/lib/nginx.sh"
 
 usage() {
     sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'
@@ -158,29 +160,6 @@ DELAY_PID=""
 NS_SRV=""
 NS_CLI=""
 
-# stop_pid PID NAME: SIGTERM, up to 5 s, then SIGKILL (and the children seen
-# before, so that nginx workers are not orphaned).
-stop_pid() {
-    local pid=$1 name=$2 children="" i
-    [[ -n $pid ]] || return 0
-    if command -v pgrep >/dev/null; then
-        children=$(pgrep -P "$pid" || true)
-    fi
-    kill "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        note "$name (pid $pid) did not stop in 5 s, killing it"
-        kill -9 "$pid" 2>/dev/null || true
-    fi
-    for i in $children; do
-        kill -9 "$i" 2>/dev/null || true
-    done
-    wait "$pid" 2>/dev/null || true
-}
-
 lossy_teardown() {
     stop_pid "$LOSSY_NGINX_PID" "nginx (lossy)"
     LOSSY_NGINX_PID=""
@@ -214,11 +193,9 @@ STRAGGLER_RATE=1m
 
 # write_conf FILE LISTEN PREFIXDIR
 write_conf() {
-    local file=$1 listen=$2 dir=$3 user_line=""
-    # As root, workers would otherwise run as "nobody".
-    [[ $(id -u) -eq 0 ]] && user_line="user root;"
+    local file=$1 listen=$2 dir=$3
     cat >"$file" <<EOF
-$user_line
+$(nginx_user_line)
 worker_processes auto;
 error_log $dir/error.log;
 pid $dir/nginx.pid;
@@ -226,18 +203,9 @@ events {
     worker_connections 1024;
 }
 http {
-    client_body_temp_path $dir/tmp/client_body;
-    proxy_temp_path $dir/tmp/proxy;
-    fastcgi_temp_path $dir/tmp/fastcgi;
-    uwsgi_temp_path $dir/tmp/uwsgi;
-    scgi_temp_path $dir/tmp/scgi;
+$(nginx_http_common "$dir")
     log_format bench '\$connection \$connection_requests "\$request" \$status \$body_bytes_sent \$request_time';
     access_log $dir/access.log bench;
-    types {
-        application/octet-stream bin;
-    }
-    default_type application/octet-stream;
-    sendfile on;
     keepalive_requests 100000;
     keepalive_timeout 65;
 
@@ -281,49 +249,13 @@ http {
 EOF
 }
 
-port_in_use() {
-    command -v ss >/dev/null || return 1
-    [[ -n $(ss -Hltn "sport = :$1" 2>/dev/null) ]]
-}
-
 # start_nginx PORT: returns 0 once nginx answers on 127.0.0.1:PORT.
 start_nginx() {
-    local port=$1 i
-    write_conf "$WORK/nginx.conf" "127.0.0.1:$port" "$WORK"
-    "$NGINX" -p "$WORK/" -c "$WORK/nginx.conf" -e "$WORK/error.log" \
-        -g 'daemon off;' </dev/null >>"$WORK/nginx.out" 2>&1 &
-    NGINX_PID=$!
-    for ((i = 0; i < 50; i++)); do
-        if ! kill -0 "$NGINX_PID" 2>/dev/null; then
-            wait "$NGINX_PID" 2>/dev/null || true
-            NGINX_PID=""
-            return 1
-        fi
-        if curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$port/conn"; then
-            return 0
-        fi
-        sleep 0.1
-    done
-    stop_pid "$NGINX_PID" nginx
-    NGINX_PID=""
-    return 1
+    write_conf "$WORK/nginx.conf" "127.0.0.1:$1" "$WORK"
+    launch_nginx "$WORK" "$WORK/nginx.conf" "http://127.0.0.1:$1/conn"
 }
 
-PORT=""
-for _ in 1 2 3 4 5 6 7 8; do
-    candidate=$((20000 + (RANDOM * 32768 + RANDOM) % 40001))
-    port_in_use "$candidate" && continue
-    if start_nginx "$candidate"; then
-        PORT=$candidate
-        break
-    fi
-    note "nginx did not come up on port $candidate, retrying"
-done
-if [[ -z $PORT ]]; then
-    note "could not start nginx; its log:"
-    tail -n 20 "$WORK/error.log" "$WORK/nginx.out" >&2 2>/dev/null || true
-    exit 1
-fi
+start_on_free_port start_nginx 1 "$WORK"
 BASE="http://127.0.0.1:$PORT"
 
 # ------------------------------------------------------------------ helpers

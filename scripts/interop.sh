@@ -12,6 +12,9 @@ BIN=${1:-.build/release/downpour}
 CASE_TIMEOUT=${INTEROP_CASE_TIMEOUT:-120}
 
 die() { echo "interop: $*" >&2; exit 2; }
+note() { echo "interop: $*" >&2; }
+# shellcheck source=scripts/lib/nginx.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib/nginx.sh"
 
 [[ -f $BIN && -x $BIN ]] || die "binary not found or not executable: $BIN"
 case $BIN in /*) ;; *) BIN="$PWD/$BIN" ;; esac
@@ -25,26 +28,8 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/downpour-interop.XXXXXX")
 NGINX_PID=""
 
 stop_nginx() {
-    local pid=$NGINX_PID children="" i
-    [[ -n $pid ]] || return 0
+    stop_pid "$NGINX_PID" nginx
     NGINX_PID=""
-    if command -v pgrep >/dev/null; then
-        children=$(pgrep -P "$pid" || true)
-    fi
-    kill "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        echo "interop: nginx (pid $pid) did not stop in 5 s, killing it" >&2
-        kill -9 "$pid" 2>/dev/null || true
-    fi
-    # Workers of a master that was killed with -9 would be orphaned.
-    for i in $children; do
-        kill -9 "$i" 2>/dev/null || true
-    done
-    wait "$pid" 2>/dev/null || true
 }
 
 cleanup() {
@@ -82,14 +67,9 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=127.0.0.1" \
 
 # --------------------------------------------------------------------- nginx
 write_conf() {
-    local port=$1 user_line=""
-    if [[ $(id -u) -eq 0 ]]; then
-        # As root, workers would otherwise run as "nobody" and could not
-        # read the 0700 work directory.
-        user_line="user root;"
-    fi
+    local port=$1
     cat >"$WORK/nginx.conf" <<EOF
-$user_line
+$(nginx_user_line)
 worker_processes 1;
 error_log $WORK/error.log;
 pid $WORK/nginx.pid;
@@ -97,17 +77,8 @@ events {
     worker_connections 256;
 }
 http {
-    client_body_temp_path $WORK/tmp/client_body;
-    proxy_temp_path $WORK/tmp/proxy;
-    fastcgi_temp_path $WORK/tmp/fastcgi;
-    uwsgi_temp_path $WORK/tmp/uwsgi;
-    scgi_temp_path $WORK/tmp/scgi;
+$(nginx_http_common "$WORK")
     access_log $WORK/access.log;
-    types {
-        application/octet-stream bin;
-    }
-    default_type application/octet-stream;
-    sendfile on;
     keepalive_requests 10000;
     server {
         listen 127.0.0.1:$port;
@@ -125,50 +96,13 @@ http {
 EOF
 }
 
-port_in_use() {
-    command -v ss >/dev/null || return 1
-    [[ -n $(ss -Hltn "sport = :$1" 2>/dev/null) ]]
-}
-
-# Starts nginx on the given port; returns 0 once it serves one-mib.bin.
+# Starts nginx on the given port (and the next, for TLS).
 start_nginx() {
-    local port=$1 i
-    write_conf "$port"
-    mkdir -p "$WORK/tmp"
-    "$NGINX" -p "$WORK/" -c "$WORK/nginx.conf" -e "$WORK/error.log" \
-        -g 'daemon off;' </dev/null >>"$WORK/nginx.out" 2>&1 &
-    NGINX_PID=$!
-    for ((i = 0; i < 50; i++)); do
-        if ! kill -0 "$NGINX_PID" 2>/dev/null; then
-            wait "$NGINX_PID" 2>/dev/null || true
-            NGINX_PID=""
-            return 1
-        fi
-        if curl -sf -o /dev/null "http://127.0.0.1:$port/one-mib.bin"; then
-            return 0
-        fi
-        sleep 0.1
-    done
-    stop_nginx
-    return 1
+    write_conf "$1"
+    launch_nginx "$WORK" "$WORK/nginx.conf" "http://127.0.0.1:$1/one-mib.bin"
 }
 
-PORT=""
-for _ in 1 2 3 4 5 6 7 8; do
-    candidate=$((20000 + (RANDOM * 32768 + RANDOM) % 40001))
-    port_in_use "$candidate" && continue
-    port_in_use "$((candidate + 1))" && continue
-    if start_nginx "$candidate"; then
-        PORT=$candidate
-        break
-    fi
-    echo "interop: nginx did not come up on port $candidate, retrying" >&2
-done
-if [[ -z $PORT ]]; then
-    echo "interop: could not start nginx; its log:" >&2
-    tail -n 20 "$WORK/error.log" "$WORK/nginx.out" >&2 2>/dev/null || true
-    exit 1
-fi
+start_on_free_port start_nginx 2 "$WORK"
 BASE="http://127.0.0.1:$PORT"
 TLS_BASE="https://127.0.0.1:$((PORT + 1))"
 echo "interop: $("$NGINX" -v 2>&1) on $BASE (pid $NGINX_PID), binary $BIN"
