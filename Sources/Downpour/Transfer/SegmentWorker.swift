@@ -13,14 +13,7 @@ enum AttemptFailure: Error {
     /// The server answered a range request with the whole file: switch to one stream.
     case rangesIgnored
     /// The connection was judged too slow and closed; a new one continues the range at once.
-    case slow(SlowConnection)
-}
-
-/// Ends a request whose connection the ``SlowConnectionDetector`` judged too slow.
-struct SlowConnection: Error, Sendable {
-    var speed: Double
-    var belowFloor: Bool
-    var reference: Double
+    case slow(SlowConnectionDetector.Verdict)
 }
 
 /// One connection of a segmented download: takes a range from the planner, fetches it with one `GET` and
@@ -175,7 +168,7 @@ struct SegmentWorker: Sendable {
     static func classify(_ error: any Error, url: URL) -> AttemptFailure {
         if Task.isCancelled { return .fatal(.cancelled) }
         if let failure = error as? AttemptFailure { return failure }
-        if let slow = error as? SlowConnection { return .slow(slow) }
+        if let slow = error as? SlowConnectionDetector.Verdict { return .slow(slow) }
         if let error = error as? DownloadError { return .fatal(error) }
         return .retryable(.network(error, url: url), retryAfter: nil)
     }

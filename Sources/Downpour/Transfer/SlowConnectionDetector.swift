@@ -13,7 +13,8 @@ struct SlowConnectionDetector {
         var remaining: Int64
     }
 
-    struct Verdict: Equatable {
+    /// Also the error that ends the judged connection's request.
+    struct Verdict: Equatable, Error {
         var connection: Int
         /// Bytes per second over the window.
         var speed: Double

@@ -279,9 +279,7 @@ final class TransferSession: Sendable {
             state.connections[verdict.connection].map { $0.active && $0.attempts == verdict.attempt } ?? false
         }
         guard current else { return }
-        self.aborts[verdict.connection]?.abort(
-            SlowConnection(speed: verdict.speed, belowFloor: verdict.belowFloor, reference: verdict.reference)
-        )
+        self.aborts[verdict.connection]?.abort(verdict)
     }
 
     /// What the active connections of a segmented download have done, for the ``SlowConnectionDetector``.
