@@ -8,8 +8,9 @@ import Darwin
 
 /// An error from a download: what went wrong, in words a person can act on, and the cause underneath.
 ///
-/// Compare errors by ``code``; the message is for people and may change.
-public struct DownloadError: Error, Sendable, CustomStringConvertible {
+/// Compare errors by ``code``; the message is for people and may change. Two errors are equal when their code,
+/// message, status, resumability and cause (by its description) are.
+public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What kind of failure this is. Stable: the command-line tool maps each code to a documented exit code.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         fileprivate enum Base: String, Hashable, Sendable {
@@ -58,15 +59,24 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
     /// The error underneath, when there is one.
     public var underlying: (any Error)?
     /// Whether the bytes fetched so far were kept (`NAME.part` and its journal), so that running the same
-    /// request again continues where this one stopped.
-    public var resumable: Bool
+    /// request again continues where this one stopped. Set by the engine, which knows what it kept.
+    public internal(set) var resumable: Bool
 
-    public init(
+    /// The failed system call and its `errno`, when a local file operation failed.
+    public var systemCallError: SystemCallError? {
+        self.underlying as? SystemCallError
+    }
+
+    public init(code: Code, message: String, httpStatus: Int? = nil, underlying: (any Error)? = nil) {
+        self.init(code: code, message: message, httpStatus: httpStatus, underlying: underlying, resumable: false)
+    }
+
+    init(
         code: Code,
         message: String,
         httpStatus: Int? = nil,
         underlying: (any Error)? = nil,
-        resumable: Bool = false
+        resumable: Bool
     ) {
         self.code = code
         self.message = message
@@ -76,10 +86,38 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        if let underlying {
+        if let underlying, !(underlying is SystemCallError) {
             return "\(self.message) (\(underlying))"
         }
         return self.message
+    }
+
+    public static func == (lhs: DownloadError, rhs: DownloadError) -> Bool {
+        lhs.code == rhs.code && lhs.message == rhs.message && lhs.httpStatus == rhs.httpStatus
+            && lhs.resumable == rhs.resumable
+            && lhs.underlying.map { String(describing: $0) } == rhs.underlying.map { String(describing: $0) }
+    }
+}
+
+/// A system call that failed, and why: the structured cause of a ``DownloadError/Code/localIO`` error.
+public struct SystemCallError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The call, such as `pwritev` or `open`.
+    public var systemCall: String
+    /// Its `errno`.
+    public var errno: Int32
+
+    public init(systemCall: String, errno: Int32) {
+        self.systemCall = systemCall
+        self.errno = errno
+    }
+
+    /// Whether the device or the user's quota is full.
+    public var isNoSpace: Bool {
+        self.errno == ENOSPC || self.errno == EDQUOT
+    }
+
+    public var description: String {
+        "\(self.systemCall): \(describeErrno(self.errno)) (errno \(self.errno))"
     }
 }
 
@@ -88,15 +126,14 @@ extension DownloadError {
         DownloadError(code: .invalidRequest, message: message)
     }
 
-    static func localIO(_ message: String, errno: Int32? = nil, underlying: (any Error)? = nil) -> DownloadError {
-        var text = message
-        if let errno {
-            text += ": " + describeErrno(errno)
-            if errno == ENOSPC || errno == EDQUOT {
-                text += ". Free some space and run the same command again."
-            }
+    /// A failed local file operation: `systemCall` failed with `errno`.
+    static func localIO(_ message: String, systemCall: String, errno: Int32) -> DownloadError {
+        let cause = SystemCallError(systemCall: systemCall, errno: errno)
+        var text = message + ": " + describeErrno(errno)
+        if cause.isNoSpace {
+            text += ". Free some space, then resume the download."
         }
-        return DownloadError(code: .localIO, message: text, underlying: underlying)
+        return DownloadError(code: .localIO, message: text, underlying: cause)
     }
 
     static let cancelled = DownloadError(code: .cancelled, message: "The download was cancelled.")

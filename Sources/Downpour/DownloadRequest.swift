@@ -1,9 +1,10 @@
 import Foundation
 
-/// What to download and where to put it.
-public struct DownloadRequest: Sendable {
+/// What to download and where to put it. `Codable`, so a download manager can store it; decoding checks the
+/// URL as ``init(url:destination:configuration:)-(URL,_,_)`` does.
+public struct DownloadRequest: Sendable, Hashable, Codable {
     /// Where the downloaded file goes.
-    public enum Destination: Sendable, Hashable {
+    public enum Destination: Sendable, Hashable, Codable {
         /// Exactly this path.
         case file(String)
         /// This directory, under the name the server suggests (`Content-Disposition`), else the last component
@@ -40,6 +41,23 @@ public struct DownloadRequest: Sendable {
             throw .invalidRequest("'\(text)' is not a valid URL.")
         }
         try self.init(url: url, destination: destination, configuration: configuration)
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case url, destination, configuration
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let url = try container.decode(URL.self, forKey: .url)
+        do {
+            try Self.validate(url)
+        } catch {
+            throw DecodingError.dataCorruptedError(forKey: .url, in: container, debugDescription: error.message)
+        }
+        self.url = url
+        self.destination = try container.decode(Destination.self, forKey: .destination)
+        self.configuration = try container.decodeIfPresent(DownloadConfiguration.self, forKey: .configuration) ?? .init()
     }
 
     static func validate(_ url: URL) throws(DownloadError) {

@@ -22,7 +22,7 @@ struct ResumeTests {
         after bytes: Int64,
         configuration: DownloadConfiguration = configuration()
     ) async throws -> (DownloadError?, [DownloadEvent]) {
-        let download = Download(try DownloadRequest(url: url, destination: .file(path), configuration: configuration))
+        let download = testDownloader.download(try DownloadRequest(url: url, destination: .file(path), configuration: configuration))
         let task = Task { try await download.run() }
         var events: [DownloadEvent] = []
         for await event in download.events {
@@ -78,7 +78,7 @@ struct ResumeTests {
         defer { directory.remove() }
         try await withServer(content: Self.content, faults: [Self.throttle]) { server in
             let path = directory.file("paused.bin")
-            let download = Download(
+            let download = testDownloader.download(
                 try DownloadRequest(url: server.url(), destination: .file(path), configuration: Self.configuration())
             )
             let task = Task { try await download.run() }
@@ -182,7 +182,7 @@ struct ResumeTests {
         try await withServer(content: Self.content, faults: [Self.throttle]) { server in
             let path = directory.file("p.bin")
             _ = try await Self.interrupted(server.url("/first/p.bin"), path: path, after: 1024 * 1024)
-            let download = try Download.resuming(path: path, configuration: Self.configuration())
+            let download = try Download.resuming(path: path, configuration: Self.configuration(), downloader: testDownloader)
             #expect(download.request.url.absoluteString == server.url("/first/p.bin"))
             async let drained: Void = { for await _ in download.events {} }()
             let result = try await download.run()
@@ -210,7 +210,7 @@ struct ResumeTests {
         defer { directory.remove() }
         try await withServer(content: Self.content, faults: [Self.throttle]) { server in
             let path = directory.file("l.bin")
-            let first = Download(
+            let first = testDownloader.download(
                 try DownloadRequest(url: server.url(), destination: .file(path), configuration: Self.configuration())
             )
             let task = Task { try await first.run() }
@@ -234,7 +234,7 @@ struct ResumeTests {
         let content = makeTestContent(count: 6 * 1024 * 1024, seed: 31)
         try await withServer(content: content, faults: [Self.throttle]) { server in
             let path = mount.path + "/full.bin"
-            let download = Download(
+            let download = testDownloader.download(
                 try DownloadRequest(url: server.url(), destination: .file(path), configuration: Self.configuration())
             )
             let task = Task { try await download.run() }

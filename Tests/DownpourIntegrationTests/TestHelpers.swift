@@ -51,13 +51,19 @@ struct DownloadOutcome {
     }
 }
 
+/// The downloader of the integration tests: tests run in parallel against servers on 127.0.0.1, so they must not
+/// share ``Downloader/shared``'s budget of 16 connections per host, which would make one test wait for another.
+let testDownloader = Downloader(configuration: .init(maximumConnections: 10_000, maximumConnectionsPerHost: 10_000))
+
 /// Runs a download to the end, collecting its events.
 func runDownload(
     _ url: String,
     to destination: DownloadRequest.Destination,
     configuration: DownloadConfiguration = testConfiguration()
 ) async throws -> DownloadOutcome {
-    let download = Download(try DownloadRequest(url: url, destination: destination, configuration: configuration))
+    let download = testDownloader.download(
+        try DownloadRequest(url: url, destination: destination, configuration: configuration)
+    )
     async let collected: [DownloadEvent] = {
         var events: [DownloadEvent] = []
         for await event in download.events { events.append(event) }

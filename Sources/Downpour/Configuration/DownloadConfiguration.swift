@@ -1,5 +1,8 @@
-/// How a download behaves. Every field has a sensible default; change the ones you care about.
-public struct DownloadConfiguration: Sendable {
+/// How one download behaves. Every field has a sensible default; change the ones you care about.
+///
+/// `Codable`, so a download manager can store a request with its options. What belongs to the engine that
+/// many downloads share (event loops, limits across downloads) is in ``Downloader/Configuration``.
+public struct DownloadConfiguration: Sendable, Hashable, Codable {
     /// How many connections fetch ranges in parallel. At least 1.
     public var connections: Int
     /// No range is split into pieces shorter than this many bytes.
@@ -33,6 +36,9 @@ public struct DownloadConfiguration: Sendable {
     /// How often the resume journal is saved (the data is synced to disk first). A crash loses at most what
     /// arrived since the last save.
     public var journalInterval: Duration
+    /// The most bytes per second this download may fetch, over all its connections; `nil` for no limit. The
+    /// ``Downloader``'s overall limit applies as well. ``Download/setMaximumRate(_:)`` changes it while running.
+    public var maximumRate: Int64?
 
     public init(
         connections: Int = 4,
@@ -49,7 +55,8 @@ public struct DownloadConfiguration: Sendable {
         writeBufferSize: Int = 256 * 1024,
         progressInterval: Duration = .milliseconds(250),
         resume: Bool = true,
-        journalInterval: Duration = .seconds(1)
+        journalInterval: Duration = .seconds(1),
+        maximumRate: Int64? = nil
     ) {
         self.connections = connections
         self.minimumSplitSize = minimumSplitSize
@@ -66,6 +73,7 @@ public struct DownloadConfiguration: Sendable {
         self.progressInterval = progressInterval
         self.resume = resume
         self.journalInterval = journalInterval
+        self.maximumRate = maximumRate
     }
 
     /// The smallest remainder worth a racing request.
@@ -107,6 +115,9 @@ public struct DownloadConfiguration: Sendable {
         guard self.slowConnections.window >= .milliseconds(100) else {
             throw .invalidRequest("The window for judging slow connections must be at least 0.1 seconds.")
         }
+        if let rate = self.maximumRate, rate < 1 {
+            throw .invalidRequest("The rate limit must be at least 1 byte per second, not \(rate).")
+        }
         for header in self.headers {
             try header.validate()
         }
@@ -115,7 +126,7 @@ public struct DownloadConfiguration: Sendable {
 
 extension DownloadConfiguration {
     /// When and how often a failed request is tried again.
-    public struct Retry: Sendable, Hashable {
+    public struct Retry: Sendable, Hashable, Codable {
         /// How many attempts in a row may fail without delivering a single new byte before a connection gives up.
         /// An attempt that delivers bytes before it fails starts the count again.
         public var maximumTries: Int
@@ -133,7 +144,7 @@ extension DownloadConfiguration {
     }
 
     /// Time-outs of one request.
-    public struct Timeouts: Sendable, Hashable {
+    public struct Timeouts: Sendable, Hashable, Codable {
         /// Connecting (TCP and TLS) may take this long.
         public var connect: Duration
         /// A response may go this long without any bytes arriving.
@@ -146,7 +157,7 @@ extension DownloadConfiguration {
     }
 
     /// Certificate checks for HTTPS.
-    public struct TLS: Sendable, Hashable {
+    public struct TLS: Sendable, Hashable, Codable {
         /// Check the server's certificate chain and host name. Turn off only for test servers.
         public var verifyCertificates: Bool
         /// A PEM file of certificates to trust instead of the system's trust store.
@@ -160,7 +171,7 @@ extension DownloadConfiguration {
 }
 
 /// One request header.
-public struct HTTPHeaderField: Sendable, Hashable {
+public struct HTTPHeaderField: Sendable, Hashable, Codable {
     public var name: String
     public var value: String
 
@@ -202,7 +213,7 @@ extension DownloadConfiguration {
     /// When a connection counts as slow, and what happens then: it is closed, and a new connection continues
     /// its range from the last byte written. A new connection often takes a better path, or reaches a less
     /// busy server behind the same name.
-    public struct SlowConnections: Sendable {
+    public struct SlowConnections: Sendable, Hashable, Codable {
         /// Restart a connection whose speed over ``window`` stays below this share of the median speed of the
         /// other connections (0.1: a tenth). `nil` never compares connections with each other.
         public var shareOfMedian: Double?

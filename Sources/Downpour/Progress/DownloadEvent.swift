@@ -1,8 +1,8 @@
 import Foundation
 
 /// What a running download reports, in order: `started`, any number of `progress`, `retrying`, `restarted`,
-/// `notice`, `paused` and `resumed`, then
-/// exactly one of `finished` or `failed`.
+/// `notice`, `paused` and `resumed`, then exactly one of `finished` or `failed`. (A download that fails before
+/// its probe is done reports `failed` alone.)
 public enum DownloadEvent: Sendable {
     /// The probe is done and the download begins.
     case started(DownloadStart)
@@ -39,7 +39,7 @@ public struct DownloadStart: Sendable {
 }
 
 /// A snapshot of a running download.
-public struct DownloadProgress: Sendable {
+public struct DownloadProgress: Sendable, Hashable {
     /// Bytes on disk, including any that were there before this run.
     public var completedBytes: Int64
     /// The file's length, when known.
@@ -50,6 +50,24 @@ public struct DownloadProgress: Sendable {
     public var activeConnections: Int
     /// One entry per connection that has worked so far.
     public var connections: [ConnectionProgress]
+    /// The bytes on disk, as sorted, disjoint ranges of the file (a segment map).
+    public var completedRanges: [Range<Int64>]
+
+    public init(
+        completedBytes: Int64,
+        totalBytes: Int64?,
+        bytesPerSecond: Double,
+        activeConnections: Int,
+        connections: [ConnectionProgress],
+        completedRanges: [Range<Int64>] = []
+    ) {
+        self.completedBytes = completedBytes
+        self.totalBytes = totalBytes
+        self.bytesPerSecond = bytesPerSecond
+        self.activeConnections = activeConnections
+        self.connections = connections
+        self.completedRanges = completedRanges
+    }
 
     /// The fraction done, from 0 to 1, when the length is known.
     public var fractionCompleted: Double? {

@@ -39,7 +39,8 @@ final class ProgressReporter: Sendable {
                 totalBytes: self.session.remoteFile.length,
                 bytesPerSecond: meters.total.bytesPerSecond,
                 activeConnections: snapshot.connections.filter { $0.state.active }.count,
-                connections: connections
+                connections: connections,
+                completedRanges: snapshot.completedRanges
             )
         }
         self.session.emit(.progress(progress))

@@ -55,7 +55,7 @@ struct JournalStore: Sendable {
         let temporary = self.path + ".tmp"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
-            throw .localIO("Cannot write the resume journal '\(temporary)'", errno: errno)
+            throw .localIO("Cannot write the resume journal '\(temporary)'", systemCall: "open", errno: errno)
         }
         let bytes = journal.encode()
         var failure: Int32?
@@ -77,12 +77,12 @@ struct JournalStore: Sendable {
         _ = SystemCall.close(descriptor)
         if let failure {
             unlink(temporary)
-            throw .localIO("Cannot write the resume journal '\(temporary)'", errno: failure)
+            throw .localIO("Cannot write the resume journal '\(temporary)'", systemCall: "write", errno: failure)
         }
         guard rename(temporary, self.path) == 0 else {
             let failure = errno
             unlink(temporary)
-            throw .localIO("Cannot replace the resume journal '\(self.path)'", errno: failure)
+            throw .localIO("Cannot replace the resume journal '\(self.path)'", systemCall: "rename", errno: failure)
         }
         Self.syncDirectory(of: self.path)
     }

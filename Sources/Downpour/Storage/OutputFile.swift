@@ -26,7 +26,7 @@ final class OutputFile: Sendable {
     static func openLocked(at path: String) throws(DownloadError) -> OutputFile {
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
-            throw .localIO("Cannot create '\(path)'", errno: errno)
+            throw .localIO("Cannot create '\(path)'", systemCall: "open", errno: errno)
         }
         if flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
             let failure = errno
@@ -38,7 +38,7 @@ final class OutputFile: Sendable {
                         "Another download is writing to '\(path)' right now; wait for it to finish or stop it first."
                 )
             }
-            throw .localIO("Cannot lock '\(path)'", errno: failure)
+            throw .localIO("Cannot lock '\(path)'", systemCall: "flock", errno: failure)
         }
         return OutputFile(path: path, descriptor: descriptor)
     }
@@ -46,7 +46,7 @@ final class OutputFile: Sendable {
     /// Empties the file, then reserves `length` bytes so a full disk shows up now, not halfway through.
     func startOver(length: Int64?) throws(DownloadError) {
         guard ftruncate(self.descriptor, 0) == 0 else {
-            throw .localIO("Cannot empty '\(self.path)'", errno: errno)
+            throw .localIO("Cannot empty '\(self.path)'", systemCall: "ftruncate", errno: errno)
         }
         if let length, length > 0 {
             try self.preallocate(length)
@@ -57,7 +57,7 @@ final class OutputFile: Sendable {
     func size() throws(DownloadError) -> Int64 {
         var status = stat()
         guard fstat(self.descriptor, &status) == 0 else {
-            throw .localIO("Cannot read the size of '\(self.path)'", errno: errno)
+            throw .localIO("Cannot read the size of '\(self.path)'", systemCall: "fstat", errno: errno)
         }
         return Int64(status.st_size)
     }
@@ -70,12 +70,13 @@ final class OutputFile: Sendable {
         guard result == EOPNOTSUPP || result == EINVAL || result == ENOSYS else {
             throw .localIO(
                 "Cannot reserve \(ByteCount.format(length)) for '\(self.path)'",
+                systemCall: "posix_fallocate",
                 errno: result
             )
         }
         #endif
         guard ftruncate(self.descriptor, off_t(length)) == 0 else {
-            throw .localIO("Cannot size '\(self.path)' to \(length) bytes", errno: errno)
+            throw .localIO("Cannot size '\(self.path)' to \(length) bytes", systemCall: "ftruncate", errno: errno)
         }
     }
 
@@ -99,7 +100,7 @@ final class OutputFile: Sendable {
             return nil
         }
         if let failure {
-            throw .localIO("Cannot write to '\(self.path)' at byte \(offset)", errno: failure)
+            throw .localIO("Cannot write to '\(self.path)' at byte \(offset)", systemCall: "pwrite", errno: failure)
         }
     }
 
@@ -126,10 +127,10 @@ final class OutputFile: Sendable {
             }
             if result < 0 {
                 if errno == EINTR { continue }
-                throw .localIO("Cannot write to '\(self.path)' at byte \(position)", errno: errno)
+                throw .localIO("Cannot write to '\(self.path)' at byte \(position)", systemCall: "pwritev", errno: errno)
             }
             if result == 0 {
-                throw .localIO("Cannot write to '\(self.path)' at byte \(position)", errno: EIO)
+                throw .localIO("Cannot write to '\(self.path)' at byte \(position)", systemCall: "pwritev", errno: EIO)
             }
             // Skip what was written: whole vectors, then part of the next one.
             position += Int64(result)
@@ -159,7 +160,7 @@ final class OutputFile: Sendable {
     /// Sets the length (for downloads whose length was unknown until the end).
     func truncate(to length: Int64) throws(DownloadError) {
         guard ftruncate(self.descriptor, off_t(length)) == 0 else {
-            throw .localIO("Cannot size '\(self.path)' to \(length) bytes", errno: errno)
+            throw .localIO("Cannot size '\(self.path)' to \(length) bytes", systemCall: "ftruncate", errno: errno)
         }
     }
 
@@ -180,7 +181,7 @@ final class OutputFile: Sendable {
         let result = fdatasync(self.descriptor)
         #endif
         guard result == 0 else {
-            throw .localIO("Cannot flush '\(self.path)' to disk", errno: errno)
+            throw .localIO("Cannot flush '\(self.path)' to disk", systemCall: "fdatasync", errno: errno)
         }
     }
 
@@ -220,7 +221,7 @@ enum FileOperations {
     static func move(_ source: String, to destination: String, replacing: Bool) throws(DownloadError) {
         if replacing {
             guard rename(source, destination) == 0 else {
-                throw .localIO("Cannot rename '\(source)' to '\(destination)'", errno: errno)
+                throw .localIO("Cannot rename '\(source)' to '\(destination)'", systemCall: "rename", errno: errno)
             }
             return
         }
@@ -236,7 +237,7 @@ enum FileOperations {
         // file that was there before the download started).
         guard !exists(destination) else { throw DownloadError.outputExists(destination) }
         guard rename(source, destination) == 0 else {
-            throw .localIO("Cannot rename '\(source)' to '\(destination)'", errno: errno)
+            throw .localIO("Cannot rename '\(source)' to '\(destination)'", systemCall: "rename", errno: errno)
         }
     }
 
@@ -248,7 +249,7 @@ enum FileOperations {
             prefix += component + "/"
             if isDirectory(prefix) { continue }
             if mkdir(prefix, 0o755) != 0 && errno != EEXIST {
-                throw .localIO("Cannot create the directory '\(prefix)'", errno: errno)
+                throw .localIO("Cannot create the directory '\(prefix)'", systemCall: "mkdir", errno: errno)
             }
         }
     }
@@ -258,8 +259,8 @@ extension DownloadError {
     static func outputExists(_ path: String) -> DownloadError {
         DownloadError(
             code: .outputExists,
-            message: "'\(path)' exists already; it was left untouched. Choose another name with -o, "
-                + "or pass --overwrite to replace it."
+            message: "'\(path)' exists already; it was left untouched. Choose another name, or allow "
+                + "overwriting it."
         )
     }
 }

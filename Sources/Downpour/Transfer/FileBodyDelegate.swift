@@ -36,6 +36,9 @@ final class FileBodyDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
         var claim: @Sendable (Int64) -> Int64
         /// Called, in order, for every range whose write has finished.
         var written: @Sendable (Range<Int64>) -> Void
+        /// Bandwidth limits: told the size of every body part, returns the seconds to wait before the next read
+        /// (the connection reads nothing meanwhile, so TCP slows the server down). `nil`: no limit.
+        var pace: (@Sendable (Int) -> Double)? = nil
     }
 
     let eventLoop: any EventLoop
@@ -84,11 +87,17 @@ final class FileBodyDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
         {
             return self.eventLoop.makeFailedFuture(AttemptFailure.fatal(self.target.overflow()))
         }
+        let count = buffer.readableBytes
         self.append(buffer)
-        guard self.pendingBytes >= self.bufferSize else {
-            return self.eventLoop.makeSucceededVoidFuture()
+        let written =
+            self.pendingBytes >= self.bufferSize ? self.flush() : self.eventLoop.makeSucceededVoidFuture()
+        guard let pace = self.target.pace else { return written }
+        let delay = pace(count)
+        guard delay > 0 else { return written }
+        let eventLoop = self.eventLoop
+        return written.flatMap {
+            eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) {}.futureResult
         }
-        return self.flush()
     }
 
     func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {}

@@ -15,20 +15,57 @@ import Musl
 import Darwin
 #endif
 
-/// The one place that knows AsyncHTTPClient: builds the clients from a ``DownloadConfiguration`` and turns
-/// their errors into ``DownloadError``s.
+/// The HTTP clients of one ``Downloader``: the one place that builds AsyncHTTPClient clients.
 ///
-/// There is one `HTTPClient` per event loop, each with that loop alone as its group, and connection *i* always
-/// uses client *i* mod loops. So every connection of a client lives on the client's loop: a request never
+/// There is one `HTTPClient` per event loop, each with that loop alone as its group, for every distinct TLS and
+/// time-out setting the downloads ask for (almost always one). A download's connection *i* always uses the same
+/// client (see ``HTTPTransport``), so every connection of a client lives on the client's loop: a request never
 /// lands on a connection of another loop (which would cost a thread hop for every read), and a finished
-/// request leaves its connection idle in its client's pool for the next request of that loop (keep-alive,
-/// where a request bound to a loop of a shared client would get a connection that is closed after one use).
-final class HTTPTransport: Sendable {
-    let logger: Logger
-    private let eventLoops: [any EventLoop]
-    private let clients: [HTTPClient]
+/// request leaves its connection idle in its client's pool for the next request of that loop, of this download
+/// or of another one to the same host (keep-alive).
+final class HTTPClientPool: Sendable {
+    private struct Key: Hashable {
+        var tls: DownloadConfiguration.TLS
+        var timeouts: DownloadConfiguration.Timeouts
+    }
 
-    init(configuration: DownloadConfiguration, logger: Logger) throws(DownloadError) {
+    private struct State {
+        var clients: [Key: [HTTPClient]] = [:]
+        var isShutDown = false
+    }
+
+    let eventLoops: [any EventLoop]
+    private let state = NIOLockedValueBox(State())
+    private let logger: Logger
+
+    /// - Parameter eventLoops: the loops to spread clients over; at least one.
+    init(eventLoops: [any EventLoop], logger: Logger) {
+        precondition(!eventLoops.isEmpty, "HTTPClientPool needs at least one event loop")
+        self.eventLoops = eventLoops
+        self.logger = logger
+    }
+
+    /// The clients for `configuration`'s TLS and time-out settings, one per event loop, made on first use.
+    func clients(for configuration: DownloadConfiguration) throws(DownloadError) -> [HTTPClient] {
+        let key = Key(tls: configuration.tls, timeouts: configuration.timeouts)
+        if let clients = self.state.withLockedValue({ $0.clients[key] }) { return clients }
+        let clientConfiguration = try Self.clientConfiguration(for: configuration)
+        let clients: [HTTPClient]? = self.state.withLockedValue { state in
+            guard !state.isShutDown else { return nil }
+            if let clients = state.clients[key] { return clients }
+            let clients = self.eventLoops.map { HTTPClient(eventLoopGroup: $0, configuration: clientConfiguration) }
+            state.clients[key] = clients
+            return clients
+        }
+        guard let clients else {
+            throw DownloadError(code: .invalidRequest, message: "The downloader has been shut down.")
+        }
+        return clients
+    }
+
+    private static func clientConfiguration(
+        for configuration: DownloadConfiguration
+    ) throws(DownloadError) -> HTTPClient.Configuration {
         var tls = TLSConfiguration.makeClientConfiguration()
         if !configuration.tls.verifyCertificates {
             tls.certificateVerification = .none
@@ -39,12 +76,9 @@ final class HTTPTransport: Sendable {
             }
             tls.trustRoots = .file(path)
         }
-        // No more loops (and clients) than connections: a machine with many cores does not get a client per core.
-        let eventLoops = Array(Self.eventLoopGroup.makeIterator().prefix(max(1, configuration.connections)))
         var pool = HTTPClient.Configuration.ConnectionPool()
-        // The connections of one loop, and one more (a racer's, or the probe's).
-        pool.concurrentHTTP1ConnectionsPerHostSoftLimit =
-            (configuration.connections + eventLoops.count - 1) / eventLoops.count + 1
+        // The Downloader's connection budget decides how many requests run at once; the pool only keeps them.
+        pool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
         // Our own retry policy decides about failed connections, with its back-off and its count.
         pool.retryConnectionEstablishment = false
         var clientConfiguration = HTTPClient.Configuration(
@@ -59,34 +93,49 @@ final class HTTPTransport: Sendable {
         )
         // Many connections is the point: HTTP/2 would multiplex them all onto one TCP connection.
         clientConfiguration.httpVersion = .http1Only
-        self.clients = eventLoops.map { HTTPClient(eventLoopGroup: $0, configuration: clientConfiguration) }
-        self.eventLoops = eventLoops
-        self.logger = logger
-    }
-
-    /// Downpour's own event loops, one per core, shared by every download of the process and never shut down.
-    /// Body bytes are written to disk on these loops (see ``FileBodyDelegate``), so a slow disk holds up
-    /// downloads only, never other users of NIO's shared loops.
-    static let eventLoopGroup = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
-
-    /// The event loop for connection `id`: connections are spread evenly over the loops, and each keeps its
-    /// loop (and its client) from one request to the next.
-    func eventLoop(forConnection id: Int) -> any EventLoop {
-        self.eventLoops[id % self.eventLoops.count]
-    }
-
-    private func client(forConnection id: Int) -> HTTPClient {
-        self.clients[id % self.clients.count]
+        return clientConfiguration
     }
 
     func shutdown() async {
-        for client in self.clients {
+        let clients = self.state.withLockedValue { state in
+            state.isShutDown = true
+            defer { state.clients = [:] }
+            return state.clients.values.flatMap { $0 }
+        }
+        for client in clients {
             do {
                 try await client.shutdown()
             } catch {
                 self.logger.debug("HTTP client shutdown failed", metadata: ["error": "\(error)"])
             }
         }
+    }
+}
+
+/// One download's view of the ``HTTPClientPool``: connection *i* uses client *(first + i)* mod the number of
+/// clients, so the connections of one download spread over the loops, and downloads started one after another
+/// begin on different loops.
+struct HTTPTransport: Sendable {
+    let logger: Logger
+    private let clients: [HTTPClient]
+    private let eventLoops: [any EventLoop]
+    private let first: Int
+
+    init(clients: [HTTPClient], eventLoops: [any EventLoop], first: Int, logger: Logger) {
+        self.clients = clients
+        self.eventLoops = eventLoops
+        self.first = first
+        self.logger = logger
+    }
+
+    /// The event loop for connection `id`: each connection keeps its loop (and its client) from one request
+    /// to the next.
+    func eventLoop(forConnection id: Int) -> any EventLoop {
+        self.eventLoops[(self.first + id) % self.eventLoops.count]
+    }
+
+    private func client(forConnection id: Int) -> HTTPClient {
+        self.clients[(self.first + id) % self.clients.count]
     }
 
     /// Sends one request and returns once the response head is in; the body streams from the response.
@@ -184,7 +233,7 @@ extension DownloadError {
         case let error as HTTPClientError where error == .tlsHandshakeTimeout:
             reason = "the TLS handshake with \(target) timed out"
         case let error as NIOSSLError:
-            reason = "the TLS connection to \(target) failed (\(error)); check the certificate, or use --ca-certificate"
+            reason = "the TLS connection to \(target) failed (\(error)); check the certificate, or trust its issuer"
         case let error as NIOConnectionError where error.connectionErrors.isEmpty:
             // Not a single address to try: the name did not resolve.
             reason = "the host name '\(error.host)' could not be resolved; check the URL and the network"

@@ -25,11 +25,17 @@ struct SegmentWorker: Sendable {
     func run() async throws(AttemptFailure) {
         var takesOver = true
         while true {
+            // A permit first, then work: a connection waiting for a permit holds no range another could fetch.
+            try await self.session.acquirePermit()
             if let lease = self.session.acquire(connection: self.id, takesOver: takesOver) {
-                defer { self.session.release(lease.id, connection: self.id) }
+                defer {
+                    self.session.release(lease.id, connection: self.id)
+                    self.session.releasePermit()
+                }
                 takesOver = try await self.fetch(lease.id)
                 continue
             }
+            self.session.releasePermit()
             // Nothing to take now; a connection still busy may yet turn out slow enough to race.
             guard takesOver, self.session.mayRaceLater else { return }
             do {
@@ -62,7 +68,7 @@ struct SegmentWorker: Sendable {
                             code: .network,
                             message: "Connection \(self.id) stayed below the lowest speed of "
                                 + "\(ByteCount.formatRate(slow.reference)) (\(speed)) after \(restartsBelowFloor) "
-                                + "restarts. Try again later, or lower --lowest-speed."
+                                + "restarts. Try again later, or with a lower floor."
                         )
                     )
                 }

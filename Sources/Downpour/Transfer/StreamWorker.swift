@@ -10,6 +10,8 @@ struct StreamWorker: Sendable {
 
     /// Returns the number of bytes written.
     func run() async throws(AttemptFailure) -> Int64 {
+        try await self.session.acquirePermit()
+        defer { self.session.releasePermit() }
         var failuresWithoutProgress = 0
         var furthest: Int64 = 0
         while true {

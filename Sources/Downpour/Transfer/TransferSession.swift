@@ -12,7 +12,11 @@ final class TransferSession: Sendable {
     let headers: [HTTPHeaderField]
     let configuration: DownloadConfiguration
     let logger: Logger
-    let events: AsyncStream<DownloadEvent>.Continuation
+    let hub: DownloadEventHub
+    /// Every request holds a permit of the ``Downloader``'s connection budget for ``host`` while it runs.
+    let budget: ConnectionBudget
+    /// The bandwidth limits the body bytes are paced by.
+    let pacing: Pacing
     private let state: NIOLockedValueBox<State>
     /// One per connection, made up front: ends that connection's current request from another task.
     private let aborts: [Int: RequestAbort]
@@ -55,7 +59,9 @@ final class TransferSession: Sendable {
         headers: [HTTPHeaderField],
         configuration: DownloadConfiguration,
         logger: Logger,
-        events: AsyncStream<DownloadEvent>.Continuation
+        hub: DownloadEventHub,
+        budget: ConnectionBudget,
+        pacing: Pacing
     ) {
         self.transport = transport
         self.file = file
@@ -63,7 +69,9 @@ final class TransferSession: Sendable {
         self.headers = headers
         self.configuration = configuration
         self.logger = logger
-        self.events = events
+        self.hub = hub
+        self.budget = budget
+        self.pacing = pacing
         self.state = NIOLockedValueBox(State())
         self.aborts = Dictionary(
             uniqueKeysWithValues: (1...max(configuration.connections, 1)).map { ($0, RequestAbort()) }
@@ -79,7 +87,9 @@ final class TransferSession: Sendable {
             headers: self.headers,
             configuration: self.configuration,
             logger: self.logger,
-            events: self.events
+            hub: self.hub,
+            budget: self.budget,
+            pacing: self.pacing
         )
     }
 
@@ -214,6 +224,7 @@ final class TransferSession: Sendable {
 
     struct Snapshot {
         var completedBytes: Int64
+        var completedRanges: [Range<Int64>]
         var bytesThisRun: Int64
         var connections: [(id: Int, state: ConnectionState, remaining: Range<Int64>?)]
         var mostActiveConnections: Int
@@ -223,6 +234,8 @@ final class TransferSession: Sendable {
         self.state.withLockedValue { state in
             Snapshot(
                 completedBytes: state.planner?.completedBytes ?? state.streamedBytes,
+                completedRanges: state.planner.map { Array($0.done.ranges) }
+                    ?? (state.streamedBytes > 0 ? [0..<state.streamedBytes] : []),
                 bytesThisRun: state.bytesThisRun,
                 connections: state.connections.keys.sorted().map { id in
                     let connection = state.connections[id]!
@@ -244,6 +257,11 @@ final class TransferSession: Sendable {
         connection: Int
     ) async throws(AttemptFailure) -> (reached: Int64, stopped: Bool, failure: AttemptFailure?) {
         let url = self.remoteFile.url
+        var target = target
+        if !self.pacing.limiters.isEmpty {
+            let pacing = self.pacing
+            target.pace = { pacing.delay(after: $0) }
+        }
         let delegate = FileBodyDelegate(
             target: target,
             file: self.file,
@@ -300,7 +318,26 @@ final class TransferSession: Sendable {
     }
 
     func emit(_ event: DownloadEvent) {
-        self.events.yield(event)
+        self.hub.emit(event)
+    }
+
+    /// The host whose connection budget this download's requests count against.
+    var host: String {
+        self.remoteFile.url.host ?? ""
+    }
+
+    /// Waits for a permit to open a connection (see ``ConnectionBudget``); give it back with
+    /// ``releasePermit()``.
+    func acquirePermit() async throws(AttemptFailure) {
+        do {
+            try await self.budget.acquire(host: self.host)
+        } catch {
+            throw .fatal(.cancelled)
+        }
+    }
+
+    func releasePermit() {
+        self.budget.release(host: self.host)
     }
 
     /// After a failed attempt: gives up when the tries are used up (or the download is cancelled), else logs,
