@@ -68,6 +68,8 @@ let package = Package(
             dependencies: [
                 "Downpour", "DownpourTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: upcomingFeatures
         ),

@@ -7,13 +7,17 @@
 #                         [--size-scale F] [--csv FILE] [--run-timeout S]
 #                         [--lossy-cc ALGO] [--settle S]
 #
-# Cases (default: unthrottled,throttled,straggler,lossy; `rss` only when listed):
+# Cases (default: all but `rss`, which runs only when listed):
 #   unthrottled  1 GiB, no limits
 #   throttled    100 MiB, every connection limited to 20 MiB/s
 #   straggler    200 MiB, one connection in four limited to 1 MiB/s, plus an
 #                unthrottled 200 MiB "ideal" reference for downpour/aria2c -x 4
 #   lossy        100 MiB over a link with 50 ms delay and 0.5 % loss each way
 #                (netem, else a userspace delay line: scripts/bench/delayline.py)
+#   manyfiles    1,000 files of 64 KiB, 16 at a time: downpour get -i, aria2c -i,
+#                curl --parallel; time, and connections opened (nginx's log)
+#   ratelimit    4 x 50 MiB under --max-overall-download-limit 20M, and 100 MiB
+#                under --max-download-limit 10M (downpour, aria2c): rate / limit
 #   rss          downpour -x 4 on 1 GiB and 4 GiB: peak RSS of each
 #
 # Before every run the script syncs and waits --settle seconds (default 1), so
@@ -41,13 +45,13 @@ usage() {
 # ------------------------------------------------------------------ options
 BIN=""
 REPS=3
-CASES="unthrottled,throttled,straggler,lossy"
+CASES="unthrottled,throttled,straggler,lossy,manyfiles,ratelimit"
 SCALE=1
 CSV="bench-results.csv"
 RUN_TIMEOUT=""
 LOSSY_CC=""
 SETTLE=1
-ALL_CASES=(unthrottled throttled straggler lossy rss)
+ALL_CASES=(unthrottled throttled straggler lossy manyfiles ratelimit rss)
 
 while [[ $# -gt 0 ]]; do
     arg=$1
@@ -191,6 +195,15 @@ trap 'exit 143' TERM
 THROTTLE_RATE=20m
 STRAGGLER_RATE=1m
 
+# nginx's counter of accepted connections (location /status), when this build
+# has the stub_status module (Debian's has).
+HAVE_STUB_STATUS=0
+"$NGINX" -V 2>&1 | grep -q -- --with-http_stub_status_module && HAVE_STUB_STATUS=1
+status_location() {
+    [[ $HAVE_STUB_STATUS -eq 1 ]] || return 0
+    printf '        location = /status {\n            stub_status;\n            access_log off;\n        }\n'
+}
+
 # write_conf FILE LISTEN PREFIXDIR
 write_conf() {
     local file=$1 listen=$2 dir=$3
@@ -206,6 +219,10 @@ http {
 $(nginx_http_common "$dir")
     log_format bench '\$connection \$connection_requests "\$request" \$status \$body_bytes_sent \$request_time';
     access_log $dir/access.log bench;
+    # The manyfiles and ratelimit cases read this one (cut per run at the byte
+    # offset before the run): connection serial number, request end time and
+    # duration, to count the connections a client used and the server-side span.
+    log_format conns '\$connection \$connection_requests \$msec \$request_time \$status \$body_bytes_sent "\$request"';
     keepalive_requests 100000;
     keepalive_timeout 65;
 
@@ -244,6 +261,19 @@ $(nginx_http_common "$dir")
             alias $WWW/;
             sendfile_max_chunk 64k;
         }
+        # manyfiles (1,000 small files) and ratelimit: no limits, logged to
+        # conn.log only.
+        location /many/ {
+            alias $WWW/many/;
+            access_log $dir/conn.log conns;
+        }
+        location /rl/ {
+            alias $WWW/;
+            access_log $dir/conn.log conns;
+        }
+        # Accepted connections so far (nginx's counter, including connections
+        # that never carried a request).
+$(status_location)
     }
 }
 EOF
@@ -283,7 +313,7 @@ drop_file() {
     unset "FILE_SHA[$1]"
 }
 
-CSV_HEADER="case,rep,seq,client_index,client,tool,connections,role,size_bytes,url,exit_code,status,wall_s,mb_s,user_s,sys_s,cpu_s,max_rss_kb,sha_ok"
+CSV_HEADER="case,rep,seq,client_index,client,tool,connections,role,size_bytes,url,exit_code,status,wall_s,mb_s,user_s,sys_s,cpu_s,max_rss_kb,sha_ok,limit_bps,log_conns,log_requests,server_s,accepted_conns,files_ok"
 case $CSV in /*) ;; *) CSV="$PWD/$CSV" ;; esac
 echo "$CSV_HEADER" >"$CSV" || die "cannot write $CSV"
 
@@ -308,21 +338,38 @@ rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
 exit "$rc"'
 
-# client_cmd TOOL N URL OUTFILE SIZE: sets CMD.
+# Options every aria2c row shares (no config file, no preallocation, no
+# renaming, quiet console).
+ARIA2_COMMON=(--no-conf --file-allocation=none --allow-overwrite=true --auto-file-renaming=false
+    --console-log-level=warn --summary-interval=0)
+
+# client_cmd TOOL N URL OUT SIZE [EXTRA]: sets CMD. OUT is the output file, or
+# for the *-list tools the output directory; URL is then the input list (for
+# curl-list a curl config file with url/output pairs). EXTRA: more options,
+# separated by spaces (appended before the URL).
 client_cmd() {
     local tool=$1 n=$2 url=$3 out=$4 size=$5
+    local -a extra=()
+    [[ -n ${6:-} ]] && read -r -a extra <<<"$6"
     case $tool in
         downpour)
-            CMD=("$BIN" get "$url" -o "$out" -x "$n" --quiet --overwrite)
+            CMD=("$BIN" get "$url" -o "$out" -x "$n" --quiet --overwrite "${extra[@]}")
+            ;;
+        downpour-list)
+            CMD=("$BIN" get -i "$url" -j "$n" -d "$out" "${extra[@]}" --quiet)
             ;;
         aria2c)
-            CMD=(aria2c --no-conf -x "$n" -s "$n" -k 1M --file-allocation=none
-                --allow-overwrite=true --auto-file-renaming=false
-                -d "$(dirname -- "$out")" -o "$(basename -- "$out")"
-                --console-log-level=warn --summary-interval=0 "$url")
+            CMD=(aria2c "${ARIA2_COMMON[@]}" -x "$n" -s "$n" -k 1M
+                -d "$(dirname -- "$out")" -o "$(basename -- "$out")" "${extra[@]}" "$url")
+            ;;
+        aria2c-list)
+            CMD=(aria2c "${ARIA2_COMMON[@]}" -i "$url" -j "$n" -d "$out" "${extra[@]}")
             ;;
         curl)
             CMD=(curl -sS -f -o "$out" "$url")
+            ;;
+        curl-list)
+            CMD=(curl --parallel --parallel-max "$n" -sS -f "${extra[@]}" --config "$url")
             ;;
         curlranges)
             CMD=(bash -c "$CURL_RANGES" curl-ranges "$url" "$out" "$n" "$size")
@@ -351,20 +398,63 @@ align_connections() {
     return 1
 }
 
-# run_one CASE REP SEQ CLIENT_INDEX LABEL TOOL N URL SIZE SHA ROLE TIMEOUT [NS]
+# Set to 1 by the cases that count connections (manyfiles, ratelimit): around
+# each run, read nginx's accepted-connections counter and cut $WORK/conn.log.
+# Off elsewhere: the extra /status request would shift the connection serial
+# numbers that the straggler case lines up.
+CONN_STATS=0
+
+# accepted_count: nginx's count of accepted connections (stub_status), or "".
+accepted_count() {
+    [[ $HAVE_STUB_STATUS -eq 1 ]] || return 0
+    curl -sf --max-time 5 "$BASE/status" 2>/dev/null | awk 'NR == 3 && $1 ~ /^[0-9]+$/ { print $1 }' || true
+}
+
+# conn_log_stats OFFSET: from $WORK/conn.log after byte OFFSET, prints
+# "CONNECTIONS REQUESTS SPAN" (distinct $connection serials, requests, first
+# request start to last request end in seconds), or nothing when no request
+# was logged.
+conn_log_stats() {
+    [[ -f $WORK/conn.log ]] || return 0
+    tail -c +"$(($1 + 1))" "$WORK/conn.log" | awk '
+        $3 ~ /^[0-9.]+$/ && $4 ~ /^[0-9.]+$/ {
+            n++; c[$1] = 1
+            s = $3 - $4; e = $3 + 0
+            if (n == 1 || s < lo) lo = s
+            if (n == 1 || e > hi) hi = e
+        }
+        END { if (n > 0) { k = 0; for (x in c) k++; printf "%d %d %.3f\n", k, n, hi - lo } }'
+}
+
+# run_one CASE REP SEQ CLIENT_INDEX LABEL TOOL N URL SIZE SHA ROLE TIMEOUT [NS] [EXTRA] [LIMIT]
+# SHA is the output file's SHA-256, or "manifest:FILE:COUNT" for the *-list
+# tools: $OUT must then hold exactly COUNT files, each matching FILE (the
+# output of sha256sum, names relative to $OUT). EXTRA: more client options
+# (see client_cmd); LIMIT: the rate limit under test in bytes/s (CSV only).
 run_one() {
     local cname=$1 rep=$2 seq=$3 cidx=$4 label=$5 tool=$6 n=$7 url=$8 size=$9
-    local sha=${10} role=${11} tmo=${12} ns=${13:-}
+    local sha=${10} role=${11} tmo=${12} ns=${13:-} xopts=${14:-} limit=${15:-}
     local out="$OUT/download.bin" log="$WORK/client.log" timef="$WORK/time.out"
     local -a pre=()
     local rc=0 t0 t1 wall mbs e u s m cpu status shaok got
+    local manifest="" want=0 nfiles="" filesok="" logoff acc0="" acc1 accepted="" lconns="" lreqs="" lspan=""
+    if [[ $sha == manifest:* ]]; then
+        manifest=${sha#manifest:}
+        want=${manifest##*:}
+        manifest=${manifest%:*}
+        out=$OUT
+    fi
     rm -rf -- "$OUT"
     mkdir -p "$OUT"
     : >"$timef"
     sync
     sleep "$SETTLE"
     [[ -n $ns ]] && pre=(ip netns exec "$ns")
-    client_cmd "$tool" "$n" "$url" "$out" "$size"
+    client_cmd "$tool" "$n" "$url" "$out" "$size" "$xopts"
+    if [[ $CONN_STATS -eq 1 ]]; then
+        acc0=$(accepted_count)
+        logoff=$(stat -c %s "$WORK/conn.log" 2>/dev/null || echo 0)
+    fi
     t0=$EPOCHREALTIME
     "${pre[@]}" timeout -k 5 "$tmo" /usr/bin/time -f '%e %U %S %M' -o "$timef" \
         "${CMD[@]}" </dev/null >"$log" 2>&1 || rc=$?
@@ -375,11 +465,31 @@ run_one() {
         { u=""; s=""; m=""; }
     cpu=""
     [[ -n $u ]] && cpu=$(awk -v a="$u" -v b="$s" 'BEGIN { printf "%.2f", a + b }')
+    if [[ $CONN_STATS -eq 1 ]]; then
+        # The one this reading opens itself is counted too.
+        acc1=$(accepted_count)
+        [[ -n $acc0 && -n $acc1 ]] && accepted=$((acc1 - acc0 - 1))
+    fi
     shaok=0
+    if [[ -n $manifest ]]; then
+        nfiles=$(find "$OUT" -type f | wc -l)
+        filesok=$(cd -- "$OUT" && { sha256sum -c "$manifest" 2>/dev/null | grep -c ': OK$'; }) || true
+    fi
     if [[ $rc -eq 124 || $rc -eq 137 ]]; then
         status=TIMEOUT
     elif [[ $rc -ne 0 ]]; then
         status="EXIT$rc"
+    elif [[ -n $manifest ]]; then
+        if [[ $filesok -eq $want && $nfiles -eq $want ]]; then
+            shaok=1
+            status=ok
+        elif [[ $nfiles -eq 0 ]]; then
+            status=NO-OUTPUT
+        elif [[ $nfiles -ne $want ]]; then
+            status="FILES-$nfiles-OF-$want"
+        else
+            status="SHA-MISMATCH-$((want - filesok))"
+        fi
     elif [[ ! -f $out ]]; then
         status=NO-OUTPUT
     else
@@ -391,14 +501,22 @@ run_one() {
             status=SHA-MISMATCH
         fi
     fi
+    # nginx writes a request's log line right after its last byte; the
+    # verification above has given it time.
+    if [[ $CONN_STATS -eq 1 ]]; then
+        read -r lconns lreqs lspan < <(conn_log_stats "$logoff") || true
+    fi
     mbs=$(awk -v b="$size" -v w="$wall" 'BEGIN { if (w > 0) printf "%.1f", b / w / 1e6 }')
-    printf '%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n' \
+    printf '%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n' \
         "$cname" "$rep" "$seq" "$cidx" "$label" "$tool" "$n" "$role" "$size" "$url" \
-        "$rc" "$status" "$wall" "$mbs" "$u" "$s" "$cpu" "$m" "$shaok" >>"$CSV"
-    printf 'bench: [%s rep %d/%d #%d] %-22s %8s s %8s MB/s  cpu %5s s  rss %6s MB  %s\n' \
+        "$rc" "$status" "$wall" "$mbs" "$u" "$s" "$cpu" "$m" "$shaok" \
+        "$limit" "$lconns" "$lreqs" "$lspan" "$accepted" "$filesok" >>"$CSV"
+    printf 'bench: [%s rep %d/%d #%d] %-22s %8s s %8s MB/s  cpu %5s s  rss %6s MB  %s%s\n' \
         "$cname" "$rep" "$REPS" "$seq" "$label" "$wall" "$mbs" "${cpu:--}" \
         "$(awk -v k="${m:-}" 'BEGIN { if (k != "") printf "%.1f", k * 1024 / 1e6; else printf "-" }')" \
-        "$status" >&2
+        "$status" \
+        "$( [[ -n $lconns || -n $accepted ]] && printf '  conns %s (accepted %s), %s requests, server %s s' \
+            "${lconns:--}" "${accepted:--}" "${lreqs:--}" "${lspan:--}")" >&2
     if [[ $status != ok && -s $log ]]; then
         tail -n 5 "$log" | sed 's/^/bench:     | /' >&2
     fi
@@ -421,30 +539,34 @@ CLIENTS=(
 )
 
 # run_matrix CASE SIZE TIMEOUT NS ALIGN_BASE ENTRY...
-# ENTRY is "LABEL|TOOL|N|URL|ROLE". For each repetition every entry runs once,
-# starting one further down the list each time.
+# ENTRY is "LABEL|TOOL|N|URL|ROLE[|SIZE|SHA|LIMIT|EXTRA]"; SIZE and SHA default
+# to the case's SIZE and to the SHA-256 of $DATA_NAME (see run_one for the
+# rest). For each repetition every entry runs once, starting one further down
+# the list each time.
 run_matrix() {
     local cname=$1 size=$2 tmo=$3 ns=$4 align=$5
     shift 5
     local -a entries=("$@")
-    local n=${#entries[@]} r i idx seq label tool conns url role
+    local n=${#entries[@]} r i idx seq label tool conns url role esize esha elimit eextra
     for ((r = 0; r < REPS; r++)); do
         seq=0
         for ((i = 0; i < n; i++)); do
             idx=$(((i + r) % n))
-            IFS='|' read -r label tool conns url role <<<"${entries[$idx]}"
+            IFS='|' read -r label tool conns url role esize esha elimit eextra <<<"${entries[$idx]}"
+            [[ -n $esize ]] || esize=$size
+            [[ -n $esha ]] || esha=${FILE_SHA[$DATA_NAME]}
             seq=$((seq + 1))
             if [[ -n $align ]] && ! align_connections "$align"; then
                 note "could not line up nginx connection numbers"
             fi
             run_one "$cname" "$((r + 1))" "$seq" "$idx" "$label" "$tool" "$conns" "$url" \
-                "$size" "${FILE_SHA[$DATA_NAME]}" "$role" "$tmo" "$ns"
+                "$esize" "$esha" "$role" "$tmo" "$ns" "$eextra" "$elimit"
         done
     done
 }
 
 summarize() { # summarize CASE TITLE [EXTRA ARGS...]
-    python3 "$HELPERS/summarize.py" --csv "$CSV" --case "$1" --title "$2" "${@:3}"
+    PYTHONDONTWRITEBYTECODE=1 python3 "$HELPERS/summarize.py" --csv "$CSV" --case "$1" --title "$2" "${@:3}"
 }
 
 timeout_for() { # timeout_for SIZE BYTES_PER_SECOND_FLOOR
@@ -639,6 +761,92 @@ case_rss() {
     drop_file "$DATA_NAME"
 }
 
+MANY_COUNT=1000
+MANY_SIZE=65536
+MANY_J=16
+
+# gen_many: $WWW/many/f0000.bin ... f0999.bin (MANY_COUNT files of MANY_SIZE
+# bytes, from /dev/urandom), their sha256sum manifest $WORK/many.sha256, the
+# URL list $WORK/many.list (aria2-style, one URL a line) and the curl config
+# $WORK/many.curl (url/output pairs, outputs under $OUT).
+gen_many() {
+    local dir="$WWW/many"
+    rm -rf -- "$dir"
+    mkdir -p "$dir"
+    note "generating $MANY_COUNT files of $MANY_SIZE bytes from /dev/urandom"
+    head -c $((MANY_COUNT * MANY_SIZE)) /dev/urandom |
+        (cd -- "$dir" && split -b "$MANY_SIZE" -a 4 -d --additional-suffix=.bin - f)
+    [[ $(find "$dir" -type f -size "${MANY_SIZE}c" | wc -l) -eq $MANY_COUNT ]] ||
+        die "could not write $MANY_COUNT files to $dir (disk full?)"
+    (cd -- "$dir" && sha256sum -- f*.bin) >"$WORK/many.sha256"
+    awk -v base="$BASE/many/" '{ print base $2 }' "$WORK/many.sha256" >"$WORK/many.list"
+    awk -v base="$BASE/many/" -v out="$OUT/" '{ printf "url = \"%s%s\"\noutput = \"%s%s\"\n", base, $2, out, $2 }' \
+        "$WORK/many.sha256" >"$WORK/many.curl"
+}
+
+case_manyfiles() {
+    local total tmo v entries=()
+    gen_many
+    total=$((MANY_COUNT * MANY_SIZE))
+    tmo=${RUN_TIMEOUT:-180}
+    v="manifest:$WORK/many.sha256:$MANY_COUNT"
+    # LABEL|TOOL|N|URL (list)|ROLE|SIZE|SHA|LIMIT|EXTRA
+    entries+=("downpour -j $MANY_J|downpour-list|$MANY_J|$WORK/many.list|main|$total|$v||-x 1")
+    entries+=("aria2c -j $MANY_J|aria2c-list|$MANY_J|$WORK/many.list|main|$total|$v||-x 1 -s 1")
+    entries+=("curl --parallel $MANY_J|curl-list|$MANY_J|$WORK/many.curl|main|$total|$v||")
+    CONN_STATS=1
+    run_matrix manyfiles "$total" "$tmo" "" "" "${entries[@]}"
+    CONN_STATS=0
+    summarize manyfiles "manyfiles: $MANY_COUNT files of $MANY_SIZE bytes ($total bytes in all), $MANY_J at a time, nginx on 127.0.0.1, no limits; $REPS rep(s), medians" \
+        --slots "$MANY_J"
+    rm -rf -- "$WWW/many"
+}
+
+# ratelimit: client-side limits against an unthrottled nginx (location /rl/).
+RL_OVERALL=20M
+RL_OVERALL_BPS=$((20 * MIB))
+RL_PER=10M
+RL_PER_BPS=$((10 * MIB))
+RL_FILES=4
+RL_OVERALL_X=1 # connections per download in the overall-limit rows
+
+case_ratelimit() {
+    local part big tmo i name list="$WORK/rl.list" man="$WORK/rl.sha256" entries=() bigsha
+    part=$(scaled $((50 * MIB)))
+    big=$(scaled $((100 * MIB)))
+    # RL_FILES distinct files of `part` bytes for the overall limit.
+    note "generating $RL_FILES files of $(human "$part") from /dev/urandom"
+    : >"$list"
+    : >"$man"
+    for ((i = 1; i <= RL_FILES; i++)); do
+        name="rl-$i.bin"
+        head -c "$part" /dev/urandom >"$WWW/$name"
+        [[ $(stat -c %s "$WWW/$name") -eq $part ]] || die "could not write $WWW/$name (disk full?)"
+        (cd -- "$WWW" && sha256sum -- "$name") >>"$man"
+        echo "$BASE/rl/$name" >>"$list"
+    done
+    gen_file "$big"
+    bigsha=${FILE_SHA[$DATA_NAME]}
+    # Each run should take about bytes / limit; allow 3 times that plus 60 s.
+    if [[ -n $RUN_TIMEOUT ]]; then
+        tmo=$RUN_TIMEOUT
+    else
+        tmo=$(awk -v a="$((RL_FILES * part))" -v ra="$RL_OVERALL_BPS" -v b="$big" -v rb="$RL_PER_BPS" \
+            'BEGIN { t = a / ra; if (b / rb > t) t = b / rb; printf "%.0f", 60 + 3 * t }')
+    fi
+    # LABEL|TOOL|N|URL|ROLE|SIZE|SHA|LIMIT|EXTRA
+    entries+=("downpour -j $RL_FILES overall $RL_OVERALL|downpour-list|$RL_FILES|$list|overall|$((RL_FILES * part))|manifest:$man:$RL_FILES|$RL_OVERALL_BPS|-x $RL_OVERALL_X --max-overall-download-limit $RL_OVERALL")
+    entries+=("aria2c -j $RL_FILES overall $RL_OVERALL|aria2c-list|$RL_FILES|$list|overall|$((RL_FILES * part))|manifest:$man:$RL_FILES|$RL_OVERALL_BPS|-x $RL_OVERALL_X -s $RL_OVERALL_X --max-overall-download-limit=$RL_OVERALL")
+    entries+=("downpour -x 4 per-dl $RL_PER|downpour|4|$BASE/rl/$DATA_NAME|per-download|$big|$bigsha|$RL_PER_BPS|--max-download-limit $RL_PER")
+    entries+=("aria2c -x 4 per-dl $RL_PER|aria2c|4|$BASE/rl/$DATA_NAME|per-download|$big|$bigsha|$RL_PER_BPS|--max-download-limit=$RL_PER")
+    CONN_STATS=1
+    run_matrix ratelimit "$big" "$tmo" "" "" "${entries[@]}"
+    CONN_STATS=0
+    summarize ratelimit "ratelimit: $RL_FILES x $(human "$part") at once under --max-overall-download-limit $RL_OVERALL, and $(human "$big") ($big bytes) under --max-download-limit $RL_PER; nginx on 127.0.0.1, no limits; $REPS rep(s), medians"
+    for ((i = 1; i <= RL_FILES; i++)); do rm -f -- "$WWW/rl-$i.bin"; done
+    drop_file "$DATA_NAME"
+}
+
 # --------------------------------------------------------------------- main
 echo "downpour benchmark, $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 echo "binary:  $BIN ($(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$REPO" diff --quiet HEAD -- 2>/dev/null || echo ', work tree modified'))"
@@ -648,6 +856,10 @@ echo "peers:   $(aria2c --version | head -n 1); $(curl --version | head -n 1 | c
 echo "server:  $("$NGINX" -v 2>&1 | sed 's/^nginx version: //'), worker_processes auto, sendfile on, at $BASE"
 echo "clients: downpour get URL -o F -x N --quiet --overwrite; aria2c -x N -s N -k 1M --file-allocation=none (no conf);"
 echo "         curl -sS -f -o F; wget2 -q --max-threads=1 --no-http2 --no-compression --no-xattr --no-config -O F"
+if case_selected manyfiles || case_selected ratelimit; then
+    echo "lists:   downpour get -i LIST -j N -d DIR -x 1 [--max-overall-download-limit 20M] --quiet; aria2c -i LIST -j N -d DIR -x 1 -s 1 (same options);"
+    echo "         curl --parallel --parallel-max N -sS -f --config F (url/output pairs); per-download limit: --max-download-limit 10M on the -x 4 rows"
+fi
 echo "run:     cases ${SELECTED[*]}; $REPS rep(s); size scale $SCALE; settle ${SETTLE} s before each run; CSV $CSV"
 echo "units:   MB = 10^6 bytes; median over successful runs; CPU = user+sys of the client; peak RSS = max over runs"
 

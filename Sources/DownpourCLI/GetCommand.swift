@@ -14,15 +14,53 @@ import Darwin
 struct GetCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "get",
-        abstract: "Download one file.",
+        abstract: "Download one file, or every file of an input file.",
         discussion: """
             The file is written to NAME.part and renamed to NAME only when every byte is in and the length \
             checks out. An existing NAME is never replaced unless --overwrite is given.
+
+            With -i FILE, every URL of FILE is downloaded, N at a time (-j): one URL a line, '#' starts a \
+            comment, and indented NAME=VALUE lines under a URL set that download's options (aria2's names: \
+            out, dir, header, split, max-connection-per-server, min-split-size, max-download-limit, \
+            user-agent, max-tries, retry-wait, timeout, connect-timeout, lowest-speed-limit, allow-overwrite, \
+            continue, check-certificate, ca-certificate). The command-line options are every entry's defaults. \
+            The exit status is 0 only when every download succeeded; otherwise it is the status of the first \
+            failed entry, and the summary names each failure.
             """
     )
 
-    @Argument(help: "The http or https URL to download.")
-    var url: String
+    @Argument(help: "The http or https URL to download (none with -i).")
+    var urls: [String] = []
+
+    @Option(
+        name: [.customShort("i"), .customLong("input-file")],
+        help: ArgumentHelp("Download every URL listed in this file ('-' for standard input).", valueName: "file")
+    )
+    var inputFile: String?
+
+    @Option(
+        name: [.customShort("j"), .customLong("max-concurrent-downloads")],
+        help: "With -i: downloads at once."
+    )
+    var maximumConcurrentDownloads: Int = 5
+
+    @Option(
+        name: .customLong("max-overall-download-limit"),
+        help: ArgumentHelp(
+            "The most bytes per second over all downloads. Suffixes K, M, G; 0 for no limit.",
+            valueName: "size"
+        )
+    )
+    var overallLimit: ByteSizeArgument?
+
+    @Option(
+        name: .customLong("max-download-limit"),
+        help: ArgumentHelp(
+            "The most bytes per second for each download. Suffixes K, M, G; 0 for no limit.",
+            valueName: "size"
+        )
+    )
+    var downloadLimit: ByteSizeArgument?
 
     @Option(name: [.customShort("o"), .customLong("output")], help: "Save to this file.")
     var output: String?
@@ -129,6 +167,23 @@ struct GetCommand: AsyncParsableCommand {
         if self.output != nil && self.directory != nil {
             throw ValidationError("Give either -o FILE or -d DIR, not both.")
         }
+        if self.inputFile != nil {
+            guard self.urls.isEmpty else { throw ValidationError("Give either URLs or -i FILE, not both.") }
+            guard self.output == nil else {
+                throw ValidationError("-o names one file; with -i, give each entry an 'out=NAME' line instead.")
+            }
+        } else {
+            guard !self.urls.isEmpty else { throw ValidationError("Give a URL to download, or -i FILE.") }
+            guard self.urls.count == 1 else {
+                throw ValidationError(
+                    "Several URLs for one file (mirrors) are not supported yet; give one URL, or list the files "
+                        + "in an input file and use -i."
+                )
+            }
+        }
+        guard (1...1000).contains(self.maximumConcurrentDownloads) else {
+            throw ValidationError("-j must be between 1 and 1000.")
+        }
         guard (1...64).contains(self.connections) else {
             throw ValidationError("-x must be between 1 and 64.")
         }
@@ -161,11 +216,27 @@ struct GetCommand: AsyncParsableCommand {
             logger = Logger(label: "downpour")
             logger.logLevel = .debug
         }
+        var engine = Downloader.Configuration()
+        engine.maximumOverallRate = self.overallLimit.flatMap { $0.bytes > 0 ? $0.bytes : nil }
+
+        if let inputFile {
+            let entries = try self.batchEntries(from: inputFile)
+            let status = await withDownloader(configuration: engine, logger: logger) { downloader in
+                await BatchRunner(
+                    entries: entries,
+                    concurrency: self.maximumConcurrentDownloads,
+                    downloader: downloader,
+                    renderer: BatchRenderer(mode: self.renderMode)
+                ).run()
+            }
+            if status != ExitStatus.success { throw ExitCode(status) }
+            return
+        }
 
         let request: DownloadRequest
         do {
             request = try DownloadRequest(
-                url: self.url,
+                url: self.urls[0],
                 destination: self.destination,
                 configuration: self.downloadConfiguration
             )
@@ -174,9 +245,19 @@ struct GetCommand: AsyncParsableCommand {
             writeError("downpour: \(error.message)")
             throw ExitCode(ExitStatus.usage)
         }
+        let status = await withDownloader(configuration: engine, logger: logger) { downloader in
+            await self.runOne(downloader.download(request))
+        }
+        if status != ExitStatus.success { throw ExitCode(status) }
+    }
 
-        let download = Download(request, logger: logger)
-        let renderer = ProgressRenderer(mode: self.quiet ? .quiet : (isatty(STDOUT_FILENO) != 0 ? .terminal : .lines))
+    private var renderMode: ProgressRenderer.Mode {
+        self.quiet ? .quiet : (isatty(STDOUT_FILENO) != 0 ? .terminal : .lines)
+    }
+
+    /// Runs one download with a live progress line; returns the exit status.
+    private func runOne(_ download: Download) async -> Int32 {
+        let renderer = ProgressRenderer(mode: self.renderMode)
         let rendering = Task {
             for await event in download.events {
                 renderer.render(event)
@@ -195,25 +276,64 @@ struct GetCommand: AsyncParsableCommand {
             running.cancel()
         }
         defer { interruptions.stop() }
-        switch await running.value {
+        let outcome = await running.value
+        await rendering.value
+        switch outcome {
         case .success:
-            await rendering.value
+            return ExitStatus.success
         case .failure(let error):
-            await rendering.value
-            if error.code == .cancelled {
-                if error.resumable {
-                    writeError("downpour: paused; run the same command again to resume.")
-                } else {
-                    writeError("downpour: stopped; nothing was kept (this server does not allow resuming).")
-                }
-            } else {
-                writeError("downpour: error: \(error.message)")
-                if error.resumable {
-                    writeError("downpour: what arrived is kept; run the same command again to resume.")
-                }
-            }
-            throw ExitCode(ExitStatus.code(for: error))
+            for line in Remedy.lines(for: error) { writeError(line) }
+            return ExitStatus.code(for: error)
         }
+    }
+
+    /// The input file's entries as requests, with the command line's options as defaults. A bad entry is a
+    /// usage error naming its line; nothing is downloaded then.
+    private func batchEntries(from path: String) throws -> [BatchRunner.Entry] {
+        let text: String
+        do {
+            if path == "-" {
+                text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+            } else {
+                text = try String(contentsOfFile: path, encoding: .utf8)
+            }
+        } catch {
+            writeError("downpour: cannot read the input file '\(path)': \(error.localizedDescription)")
+            throw ExitCode(ExitStatus.usage)
+        }
+        let input: InputFile
+        do {
+            input = try InputFile(parsing: text)
+        } catch {
+            writeError("downpour: \(path): \(error.description)")
+            throw ExitCode(ExitStatus.usage)
+        }
+        guard !input.entries.isEmpty else {
+            writeError("downpour: \(path) lists no URLs.")
+            throw ExitCode(ExitStatus.usage)
+        }
+        let defaults = Aria2Options(directory: self.directory ?? ".", configuration: self.downloadConfiguration)
+        var entries: [BatchRunner.Entry] = []
+        for entry in input.entries {
+            var options = defaults
+            do throws(DownloadError) {
+                for option in entry.options {
+                    do throws(DownloadError) {
+                        try options.apply(name: option.name, value: option.value)
+                    } catch {
+                        throw DownloadError(code: error.code, message: "line \(option.line): \(error.message)")
+                    }
+                }
+                let request = try options.request(uris: entry.uris)
+                try request.configuration.validate()
+                entries.append(BatchRunner.Entry(line: entry.line, request: request))
+            } catch {
+                let message = error.message.hasPrefix("line ") ? error.message : "line \(entry.line): \(error.message)"
+                writeError("downpour: \(path): \(message)")
+                throw ExitCode(ExitStatus.usage)
+            }
+        }
+        return entries
     }
 
     private var destination: DownloadRequest.Destination {
@@ -242,6 +362,7 @@ struct GetCommand: AsyncParsableCommand {
         configuration.tls = .init(verifyCertificates: !self.insecure, trustedCertificatesPath: self.caCertificate)
         configuration.resume = !self.noResume
         configuration.journalInterval = .milliseconds(Int64(self.journalInterval * 1000))
+        configuration.maximumRate = self.downloadLimit.flatMap { $0.bytes > 0 ? $0.bytes : nil }
         return configuration
     }
 }

@@ -2,12 +2,16 @@
 """Summarises the raw runs that scripts/bench.sh wrote to its CSV (stdlib only).
 
     summarize.py --csv FILE --case NAME [--title TEXT] [--rss-limit-mb 32]
+                 [--per-connection-rate B/S] [--slots N]
 
 Prints one table for the case (medians over the runs that succeeded), then the
 ratios: Downpour/aria2c throughput at the same number of connections, Downpour's
 best throughput over the best peer's, and for rows that have an "ideal"
 reference (role "ref") the ratio of the median times. For the `rss` case it
-prints the peak RSS per file size and whether it stays under the limit.
+prints the peak RSS per file size and whether it stays under the limit. For
+`manyfiles`: Downpour's time over aria2c's and curl's, and the connections each
+client used per download slot (from nginx's log). For `ratelimit`: each row's
+achieved rate over its limit, from the wall time and from nginx's log.
 
 MB = 10^6 bytes everywhere (throughput and RSS).
 """
@@ -78,24 +82,41 @@ def group(rows):
             "cpu": med([fnum(r["cpu_s"]) for r in good]),
             "rss_mb": (max(rss) * 1024 / 1e6) if rss else None,
             "rss_all_mb": [v * 1024 / 1e6 for v in rss],
+            # manyfiles / ratelimit only (empty elsewhere): the rate limit
+            # under test, connections and requests seen by nginx, and its
+            # first-request-start to last-request-end span.
+            "limit": fnum(runs[0].get("limit_bps")),
+            "conns": med([fnum(r.get("log_conns")) for r in good]),
+            "accepted": med([fnum(r.get("accepted_conns")) for r in good]),
+            "requests": med([fnum(r.get("log_requests")) for r in good]),
+            "server_s": med([fnum(r.get("server_s")) for r in good]),
+            "walls": [fnum(r["wall_s"]) for r in good if fnum(r["wall_s"])],
+            "server_all": [fnum(r.get("server_s")) for r in good if fnum(r.get("server_s"))],
         })
     return out
 
 
-def print_table(stats):
+def print_table(stats, extra=()):
+    """extra: (header, key, precision) columns added before "sha ok"."""
     w = max([len("client")] + [len(s["client"]) for s in stats])
-    print("%-*s  %5s  %9s  %8s  %7s  %11s  %s" % (
-        w, "client", "runs", "median s", "MB/s", "CPU s", "peak RSS MB", "sha ok"))
+    head = "%-*s  %5s  %9s  %8s  %7s  %11s" % (
+        w, "client", "runs", "median s", "MB/s", "CPU s", "peak RSS MB")
+    for h, _, _ in extra:
+        head += "  %*s" % (max(len(h), 6), h)
+    print(head + "  sha ok")
     for s in stats:
         if s["good"] == s["runs"]:
             ok = "ok"
         else:
             ok = "FAIL %d/%d (%s)" % (s["runs"] - s["good"], s["runs"],
                                       ",".join(s["bad_status"]))
-        print("%-*s  %5s  %s  %s  %s  %s  %s" % (
+        line = "%-*s  %5s  %s  %s  %s  %s" % (
             w, s["client"], "%d/%d" % (s["good"], s["runs"]),
             fmt(s["wall"], 9, 3), fmt(s["mbps"], 8, 1), fmt(s["cpu"], 7, 2),
-            fmt(s["rss_mb"], 11, 1), ok))
+            fmt(s["rss_mb"], 11, 1))
+        for h, key, prec in extra:
+            line += "  " + fmt(s[key], max(len(h), 6), prec)
+        print(line + "  " + ok)
 
 
 def ratio(a, b):
@@ -167,6 +188,66 @@ def print_ratios(stats, per_connection_rate=None):
                  fmt(m["wall"], 0, 3), fmt(ref["wall"], 0, 3)))
 
 
+def yes_no(ok):
+    return "yes" if ok else "NO"
+
+
+def print_manyfiles(stats, slots):
+    """Time ratios against aria2c and curl, and connections per slot."""
+    dp = next((s for s in stats if s["tool"] == "downpour-list"), None)
+    ar = next((s for s in stats if s["tool"] == "aria2c-list"), None)
+    cu = next((s for s in stats if s["tool"] == "curl-list"), None)
+    if dp is not None and ar is not None:
+        r = ratio(dp["wall"], ar["wall"])
+        if r is None:
+            print("time downpour/aria2c: - (no successful runs on one side)")
+        else:
+            print("time downpour/aria2c: %.2f (downpour %.2fx as fast; target >= 2x: %s)"
+                  % (r, 1 / r, yes_no(1 / r >= 2)))
+    if dp is not None and cu is not None:
+        r = ratio(dp["wall"], cu["wall"])
+        if r is None:
+            print("time downpour/curl: - (no successful runs on one side)")
+        else:
+            print("time downpour/curl: %.2f (downpour %.2fx as fast; target <= 1.00: %s)"
+                  % (r, 1 / r, yes_no(r <= 1.0)))
+    parts = []
+    for s in stats:
+        if s["conns"] is None:
+            parts.append("%s -" % s["client"])
+            continue
+        per = s["conns"] / slots
+        t = ("; target <= 2: %s" % yes_no(per <= 2)) if s is dp else ""
+        parts.append("%s %.2f (%g conns, %s accepted%s)"
+                     % (s["client"], per, s["conns"],
+                        "-" if s["accepted"] is None else "%g" % s["accepted"], t))
+    print("connections per slot (distinct $connection in nginx's log / %d; medians): " % slots
+          + ";  ".join(parts))
+
+
+def print_ratelimit(stats):
+    """Achieved rate / limit, from wall time and from nginx's log."""
+    for s in stats:
+        if s["limit"] is None:
+            continue
+        is_dp = s["tool"].startswith("downpour")
+        lim = "%g MiB/s" % (s["limit"] / 1048576)
+        pieces = []
+        for what, med_t, all_t in (("wall time", s["wall"], s["walls"]),
+                                   ("nginx log", s["server_s"], s["server_all"])):
+            if not med_t:
+                pieces.append("%s -" % what)
+                continue
+            r = s["size"] / med_t / s["limit"]
+            rs = sorted(s["size"] / t / s["limit"] for t in all_t)
+            rng = " [%.3f-%.3f]" % (rs[0], rs[-1]) if len(rs) > 1 else ""
+            t = ("; target 0.90-1.02: %s" % yes_no(0.90 <= r <= 1.02)) if is_dp else ""
+            pieces.append("%s %.3f%s%s" % (what, r, rng, t))
+        print("rate/limit %s (%s, %d bytes): %s" % (s["client"], lim, s["size"], ";  ".join(pieces)))
+    print("  (wall time: around the process, so it includes start-up and the probe; nginx log: first request's"
+          " start to the last one's end, from $msec - $request_time; [min-max] over the runs)")
+
+
 def print_rss(stats, limit_mb):
     rows = [s for s in stats if s["tool"] == "downpour"]
     if not rows:
@@ -198,6 +279,8 @@ def main():
     ap.add_argument("--rss-limit-mb", type=float, default=32.0)
     ap.add_argument("--per-connection-rate", type=float, default=None,
                     help="bytes per second each connection is limited to (throttled case)")
+    ap.add_argument("--slots", type=int, default=16,
+                    help="downloads at a time (manyfiles: connections per slot)")
     args = ap.parse_args()
     rows = load(args.csv, args.case)
     print()
@@ -206,10 +289,18 @@ def main():
         print("(no runs)")
         return 0
     stats = group(rows)
-    print_table(stats)
-    if args.case == "rss":
+    if args.case == "manyfiles":
+        print_table(stats, (("conns", "conns", 0), ("accepted", "accepted", 0),
+                            ("requests", "requests", 0)))
+        print_manyfiles(stats, args.slots)
+    elif args.case == "ratelimit":
+        print_table(stats, (("conns", "conns", 0), ("server s", "server_s", 3)))
+        print_ratelimit(stats)
+    elif args.case == "rss":
+        print_table(stats)
         print_rss(stats, args.rss_limit_mb)
     else:
+        print_table(stats)
         print_ratios(stats, args.per_connection_rate)
     return 0
 

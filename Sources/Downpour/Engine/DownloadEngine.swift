@@ -83,7 +83,7 @@ struct DownloadEngine: Sendable {
 
         let length: Int64
         do {
-            let resumed = try await self.prepare(file, journal: journal, remote: remote)
+            let (resumed, notices) = try await self.prepare(file, journal: journal, remote: remote)
             self.hub.emit(
                 .started(
                     DownloadStart(
@@ -94,6 +94,10 @@ struct DownloadEngine: Sendable {
                     )
                 )
             )
+            for notice in notices {
+                self.logger.info("\(notice)")
+                self.hub.emit(.notice(notice))
+            }
             length = try await self.transfer(&session, resumed: resumed, journal: journal)
         } catch {
             let keep =
@@ -134,12 +138,12 @@ struct DownloadEngine: Sendable {
     }
 
     /// Decides between resuming and starting over (``ResumeDecision``), and readies the `.part` file for it,
-    /// off the cooperative pool. Returns the bytes already on disk.
+    /// off the cooperative pool. Returns the bytes already on disk, and what a person should be told about it.
     private func prepare(
         _ file: OutputFile,
         journal: JournalStore,
         remote: RemoteFile
-    ) async throws(DownloadError) -> ByteRangeSet {
+    ) async throws(DownloadError) -> (ByteRangeSet, [String]) {
         let resume = self.request.configuration.resume
         let (ranges, notices) = try await BlockingIO.run {
             () throws(DownloadError) -> (ByteRangeSet, [String]) in
@@ -175,11 +179,7 @@ struct DownloadEngine: Sendable {
                 }
             }
         }
-        for notice in notices {
-            self.logger.info("\(notice)")
-            self.hub.emit(.notice(notice))
-        }
-        return ranges
+        return (ranges, notices)
     }
 
     /// Downloads in ranges when the server allows, else as one stream; returns the length.

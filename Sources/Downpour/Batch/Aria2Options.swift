@@ -1,0 +1,149 @@
+/// Per-download options by aria2's names, as an input file (`aria2c -i`) or aria2's RPC gives them, turned into
+/// a ``DownloadRequest``.
+///
+/// ```swift
+/// var options = Aria2Options(directory: "downloads")
+/// try options.apply(name: "out", value: "big.iso")
+/// try options.apply(name: "split", value: "8")
+/// let request = try options.request(uris: ["https://example.com/big.iso"])
+/// ```
+///
+/// Names that aria2 has but Downpour does not are refused with a message naming them, never ignored.
+public struct Aria2Options: Sendable, Hashable {
+    /// The directory to save into (`dir`).
+    public var directory: String
+    /// The file name inside ``directory`` (`out`); the server's or the URL's name when `nil`.
+    public var output: String?
+    /// Everything else.
+    public var configuration: DownloadConfiguration
+
+    /// The option names ``apply(name:value:)`` takes.
+    public static let supportedNames: [String] = [
+        "dir", "out", "header", "split", "max-connection-per-server", "min-split-size", "max-download-limit",
+        "user-agent", "max-tries", "retry-wait", "timeout", "connect-timeout", "lowest-speed-limit",
+        "allow-overwrite", "continue", "check-certificate", "ca-certificate",
+    ]
+
+    public init(directory: String = ".", output: String? = nil, configuration: DownloadConfiguration = .init()) {
+        self.directory = directory
+        self.output = output
+        self.configuration = configuration
+    }
+
+    /// Applies one option.
+    ///
+    /// - Throws: ``DownloadError/Code/invalidRequest`` for an unknown name or a bad value; the message names
+    ///   the option and says what it takes.
+    public mutating func apply(name: String, value: String) throws(DownloadError) {
+        func bad(_ what: String) -> DownloadError {
+            .invalidRequest("The option '\(name)' takes \(what), not '\(value)'.")
+        }
+        func count(_ range: ClosedRange<Int>) throws(DownloadError) -> Int {
+            guard let number = Int(value), range.contains(number) else {
+                throw bad("a whole number from \(range.lowerBound) to \(range.upperBound)")
+            }
+            return number
+        }
+        func size() throws(DownloadError) -> Int64 {
+            guard let bytes = ByteCount.parse(value) else { throw bad("a size such as 512K, 10M or 1G") }
+            return bytes
+        }
+        func seconds() throws(DownloadError) -> Duration {
+            guard let seconds = Double(value), seconds.isFinite, seconds >= 0, seconds <= 86_400 else {
+                throw bad("a number of seconds")
+            }
+            return .milliseconds(Int64((seconds * 1000).rounded()))
+        }
+        func flag() throws(DownloadError) -> Bool {
+            switch value.lowercased() {
+            case "true": return true
+            case "false": return false
+            default: throw bad("true or false")
+            }
+        }
+        switch name {
+        case "dir":
+            guard !value.isEmpty else { throw bad("a directory") }
+            self.directory = value
+        case "out":
+            self.output = try Self.checkedOutput(value)
+        case "header":
+            guard let header = HTTPHeaderField(parsing: value) else { throw bad("'Name: value'") }
+            try header.validate()
+            self.configuration.headers.append(header)
+        case "split", "max-connection-per-server":
+            self.configuration.connections = try count(1...64)
+        case "min-split-size":
+            let bytes = try size()
+            guard bytes >= 1024 else { throw bad("a size of at least 1K") }
+            self.configuration.minimumSplitSize = bytes
+        case "max-download-limit":
+            let bytes = try size()
+            self.configuration.maximumRate = bytes == 0 ? nil : bytes
+        case "user-agent":
+            self.configuration.userAgent = value
+        case "max-tries":
+            self.configuration.retry.maximumTries = try count(1...1000)
+        case "retry-wait":
+            self.configuration.retry.wait = try seconds()
+        case "timeout":
+            let timeout = try seconds()
+            guard timeout > .zero else { throw bad("a number of seconds above zero") }
+            self.configuration.timeouts.idleRead = timeout
+            self.configuration.timeouts.connect = timeout
+        case "connect-timeout":
+            let timeout = try seconds()
+            guard timeout > .zero else { throw bad("a number of seconds above zero") }
+            self.configuration.timeouts.connect = timeout
+        case "lowest-speed-limit":
+            let bytes = try size()
+            self.configuration.slowConnections.lowestSpeed = bytes == 0 ? nil : bytes
+        case "allow-overwrite":
+            self.configuration.overwrite = try flag()
+        case "continue":
+            self.configuration.resume = try flag()
+        case "check-certificate":
+            self.configuration.tls.verifyCertificates = try flag()
+        case "ca-certificate":
+            self.configuration.tls.trustedCertificatesPath = value
+        default:
+            throw .invalidRequest(
+                "The option '\(name)' is not supported; the supported ones are "
+                    + Self.supportedNames.joined(separator: ", ") + "."
+            )
+        }
+    }
+
+    /// A request for the file at `uris`.
+    ///
+    /// - Throws: ``DownloadError/Code/invalidRequest`` for a bad URL, or for more than one: mirrors of one file
+    ///   are not supported yet.
+    public func request(uris: [String]) throws(DownloadError) -> DownloadRequest {
+        guard let first = uris.first else { throw .invalidRequest("A download needs a URL.") }
+        guard uris.count == 1 else {
+            throw .invalidRequest(
+                "Several URLs for one file (mirrors) are not supported yet; give one URL per download."
+            )
+        }
+        let destination: DownloadRequest.Destination
+        if let output {
+            destination = .file(self.directory.hasSuffix("/") ? self.directory + output : self.directory + "/" + output)
+        } else {
+            destination = .directory(self.directory)
+        }
+        return try DownloadRequest(url: first, destination: destination, configuration: self.configuration)
+    }
+
+    /// `out` must stay inside `dir`: a relative path without `..` components.
+    static func checkedOutput(_ value: String) throws(DownloadError) -> String {
+        let components = value.split(separator: "/", omittingEmptySubsequences: false)
+        guard !value.isEmpty, !value.hasPrefix("/"), !components.contains(where: { $0 == ".." }),
+            !value.contains("\0"), !value.hasSuffix("/")
+        else {
+            throw .invalidRequest(
+                "The option 'out' must be a file name or a relative path inside the directory, not '\(value)'."
+            )
+        }
+        return value
+    }
+}
