@@ -159,7 +159,8 @@ struct DownloadEngine: Sendable {
             }
             switch journal.load() {
             case .missing:
-                let notice = try file.size() > 0 ? "'\(file.path)' has no resume journal beside it; starting over." : nil
+                let notice =
+                    try file.size() > 0 ? "'\(file.path)' has no resume journal beside it; starting over." : nil
                 return (try startOver(notice), notices)
             case .unreadable(let reason):
                 return (
@@ -172,7 +173,8 @@ struct DownloadEngine: Sendable {
                     return (try startOver(reason), notices)
                 case .resume(let warning):
                     if let warning { notices.append(warning) }
-                    if saved.sourceURL != self.request.url.absoluteString && saved.finalURL != remote.url.absoluteString {
+                    if saved.sourceURL != self.request.url.absoluteString && saved.finalURL != remote.url.absoluteString
+                    {
                         notices.append("Resuming from a different URL than the first run; length and validators match.")
                     }
                     return (saved.doneRanges, notices)
@@ -182,222 +184,71 @@ struct DownloadEngine: Sendable {
         return (ranges, notices)
     }
 
-    /// Downloads in ranges when the server allows, else as one stream; returns the length.
+    /// Downloads in ranges when the server allows, else as one stream, as the ``DownloadStateMachine`` says;
+    /// returns the length. Each answer of the machine is a list of actions done in order: a start action takes
+    /// the rest of its list into its ``TransferRound``; an action that waits for an event (a save, a pause) ends
+    /// its list, and the machine's answer to that event is the next list.
     private func transfer(
         _ session: inout TransferSession,
         resumed: ByteRangeSet,
         journal: JournalStore
     ) async throws(DownloadError) -> Int64 {
-        do {
-            if session.remoteFile.isSegmentable {
-                do {
-                    return try await self.runSegmented(session, resumed: resumed, journal: journal)
-                } catch .rangesIgnored {
-                    self.logger.info("The server ignores ranges; downloading as one stream")
-                    self.hub.emit(.notice("The server ignores range requests; downloading as one stream."))
-                    journal.remove()
-                    var remote = session.remoteFile
-                    remote.acceptsRanges = false
-                    session = session.replacingRemoteFile(remote)
-                }
-            }
-            return try await self.runStream(session)
-        } catch {
-            switch error {
-            case .fatal(let error), .retryable(let error, _):
-                throw error
-            case .slow(let slow):
-                throw DownloadError(
-                    code: .network,
-                    message: "The connection was too slow (\(ByteCount.formatRate(slow.speed)))."
-                )
-            case .rangesIgnored:
-                throw DownloadError(
-                    code: .remoteMisbehaved,
-                    message: "The server ignored a range request it had accepted."
-                )
-            }
-        }
-    }
-
-    /// Downloads in ranges over up to N connections, saving the journal as it goes; returns the length.
-    private func runSegmented(
-        _ session: TransferSession,
-        resumed: ByteRangeSet,
-        journal: JournalStore
-    ) async throws(AttemptFailure) -> Int64 {
         let configuration = session.configuration
-        let length = session.remoteFile.length ?? 0
-        session.startSegmented(
-            SegmentPlanner(
-                length: length,
-                connections: configuration.connections,
-                minimumSplitSize: configuration.minimumSplitSize,
-                minimumRaceSize: configuration.minimumRaceSize,
-                done: resumed
+        if session.remoteFile.isSegmentable {
+            session.startSegmented(
+                SegmentPlanner(
+                    length: session.remoteFile.length ?? 0,
+                    connections: configuration.connections,
+                    minimumSplitSize: configuration.minimumSplitSize,
+                    minimumRaceSize: configuration.minimumRaceSize,
+                    done: resumed
+                )
             )
-        )
-        // No save before the first interval: until then the journal on disk (if any) is still true, and a
-        // fresh download has nothing to lose.
-        let workers = (1...configuration.connections).map { id in
-            { @Sendable () async throws -> Void in
-                try await SegmentWorker(id: id, session: session).run()
-            }
         }
-        let saver = { @Sendable () async throws -> Void in
-            while true {
-                do {
-                    try await Task.sleep(for: configuration.journalInterval)
-                } catch {
-                    return
+        var machine = DownloadStateMachine(connections: configuration.connections)
+        var actions = machine.probeFinished(segmentable: session.remoteFile.isSegmentable)
+        while let action = actions.first {
+            switch action {
+            case .startSegmented, .startStream:
+                let round = TransferRound(session: session, gate: self.gate) {
+                    [self, session] () async throws(DownloadError) in
+                    try await self.saveJournal(journal, session: session)
                 }
+                actions = await round.run(actions, machine: &machine)
+            case .saveJournal:
+                precondition(actions.count == 1, "a save ends its list: \(actions)")
                 do throws(DownloadError) {
                     try await self.saveJournal(journal, session: session)
+                    actions = machine.journalSaved()
                 } catch {
-                    throw AttemptFailure.fatal(error)
+                    actions = machine.journalSaveFailed(error)
                 }
+            case .reportPaused:
+                precondition(actions.count == 1, "a pause ends its list: \(actions)")
+                self.hub.emit(.paused)
+                await self.gate.waitUntilResumed()
+                actions = Task.isCancelled ? machine.cancelled() : machine.resumeRequested()
+            case .reportResumed:
+                self.hub.emit(.resumed)
+                actions.removeFirst()
+            case .fallBackToStream:
+                self.logger.info("The server ignores ranges; downloading as one stream")
+                self.hub.emit(.notice("The server ignores range requests; downloading as one stream."))
+                journal.remove()
+                var remote = session.remoteFile
+                remote.acceptsRanges = false
+                session = session.replacingRemoteFile(remote)
+                actions.removeFirst()
+            case .finish:
+                // Every byte is in: the bytes on disk are the length (a stream's is known only now).
+                return session.completedBytes
+            case .fail(let error):
+                throw error
+            case .cancelWorkers, .scheduleJournalTick, .restartConnection:
+                preconditionFailure("\(action) outside a round")
             }
         }
-        while try await self.runRound(session, workers: workers, companion: saver, watchesSpeed: true) == .paused {
-            do {
-                try await self.saveJournal(journal, session: session)
-            } catch {
-                throw .fatal(error)
-            }
-            try await self.waitWhilePaused()
-        }
-        guard session.isPlanComplete else {
-            throw .fatal(DownloadError(code: .remoteMisbehaved, message: "The download ended with bytes missing."))
-        }
-        return length
-    }
-
-    /// Downloads as one stream; returns the length. A pause drops the stream; resuming starts it again.
-    private func runStream(_ session: TransferSession) async throws(AttemptFailure) -> Int64 {
-        session.startStream()
-        let worker = { @Sendable () async throws -> Void in
-            _ = try await StreamWorker(id: 1, session: session).run()
-        }
-        while try await self.runRound(session, workers: [worker], companion: nil) == .paused {
-            try await self.waitWhilePaused()
-            session.startStream()
-        }
-        // The stream's byte count is its length once the worker has finished.
-        return session.completedBytes
-    }
-
-    private func waitWhilePaused() async throws(AttemptFailure) {
-        self.hub.emit(.paused)
-        await self.gate.waitUntilResumed()
-        if Task.isCancelled { throw .fatal(.cancelled) }
-        self.hub.emit(.resumed)
-    }
-
-    private enum RoundOutcome {
-        case completed, paused
-    }
-
-    private enum ChildOutcome {
-        case workerFinished, pauseRequested, companionFinished
-    }
-
-    /// Runs the workers until they all finish or a pause is asked for, with progress reports and an optional
-    /// companion task (the journal saver) beside them.
-    private func runRound(
-        _ session: TransferSession,
-        workers: [@Sendable () async throws -> Void],
-        companion: (@Sendable () async throws -> Void)?,
-        watchesSpeed: Bool = false
-    ) async throws(AttemptFailure) -> RoundOutcome {
-        if self.gate.isPaused { return .paused }
-        let reporter = ProgressReporter(session: session)
-        let interval = session.configuration.progressInterval
-        let gate = self.gate
-        do {
-            return try await withThrowingTaskGroup(of: ChildOutcome.self) { group in
-                for worker in workers {
-                    group.addTask {
-                        try await worker()
-                        return .workerFinished
-                    }
-                }
-                group.addTask {
-                    await gate.waitUntilPaused()
-                    return Task.isCancelled ? .companionFinished : .pauseRequested
-                }
-                group.addTask {
-                    while true {
-                        do {
-                            try await Task.sleep(for: interval)
-                        } catch {
-                            return .companionFinished
-                        }
-                        reporter.report()
-                    }
-                }
-                if let companion {
-                    group.addTask {
-                        try await companion()
-                        return .companionFinished
-                    }
-                }
-                let slow = session.configuration.slowConnections
-                if watchesSpeed, slow.lowestSpeed != nil || (slow.shareOfMedian != nil && workers.count > 1) {
-                    group.addTask {
-                        await Self.watchSpeed(session, policy: slow)
-                        return .companionFinished
-                    }
-                }
-                var running = workers.count
-                while let outcome = try await group.next() {
-                    switch outcome {
-                    case .workerFinished:
-                        running -= 1
-                        // Every byte is in (a race was won): the losers still reading can stop now.
-                        guard running == 0 || session.isPlanComplete else { continue }
-                        group.cancelAll()
-                        while !group.isEmpty { _ = try? await group.next() }
-                        reporter.report()
-                        return .completed
-                    case .pauseRequested:
-                        group.cancelAll()
-                        while !group.isEmpty { _ = try? await group.next() }
-                        reporter.report()
-                        return .paused
-                    case .companionFinished:
-                        continue
-                    }
-                }
-                return .completed
-            }
-        } catch let failure as AttemptFailure {
-            reporter.report()
-            throw failure
-        } catch {
-            throw .fatal(.cancelled)
-        }
-    }
-
-    /// Restarts the connections the ``SlowConnectionDetector`` finds too slow, until cancelled.
-    private static func watchSpeed(_ session: TransferSession, policy: DownloadConfiguration.SlowConnections) async {
-        var detector = SlowConnectionDetector(
-            window: policy.window,
-            shareOfMedian: policy.shareOfMedian,
-            lowestSpeed: policy.lowestSpeed
-        )
-        let clock = ContinuousClock()
-        let start = clock.now
-        let step = max(policy.window / 5, .milliseconds(20))
-        while true {
-            do {
-                try await Task.sleep(for: step)
-            } catch {
-                return
-            }
-            for verdict in detector.check(session.readings(), now: (clock.now - start).inSeconds) {
-                session.restart(verdict)
-            }
-        }
+        preconditionFailure("the state machine left the download without an action")
     }
 
     /// Syncs the data and records what is on disk.

@@ -1,0 +1,207 @@
+/// One round of a download's workers, from a start action of the ``DownloadStateMachine`` until the machine has
+/// stopped them: the workers, the pause watch, the progress reports, the journal timer and the slow-connection
+/// watch run as one task group; what they report goes to the machine, and the round does what it answers.
+struct TransferRound: Sendable {
+    typealias Action = DownloadStateMachine.Action
+
+    let session: TransferSession
+    let gate: PauseGate
+    /// Syncs the data and records what is on disk.
+    let saveJournal: @Sendable () async throws(DownloadError) -> Void
+    private let reporter: ProgressReporter
+
+    init(
+        session: TransferSession,
+        gate: PauseGate,
+        saveJournal: @escaping @Sendable () async throws(DownloadError) -> Void
+    ) {
+        self.session = session
+        self.gate = gate
+        self.saveJournal = saveJournal
+        self.reporter = ProgressReporter(session: session)
+    }
+
+    /// What the round's tasks report.
+    private enum Report: Sendable {
+        case workerFinished
+        case attemptFailed(AttemptFailure)
+        case pauseRequested
+        case cancelled
+        case journalTick
+        case journalSaved
+        case journalSaveFailed(DownloadError)
+        case slowConnections([SlowConnectionDetector.Verdict], SpeedWatch)
+        /// A task with nothing to tell ended: the progress reports or a timer, cancelled.
+        case ended
+    }
+
+    /// Runs `actions`, a start action and what follows it in the same answer of the machine, until the machine
+    /// has stopped the round's tasks; returns the machine's answer to their stopping.
+    func run(_ actions: [Action], machine: inout DownloadStateMachine) async -> [Action] {
+        if self.gate.isPaused {
+            // Paused before the round began: nothing is started, so nothing needs to stop.
+            let stop = machine.pauseRequested()
+            assert(stop == [.cancelWorkers], "a pause at the start of a round answered \(stop)")
+            return machine.workersStopped()
+        }
+        await withTaskGroup(of: Report.self) { group in
+            self.execute(actions, in: &group)
+            // The pause watch and the progress reports run until cancelled: the group empties only after the
+            // machine has cancelled it.
+            while let report = await group.next() {
+                let next: [Action]
+                switch report {
+                case .workerFinished:
+                    next = machine.workerFinished(planComplete: self.session.isPlanComplete)
+                case .attemptFailed(let failure):
+                    next = machine.attemptFailed(failure)
+                case .pauseRequested:
+                    next = machine.pauseRequested()
+                case .cancelled:
+                    next = machine.cancelled()
+                case .journalTick:
+                    next = machine.journalTick()
+                case .journalSaved:
+                    next = machine.journalSaved()
+                case .journalSaveFailed(let error):
+                    next = machine.journalSaveFailed(error)
+                case .slowConnections(let verdicts, let watch):
+                    self.watchSpeed(watch, in: &group)
+                    var actions: [Action] = []
+                    for verdict in verdicts {
+                        actions += machine.slowVerdict(verdict)
+                    }
+                    next = actions
+                case .ended:
+                    next = []
+                }
+                self.execute(next, in: &group)
+            }
+        }
+        self.reporter.report()
+        return machine.workersStopped()
+    }
+
+    private func execute(_ actions: [Action], in group: inout TaskGroup<Report>) {
+        let session = self.session
+        for action in actions {
+            switch action {
+            case .startSegmented:
+                for id in 1...session.configuration.connections {
+                    group.addTask {
+                        do throws(AttemptFailure) {
+                            try await SegmentWorker(id: id, session: session).run()
+                            return .workerFinished
+                        } catch {
+                            return .attemptFailed(error)
+                        }
+                    }
+                }
+                self.startCompanions(in: &group)
+                let policy = session.configuration.slowConnections
+                if policy.lowestSpeed != nil || (policy.shareOfMedian != nil && session.configuration.connections > 1) {
+                    self.watchSpeed(SpeedWatch(policy: policy), in: &group)
+                }
+            case .startStream:
+                session.startStream()
+                group.addTask {
+                    do throws(AttemptFailure) {
+                        _ = try await StreamWorker(id: 1, session: session).run()
+                        return .workerFinished
+                    } catch {
+                        return .attemptFailed(error)
+                    }
+                }
+                self.startCompanions(in: &group)
+            case .cancelWorkers:
+                group.cancelAll()
+            case .scheduleJournalTick:
+                let interval = session.configuration.journalInterval
+                _ = group.addTaskUnlessCancelled {
+                    do {
+                        try await Task.sleep(for: interval)
+                    } catch {
+                        return .ended
+                    }
+                    return .journalTick
+                }
+            case .saveJournal:
+                let save = self.saveJournal
+                _ = group.addTaskUnlessCancelled {
+                    do throws(DownloadError) {
+                        try await save()
+                        return .journalSaved
+                    } catch {
+                        return .journalSaveFailed(error)
+                    }
+                }
+            case .restartConnection(let verdict):
+                session.restart(verdict)
+            case .fallBackToStream, .reportPaused, .reportResumed, .finish, .fail:
+                preconditionFailure("\(action) while a round runs")
+            }
+        }
+    }
+
+    /// The pause watch and the progress reports, beside the workers of every round.
+    private func startCompanions(in group: inout TaskGroup<Report>) {
+        let gate = self.gate
+        group.addTask {
+            await gate.waitUntilPaused()
+            return Task.isCancelled ? .cancelled : .pauseRequested
+        }
+        let reporter = self.reporter
+        let interval = self.session.configuration.progressInterval
+        group.addTask {
+            while true {
+                do {
+                    try await Task.sleep(for: interval)
+                } catch {
+                    return .ended
+                }
+                reporter.report()
+            }
+        }
+    }
+
+    private func watchSpeed(_ watch: SpeedWatch, in group: inout TaskGroup<Report>) {
+        let session = self.session
+        _ = group.addTaskUnlessCancelled {
+            var watch = watch
+            guard let verdicts = await watch.next(session.readings) else { return .ended }
+            return .slowConnections(verdicts, watch)
+        }
+    }
+
+    /// The ``SlowConnectionDetector`` with its clock, checking the connections' readings every fifth of its
+    /// window; carried from one watch task to the next.
+    private struct SpeedWatch: Sendable {
+        var detector: SlowConnectionDetector
+        let step: Duration
+        let start = ContinuousClock.now
+
+        init(policy: DownloadConfiguration.SlowConnections) {
+            self.detector = SlowConnectionDetector(
+                window: policy.window,
+                shareOfMedian: policy.shareOfMedian,
+                lowestSpeed: policy.lowestSpeed
+            )
+            self.step = max(policy.window / 5, .milliseconds(20))
+        }
+
+        /// Waits until the detector finds connections too slow; `nil` when cancelled first.
+        mutating func next(
+            _ readings: () -> [SlowConnectionDetector.Reading]
+        ) async -> [SlowConnectionDetector.Verdict]? {
+            while true {
+                do {
+                    try await Task.sleep(for: self.step)
+                } catch {
+                    return nil
+                }
+                let verdicts = self.detector.check(readings(), now: (ContinuousClock.now - self.start).inSeconds)
+                if !verdicts.isEmpty { return verdicts }
+            }
+        }
+    }
+}
