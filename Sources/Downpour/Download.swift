@@ -15,9 +15,10 @@ import NIOConcurrencyHelpers
 /// print(try await result.path)
 /// ```
 ///
-/// ``run()`` does the work in the calling task, once. Cancelling that task stops the download and keeps what
-/// was fetched (`NAME.part` and its journal `NAME.part.downpour`), so the same request, in this process or a
-/// later one, continues where it stopped; ``cancel(keepingPartialFile:)`` stops it and removes them.
+/// ``run()`` does the work in the calling task, once. Cancelling that task stops the download and, when the
+/// server allows ranges and bytes are on disk, keeps them (`NAME.part` and its journal `NAME.part.downpour`), so
+/// the same request, in this process or a later one, continues where it stopped (``DownloadError/resumable``
+/// says whether it can); ``cancel(keepingPartialFile:)`` stops it and removes them.
 public final class Download: Sendable, Identifiable {
     /// Where a download is in its life.
     public enum State: String, Sendable, Hashable, Codable {
@@ -39,6 +40,7 @@ public final class Download: Sendable, Identifiable {
 
     /// 16 lowercase hexadecimal digits, stable for the life of the download (aria2's GID).
     public let id: DownloadID
+    /// The request as given; ``setMaximumRate(_:)`` changes the rate in force, not this copy.
     public let request: DownloadRequest
     /// The downloader whose connections and limits this download uses.
     public let downloader: Downloader
@@ -59,7 +61,9 @@ public final class Download: Sendable, Identifiable {
 
     /// A download through ``Downloader/shared``.
     ///
-    /// - Parameter logger: receives diagnostics at `info` and below; silent by default.
+    /// - Parameters:
+    ///   - request: what to download and where to put it.
+    ///   - logger: receives diagnostics at `info` and below; silent by default.
     public convenience init(
         _ request: DownloadRequest,
         logger: Logger = Logger(label: "downpour", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -77,8 +81,9 @@ public final class Download: Sendable, Identifiable {
         self.limiter = BandwidthLimiter(rate: request.configuration.maximumRate)
     }
 
-    /// A download that continues the one whose output is `path`, from its journal alone: the URL, the
-    /// length and the validators come from `path.part.downpour`.
+    /// A download that continues the one whose output is `path`, from its journal alone: the URL comes from
+    /// `path.part.downpour`; the length and validators recorded there are compared with a new probe, as for any
+    /// resume.
     ///
     /// - Throws: ``DownloadError/Code/invalidRequest`` when there is no readable journal for `path`.
     public static func resuming(
@@ -106,9 +111,9 @@ public final class Download: Sendable, Identifiable {
     }
 
     /// What happens, as it happens: each access is a new sequence of its own. It begins with what happened so
-    /// far (`started`, notices, the last progress; everything when the download has ended) and finishes after
-    /// `finished` or `failed`. A listener that does not keep up misses old progress, never the final event,
-    /// and never slows the download.
+    /// far (`started`, the latest 256 other events, the last progress) and finishes after `finished` or
+    /// `failed`. Each listener has a buffer of the newest 1,024 events: one that does not keep up loses the
+    /// oldest ones, never the final event, and never slows the download.
     public var events: AsyncStream<DownloadEvent> {
         self.hub.subscribe()
     }

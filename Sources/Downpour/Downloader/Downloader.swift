@@ -87,8 +87,9 @@ public final class Downloader: Sendable {
 
     /// - Parameters:
     ///   - eventLoopGroupProvider: whose event loops to use.
-    ///   - configuration: the limits at the start; change them later with ``setConfiguration(_:)``. Invalid
-    ///     values are raised to the smallest valid ones (``Configuration/validate()`` says which).
+    ///   - configuration: the limits at the start; change them later with ``setConfiguration(_:)``. Connection
+    ///     limits below 1 count as 1, and an overall rate below 1 as no limit (``Configuration/validate()``
+    ///     reports such values).
     ///   - logger: receives diagnostics at `info` and below; silent by default.
     public convenience init(
         eventLoopGroupProvider: EventLoopGroupProvider = .singleton,
@@ -153,6 +154,7 @@ public final class Downloader: Sendable {
     /// A new download of `request`, not yet started: call ``Download/run()``.
     ///
     /// - Parameters:
+    ///   - request: what to download and where to put it.
     ///   - id: the identity to give it (one restored from storage, say); a new random one by default.
     ///   - logger: the download's logger; the downloader's by default.
     public func download(_ request: DownloadRequest, id: DownloadID = DownloadID(), logger: Logger? = nil) -> Download {

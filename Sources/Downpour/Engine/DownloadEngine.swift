@@ -81,9 +81,24 @@ struct DownloadEngine: Sendable {
             pacing: Pacing(limiters: [self.downloader.overallLimiter, self.limiter])
         )
 
+        let resumed: ByteRangeSet
+        let notices: [String]
+        do {
+            (resumed, notices) = try await self.prepare(file, journal: journal, remote: remote)
+        } catch {
+            // Nothing of this run is on disk. An earlier run's bytes stay as long as their journal does (a
+            // cancel before the preparation ran, say); without one the `.part` file holds nothing of use.
+            let kept: Bool
+            if remote.isSegmentable, case .loaded = journal.load() { kept = true } else { kept = false }
+            if !kept { FileOperations.remove(partPath) }
+            file.close()
+            var failure = error
+            failure.resumable = kept
+            throw failure
+        }
+
         let length: Int64
         do {
-            let (resumed, notices) = try await self.prepare(file, journal: journal, remote: remote)
             self.hub.emit(
                 .started(
                     DownloadStart(
@@ -101,13 +116,16 @@ struct DownloadEngine: Sendable {
             length = try await self.transfer(&session, resumed: resumed, journal: journal)
         } catch {
             let keep =
-                session.remoteFile.isSegmentable && session.completedBytes > 0
+                session.remoteFile.isSegmentable && (session.completedBytes > 0 || resumed.byteCount > 0)
                 && error.code != .remoteChanged && error.code != .remoteMisbehaved
             if keep {
                 // The last save may be up to one interval old; bring it up to date if the disk lets us. In a
                 // task of its own, so that the cancellation that stopped the download does not stop this too.
-                let finalSave = Task { try await self.saveJournal(journal, session: session) }
-                _ = await finalSave.result
+                // Before the plan is in place the journal on disk is still true, and there is nothing to add.
+                if session.hasPlan {
+                    let finalSave = Task { try await self.saveJournal(journal, session: session) }
+                    _ = await finalSave.result
+                }
             } else {
                 journal.remove()
                 FileOperations.remove(partPath)
@@ -253,7 +271,7 @@ struct DownloadEngine: Sendable {
 
     /// Syncs the data and records what is on disk.
     private func saveJournal(_ journal: JournalStore, session: TransferSession) async throws(DownloadError) {
-        guard let length = session.remoteFile.length else { return }
+        guard session.hasPlan, let length = session.remoteFile.length else { return }
         let done = session.doneRanges()
         let record = ResumeJournal(
             sourceURL: self.request.url.absoluteString,

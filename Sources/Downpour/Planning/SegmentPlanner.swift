@@ -6,7 +6,7 @@
 /// - **leased**: promised to one connection, from its cursor to its end;
 /// - **free**: nobody's yet.
 ///
-/// A connection asking for work (``acquire()``) gets the largest free range. When nothing is free it takes
+/// A connection asking for work (``acquire(takesOver:isWorthRacing:)``) gets the largest free range. When nothing is free it takes
 /// the back half of what the busiest connection has left, provided both halves stay at least
 /// ``minimumSplitSize`` long, so no connection idles while another still has a long way to go. When nothing
 /// can be split any more it may *race* the connection with the most left: both fetch the same tail, the first

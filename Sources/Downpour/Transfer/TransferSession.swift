@@ -179,6 +179,11 @@ final class TransferSession: Sendable {
         self.state.withLockedValue { $0.planner?.done ?? ByteRangeSet() }
     }
 
+    /// Whether a segmented plan is in place (its done ranges are what the journal may record).
+    var hasPlan: Bool {
+        self.state.withLockedValue { $0.planner != nil }
+    }
+
     var isPlanComplete: Bool {
         self.state.withLockedValue { $0.planner?.isComplete ?? false }
     }
