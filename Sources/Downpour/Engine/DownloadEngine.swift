@@ -143,7 +143,10 @@ struct DownloadEngine: Sendable {
             path: path,
             overwrite: configuration.overwrite
         )
-        try await finisher.finish(truncatingTo: session.remoteFile.length == nil ? length : nil)
+        try await finisher.finish(
+            truncatingTo: session.remoteFile.length == nil ? length : nil,
+            resumable: session.remoteFile.isSegmentable && session.hasPlan
+        )
         let snapshot = session.snapshot()
         return DownloadResult(
             path: path,

@@ -9,25 +9,47 @@ struct DownloadFinisher: Sendable {
     let overwrite: Bool
 
     /// Syncs `file` (after cutting it to `truncatingTo`, for a download whose length was unknown), renames it
-    /// and removes the journal. On failure the `.part` file and the journal are removed too: the bytes were
-    /// complete, but they cannot be put where they belong.
-    func finish(truncatingTo length: Int64?) async throws(DownloadError) {
-        let step = self
-        try await BlockingIO.run { () throws(DownloadError) in
-            if let length { try step.file.truncate(to: length) }
-            try step.file.sync()
+    /// and removes the journal, in one trip to the blocking-I/O threads.
+    ///
+    /// When the sync fails, the `.part` file and the journal stay: the journal claims only bytes synced at
+    /// earlier saves, so a later run resumes from it (the error is ``DownloadError/resumable`` when the download
+    /// is in ranges). When the rename fails, both are removed: the bytes were complete, but they cannot be put
+    /// where they belong.
+    func finish(truncatingTo length: Int64?, resumable: Bool) async throws(DownloadError) {
+        enum Failure: Error {
+            case sync(DownloadError)
+            case move(DownloadError)
         }
-        do {
-            try await BlockingIO.run { () throws(DownloadError) in
-                try FileOperations.move(step.partPath, to: step.path, replacing: step.overwrite)
+        let step = self
+        let outcome: Result<Void, Failure> = try await BlockingIO.run { () throws(DownloadError) in
+            do throws(DownloadError) {
+                if let length { try step.file.truncate(to: length) }
+                try step.file.sync()
+            } catch {
+                return .failure(.sync(error))
             }
-        } catch {
-            self.file.close()
+            do throws(DownloadError) {
+                try FileOperations.move(step.partPath, to: step.path, replacing: step.overwrite)
+            } catch {
+                return .failure(.move(error))
+            }
+            return .success(())
+        }
+        self.file.close()
+        switch outcome {
+        case .success:
+            self.journal.remove()
+        case .failure(.sync(var error)):
+            if !resumable {
+                self.journal.remove()
+                FileOperations.remove(self.partPath)
+            }
+            error.resumable = resumable
+            throw error
+        case .failure(.move(let error)):
             self.journal.remove()
             FileOperations.remove(self.partPath)
             throw error
         }
-        self.file.close()
-        self.journal.remove()
     }
 }

@@ -1,3 +1,4 @@
+import NIOCore
 import NIOPosix
 
 #if canImport(Glibc)
@@ -102,16 +103,25 @@ struct JournalStore: Sendable {
     }
 }
 
-/// Runs blocking file-system work (a `pwrite` that waits for dirty-page throttling, an fsync that waits for
-/// the device) on NIO's thread pool instead of one of the few threads of the concurrency pool, so a slow disk
-/// never stalls the network.
+/// Runs blocking file-system work (an `fdatasync` that waits for the device, opening and preallocating the
+/// `.part`, the final rename) on threads of its own instead of the few threads of the concurrency pool, so a slow
+/// disk never stalls the network.
+///
+/// The pool has more threads than cores: its threads mostly wait for the device, and the syncs of many small
+/// downloads finishing at once should overlap (a device flushes several as cheaply as one), not queue behind two.
 enum BlockingIO {
+    static let threadPool: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: max(8, System.coreCount * 2))
+        pool.start()
+        return pool
+    }()
+
     static func run<T: Sendable>(
         _ work: @escaping @Sendable () throws(DownloadError) -> T
     ) async throws(DownloadError) -> T {
         let result: Result<T, DownloadError>
         do {
-            result = try await NIOThreadPool.singleton.runIfActive { () -> Result<T, DownloadError> in
+            result = try await Self.threadPool.runIfActive { () -> Result<T, DownloadError> in
                 do throws(DownloadError) {
                     return .success(try work())
                 } catch {
