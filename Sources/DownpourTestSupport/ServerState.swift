@@ -38,15 +38,17 @@ final class ServerState: Sendable {
 
     /// Records `request` and decides the answer, atomically, so fault counters follow the order of handling.
     func respond(to request: HTTPRequestHead, connectionID: Int, receivedAt: ContinuousClock.Instant) -> ResponsePlan {
-        let recorded = RangeTestServer.RecordedRequest(
+        var recorded = RangeTestServer.RecordedRequest(
             method: request.method.rawValue,
             uri: request.uri,
             headers: request.headers.map { (name: $0.name, value: $0.value) },
             connectionID: connectionID,
-            receivedAt: receivedAt
+            receivedAt: receivedAt,
+            status: 0,
+            requestedRange: nil,
+            throttle: self.planner.throttleRate(forConnection: connectionID)
         )
         return self.mutable.withLockedValue { state in
-            state.statistics.requests.append(recorded)
             switch request.method {
             case .GET:
                 state.statistics.getRequests += 1
@@ -55,12 +57,16 @@ final class ServerState: Sendable {
             default:
                 break
             }
-            return self.planner.plan(
+            let plan = self.planner.plan(
                 method: request.method,
                 uri: request.uri,
                 headers: request.headers,
                 progress: &state.progress
             )
+            recorded.status = Int(plan.status.code)
+            recorded.requestedRange = plan.requestedRange
+            state.statistics.requests.append(recorded)
+            return plan
         }
     }
 
