@@ -105,3 +105,31 @@ extension RangeTestServer.Statistics {
         self.requests.filter { $0.method == "GET" }
     }
 }
+
+/// Pairs of GET requests where a later request on another connection asked for bytes that an earlier request on a
+/// throttled connection had asked for: its range was split or raced.
+func takeovers(
+    in gets: [RangeTestServer.RecordedRequest]
+) -> [(slow: RangeTestServer.RecordedRequest, taker: RangeTestServer.RecordedRequest)] {
+    var pairs: [(slow: RangeTestServer.RecordedRequest, taker: RangeTestServer.RecordedRequest)] = []
+    for (index, slow) in gets.enumerated() {
+        guard slow.throttle != nil, let slowRange = slow.requestedRange else { continue }
+        for taker in gets[(index + 1)...] where taker.connectionID != slow.connectionID {
+            if let range = taker.requestedRange, range.overlaps(slowRange) {
+                pairs.append((slow, taker))
+            }
+        }
+    }
+    return pairs
+}
+
+/// One line per request, for failure messages: `#3 GET 0..<524288 206 (64 KiB/s)`.
+func describe(_ requests: [RangeTestServer.RecordedRequest]) -> String {
+    requests.map { request in
+        var line = "#\(request.connectionID) \(request.method)"
+        if let range = request.requestedRange { line += " \(range)" }
+        line += " \(request.status)"
+        if let throttle = request.throttle { line += " (\(throttle) B/s)" }
+        return line
+    }.joined(separator: "; ")
+}
