@@ -38,6 +38,8 @@ extension RangeTestServer {
         public var headRequests: Int
         /// TCP connections accepted.
         public var connections: Int
+        /// TCP connections accepted and not closed yet.
+        public var openConnections: Int
         /// Response body bytes whose write to a socket succeeded, on all routes.
         public var bodyBytesSent: Int
 
@@ -46,6 +48,7 @@ extension RangeTestServer {
             self.getRequests = 0
             self.headRequests = 0
             self.connections = 0
+            self.openConnections = 0
             self.bodyBytesSent = 0
         }
     }

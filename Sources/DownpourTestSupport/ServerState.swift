@@ -75,7 +75,11 @@ final class ServerState: Sendable {
     }
 
     var statistics: RangeTestServer.Statistics {
-        self.mutable.withLockedValue { $0.statistics }
+        self.mutable.withLockedValue { state in
+            var statistics = state.statistics
+            statistics.openConnections = state.openChannels.count
+            return statistics
+        }
     }
 
     /// Marks the server as shutting down and returns the connections still open; `nil` if it already was.

@@ -133,3 +133,17 @@ func describe(_ requests: [RangeTestServer.RecordedRequest]) -> String {
         return line
     }.joined(separator: "; ")
 }
+
+struct GaveUpWaiting: Error {
+    var condition: String
+}
+
+/// Polls `condition` every few milliseconds until it holds; throws ``GaveUpWaiting`` after `limit`.
+func waitUntil(_ what: String, limit: Duration = .seconds(10), _ condition: () -> Bool) async throws {
+    let clock = ContinuousClock()
+    let deadline = clock.now + limit
+    while !condition() {
+        guard clock.now < deadline else { throw GaveUpWaiting(condition: what) }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+}
