@@ -60,7 +60,13 @@ let package = Package(
         ),
         .testTarget(
             name: "DownpourTests",
-            dependencies: ["Downpour", "DownpourTestSupport"],
+            dependencies: [
+                "Downpour", "DownpourTestSupport",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
             swiftSettings: upcomingFeatures
         ),
         .testTarget(
