@@ -31,8 +31,13 @@ struct ResumeTests {
                 task.cancel()
             }
         }
-        if case .failure(let error) = await task.result { return (error as? DownloadError, events) }
-        return (nil, events)
+        guard case .failure(let error) = await task.result else {
+            Issue.record("the download finished before it was cancelled")
+            return (nil, events)
+        }
+        let downloadError = error as? DownloadError
+        #expect(downloadError?.code == .cancelled, "\(error)")
+        return (downloadError, events)
     }
 
     static func resumedBytes(_ events: [DownloadEvent]) -> Int64? {
