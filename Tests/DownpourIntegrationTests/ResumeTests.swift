@@ -186,12 +186,12 @@ struct ResumeTests {
         try await withServer(content: Self.content, faults: [Self.throttle]) { server in
             let path = directory.file("p.bin")
             _ = try await Self.interrupted(server.url("/first/p.bin"), path: path, after: 1024 * 1024)
-            let download = try Download.resuming(path: path, configuration: Self.configuration())
-            #expect(download.request.url.absoluteString == server.url("/first/p.bin"))
-            async let drained: Void = { for await _ in download.events {} }()
-            let result = try await download.run()
-            await drained
-            #expect(result.downloadedBytes < Int64(Self.content.count))
+            let outcome = try await retryingWhileLocked {
+                let download = try Download.resuming(path: path, configuration: Self.configuration())
+                #expect(download.request.url.absoluteString == server.url("/first/p.bin"))
+                return await collect(download)
+            }
+            #expect(try outcome.value.downloadedBytes < Int64(Self.content.count))
             try expectFile(path, equals: Self.content, in: directory)
 
             // Another URL (a fresh link, a mirror) serving the same bytes and validators continues the same file.
@@ -221,7 +221,12 @@ struct ResumeTests {
             for await event in first.events {
                 if case .progress = event { break }
             }
-            let second = try await runDownload(server.url(), to: .file(path), configuration: Self.configuration())
+            let second = try await runDownload(
+                server.url(),
+                to: .file(path),
+                configuration: Self.configuration(),
+                retriesWhileLocked: false
+            )
             #expect(second.error?.code == .alreadyRunning, "\(String(describing: second.error))")
             _ = try await task.value
             try expectFile(path, equals: Self.content, in: directory)

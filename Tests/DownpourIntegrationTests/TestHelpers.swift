@@ -52,12 +52,22 @@ struct DownloadOutcome {
 }
 
 /// Runs a download to the end, collecting its events.
+///
+/// A download refused with ``DownloadError/Code/alreadyRunning`` is tried again for up to 5 s, unless
+/// `retriesWhileLocked` is `false` (for the tests of the lock itself); see ``retryingWhileLocked(_:)``.
 func runDownload(
     _ url: String,
     to destination: DownloadRequest.Destination,
-    configuration: DownloadConfiguration = testConfiguration()
+    configuration: DownloadConfiguration = testConfiguration(),
+    retriesWhileLocked: Bool = true
 ) async throws -> DownloadOutcome {
-    let download = Download(try DownloadRequest(url: url, destination: destination, configuration: configuration))
+    let request = try DownloadRequest(url: url, destination: destination, configuration: configuration)
+    guard retriesWhileLocked else { return await collect(Download(request)) }
+    return try await retryingWhileLocked { await collect(Download(request)) }
+}
+
+/// Runs `download` to the end, collecting its events.
+func collect(_ download: Download) async -> DownloadOutcome {
     async let collected: [DownloadEvent] = {
         var events: [DownloadEvent] = []
         for await event in download.events { events.append(event) }
@@ -70,6 +80,24 @@ func runDownload(
         result = .failure(error)
     }
     return DownloadOutcome(result: result, events: await collected)
+}
+
+/// Runs `attempt` again, every 20 ms for up to 5 s, while it is refused with
+/// ``DownloadError/Code/alreadyRunning``.
+///
+/// A download's lock is an `flock` on its `.part` file, and such a lock belongs to the open file description,
+/// which a child process shares from `fork` until `exec` closes it. This test process spawns children (the CLI
+/// tests run `downpour`, the disk-full test `mount`), so for a moment after a download here has ended and closed
+/// its file, a child may still hold its lock. On a loaded machine that moment is long enough for the next download
+/// of the same file to be refused. A lock that stays taken still fails the test, after 5 s.
+func retryingWhileLocked(_ attempt: () async throws -> DownloadOutcome) async throws -> DownloadOutcome {
+    let clock = ContinuousClock()
+    let deadline = clock.now + .seconds(5)
+    while true {
+        let outcome = try await attempt()
+        guard outcome.error?.code == .alreadyRunning, clock.now < deadline else { return outcome }
+        try await Task.sleep(for: .milliseconds(20))
+    }
 }
 
 /// Starts a server, hands it to `body`, and shuts it down afterwards, whatever happens.
