@@ -175,3 +175,10 @@ func waitUntil(_ what: String, limit: Duration = .seconds(10), _ condition: () -
         try await Task.sleep(for: .milliseconds(5))
     }
 }
+
+extension Result {
+    var isFailure: Bool {
+        if case .failure = self { return true }
+        return false
+    }
+}
