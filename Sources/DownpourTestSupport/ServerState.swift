@@ -9,6 +9,7 @@ final class ServerState: Sendable {
         var progress: ResponsePlanner.Progress
         var openChannels: [Int: any Channel] = [:]
         var isShutDown = false
+        var isHoldingBodies = false
     }
 
     let planner: ResponsePlanner
@@ -68,6 +69,12 @@ final class ServerState: Sendable {
             state.statistics.requests.append(recorded)
             return plan
         }
+    }
+
+    /// Whether body bytes wait (see ``RangeTestServer/holdBodies()``).
+    var isHoldingBodies: Bool {
+        get { self.mutable.withLockedValue { $0.isHoldingBodies } }
+        set { self.mutable.withLockedValue { $0.isHoldingBodies = newValue } }
     }
 
     func bodyBytesWritten(_ count: Int) {
