@@ -15,22 +15,29 @@ struct ResumeTests {
         return configuration
     }
 
-    /// Starts a download and cancels it once `bytes` are on disk. Returns the error and the events.
+    /// Starts a download of `urlPath` on `server` and cancels it once `bytes` are on disk. Returns the error and
+    /// the events.
     static func interrupted(
-        _ url: String,
+        _ server: RangeTestServer,
+        _ urlPath: String = "/file.bin",
         path: String,
         after bytes: Int64,
         configuration: DownloadConfiguration = configuration()
     ) async throws -> (DownloadError?, [DownloadEvent]) {
-        let download = Download(try DownloadRequest(url: url, destination: .file(path), configuration: configuration))
+        let download = Download(
+            try DownloadRequest(url: server.url(urlPath), destination: .file(path), configuration: configuration)
+        )
         let task = Task { try await download.run() }
         var events: [DownloadEvent] = []
         for await event in download.events {
             events.append(event)
-            if case .progress(let progress) = event, progress.completedBytes >= bytes {
+            if case .progress(let progress) = event, progress.completedBytes >= bytes, !task.isCancelled {
+                // Held, the download cannot finish before the cancellation lands.
+                server.holdBodies()
                 task.cancel()
             }
         }
+        server.releaseBodies()
         guard case .failure(let error) = await task.result else {
             Issue.record("the download finished before it was cancelled")
             return (nil, events)
@@ -55,7 +62,7 @@ struct ResumeTests {
         defer { directory.remove() }
         try await withServer(content: Self.content, faults: [Self.throttle]) { server in
             let path = directory.file("big.bin")
-            let (error, _) = try await Self.interrupted(server.url(), path: path, after: 2 * 1024 * 1024)
+            let (error, _) = try await Self.interrupted(server, path: path, after: 2 * 1024 * 1024)
             #expect(error?.code == .cancelled)
             #expect(error?.resumable == true)
             #expect(directory.contents() == ["big.bin.part", "big.bin.part.downpour"])
@@ -94,6 +101,8 @@ struct ResumeTests {
                 switch event {
                 case .progress(let progress) where !pausedOnce && progress.completedBytes > 1024 * 1024:
                     pausedOnce = true
+                    // Held, the download cannot finish before the pause lands.
+                    server.holdBodies()
                     download.pause()
                 case .paused:
                     sawPaused = true
@@ -102,6 +111,7 @@ struct ResumeTests {
                     // Paused, the download keeps no connection open: nothing can flow until it resumes.
                     try await waitUntil("no connection is open") { server.statistics().openConnections == 0 }
                     #expect(server.statistics().requests.count == requestsAtPause, "requests while paused")
+                    server.releaseBodies()
                     download.resume()
                 case .resumed:
                     sawResumed = true
@@ -122,7 +132,7 @@ struct ResumeTests {
         defer { directory.remove() }
         let path = directory.file("v.bin")
         try await withServer(content: Self.content, faults: [Self.throttle]) { server in
-            let (error, _) = try await Self.interrupted(server.url(), path: path, after: 1024 * 1024)
+            let (error, _) = try await Self.interrupted(server, path: path, after: 1024 * 1024)
             #expect(error?.resumable == true)
         }
         let newContent = makeTestContent(count: Self.content.count, seed: 77)
@@ -141,7 +151,7 @@ struct ResumeTests {
         defer { directory.remove() }
         try await withServer(content: Self.content, faults: [Self.throttle]) { server in
             let path = directory.file("c.bin")
-            _ = try await Self.interrupted(server.url(), path: path, after: 1024 * 1024)
+            _ = try await Self.interrupted(server, path: path, after: 1024 * 1024)
             let journalPath = path + ".part.downpour"
             var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: journalPath)))
             bytes[bytes.count / 2] ^= 0x20
@@ -161,7 +171,7 @@ struct ResumeTests {
         defer { directory.remove() }
         try await withServer(content: Self.content, faults: [Self.throttle, .noValidators]) { server in
             let path = directory.file("nv.bin")
-            _ = try await Self.interrupted(server.url(), path: path, after: 1024 * 1024)
+            _ = try await Self.interrupted(server, path: path, after: 1024 * 1024)
             let outcome = try await runDownload(server.url(), to: .file(path), configuration: Self.configuration())
             _ = try outcome.value
             #expect((Self.resumedBytes(outcome.events) ?? 0) > 0)
@@ -169,7 +179,7 @@ struct ResumeTests {
             try expectFile(path, equals: Self.content, in: directory)
 
             try FileManager.default.removeItem(atPath: path)
-            _ = try await Self.interrupted(server.url(), path: path, after: 1024 * 1024)
+            _ = try await Self.interrupted(server, path: path, after: 1024 * 1024)
             var fresh = Self.configuration()
             fresh.resume = false
             let again = try await runDownload(server.url(), to: .file(path), configuration: fresh)
@@ -185,7 +195,7 @@ struct ResumeTests {
         defer { directory.remove() }
         try await withServer(content: Self.content, faults: [Self.throttle]) { server in
             let path = directory.file("p.bin")
-            _ = try await Self.interrupted(server.url("/first/p.bin"), path: path, after: 1024 * 1024)
+            _ = try await Self.interrupted(server, "/first/p.bin", path: path, after: 1024 * 1024)
             let outcome = try await retryingWhileLocked {
                 let download = try Download.resuming(path: path, configuration: Self.configuration())
                 #expect(download.request.url.absoluteString == server.url("/first/p.bin"))
@@ -196,7 +206,7 @@ struct ResumeTests {
 
             // Another URL (a fresh link, a mirror) serving the same bytes and validators continues the same file.
             try FileManager.default.removeItem(atPath: path)
-            _ = try await Self.interrupted(server.url("/first/p.bin"), path: path, after: 1024 * 1024)
+            _ = try await Self.interrupted(server, "/first/p.bin", path: path, after: 1024 * 1024)
             let mirror = try await runDownload(
                 server.url("/mirror/p.bin"),
                 to: .file(path),
@@ -221,6 +231,8 @@ struct ResumeTests {
             for await event in first.events {
                 if case .progress = event { break }
             }
+            // Held, the first cannot finish while the second tries.
+            server.holdBodies()
             let second = try await runDownload(
                 server.url(),
                 to: .file(path),
@@ -228,6 +240,7 @@ struct ResumeTests {
                 retriesWhileLocked: false
             )
             #expect(second.error?.code == .alreadyRunning, "\(String(describing: second.error))")
+            server.releaseBodies()
             _ = try await task.value
             try expectFile(path, equals: Self.content, in: directory)
         }
@@ -251,9 +264,12 @@ struct ResumeTests {
             for await event in download.events {
                 if case .progress(let progress) = event, !filled, progress.completedBytes > 3 * 512 * 1024 {
                     filled = true
+                    // Held, the download cannot finish before it runs into the full disk.
+                    server.holdBodies()
                     mount.fill()
                 }
             }
+            server.releaseBodies()
             let failure = await task.result
             guard case .failure(let thrown) = failure, let error = thrown as? DownloadError else {
                 Issue.record("the download succeeded on a full disk")
