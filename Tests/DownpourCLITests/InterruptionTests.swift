@@ -81,6 +81,18 @@ struct InterruptionTests {
         try await Self.waitUntil("\(path) exists") { FileManager.default.fileExists(atPath: path) }
     }
 
+    /// Waits until the file at `path` has been replaced `count` times (see ``fileStamp(atPath:)``).
+    static func waitForSaves(of path: String, count: Int) async throws {
+        var stamp = fileStamp(atPath: path)
+        for _ in 0..<count {
+            let previous = stamp
+            try await Self.waitUntil("\(path) saved again") {
+                stamp = fileStamp(atPath: path)
+                return stamp != nil && stamp != previous
+            }
+        }
+    }
+
     struct GaveUpWaiting: Error {
         var condition: String
     }
@@ -114,14 +126,7 @@ struct InterruptionTests {
         // From here on the first run cannot finish, however late the kill lands; it goes on saving its journal.
         server.holdBodies()
         // Two saves later, one has started after the hold (a slow sync can make the first one old).
-        var stamp = Self.stamp(journal)
-        for _ in 0..<2 {
-            let previous = stamp
-            try await Self.waitUntil("a journal saved after the hold") {
-                stamp = Self.stamp(journal)
-                return stamp != nil && stamp != previous
-            }
-        }
+        try await Self.waitForSaves(of: journal, count: 2)
         first.signal(SIGKILL)
         let killed = try await first.wait()
         #expect(killed.status == -SIGKILL)
@@ -138,15 +143,6 @@ struct InterruptionTests {
         // last journal was saved, and tails of requests cut by splits in the rerun.
         let refetched = sentAfter - Self.content.count
         #expect(refetched <= 2 * 1024 * 1024, "re-fetched \(refetched) bytes after a kill at \(fraction)")
-    }
-
-    /// What identifies one save of the file at `path` (each save renames a new file into place), or `nil` when
-    /// there is none.
-    static func stamp(_ path: String) -> String? {
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { return nil }
-        let inode = attributes[.systemFileNumber].map { "\($0)" } ?? "?"
-        let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
-        return "\(inode) \(modified) \(attributes[.size].map { "\($0)" } ?? "?")"
     }
 
     @Test(
@@ -195,6 +191,8 @@ struct InterruptionTests {
         try await Self.waitUntilExists(path + ".part.downpour")
         try await Self.waitUntilSent(server, bytes: 2 * 1024 * 1024)
         server.holdBodies()
+        // A journal that records what had arrived at the hold: the process is not going to save another.
+        try await Self.waitForSaves(of: path + ".part.downpour", count: 2)
         // Two interrupts that arrive together: sent while the process is stopped, both are pending when it
         // continues, so the second can never come after the graceful stop of the first has ended. (Two SIGINTs
         // would merge into one pending signal; SIGTERM is the same request to stop.)

@@ -264,8 +264,10 @@ struct ResumeTests {
             for await event in download.events {
                 if case .progress(let progress) = event, !filled, progress.completedBytes > 3 * 512 * 1024 {
                     filled = true
-                    // Held, the download cannot finish before it runs into the full disk.
+                    // Held, the download cannot finish before it runs into the full disk. Two journal saves later,
+                    // one has started after the hold: the journal records what had arrived by then.
                     server.holdBodies()
+                    try await waitForSaves(of: path + ".part.downpour", count: 2)
                     mount.fill()
                 }
             }

@@ -182,3 +182,15 @@ extension Result {
         return false
     }
 }
+
+/// Waits until the file at `path` has been replaced `count` times (see ``fileStamp(atPath:)``), for up to 10 s each.
+func waitForSaves(of path: String, count: Int) async throws {
+    var stamp = fileStamp(atPath: path)
+    for _ in 0..<count {
+        let previous = stamp
+        try await waitUntil("\(path) saved again") {
+            stamp = fileStamp(atPath: path)
+            return stamp != nil && stamp != previous
+        }
+    }
+}
