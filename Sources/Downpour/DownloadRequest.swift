@@ -10,6 +10,19 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         /// This directory, under the name the server suggests (`Content-Disposition`), else the last component
         /// of the URL's path, else `index.html`. The directory is created when missing.
         case directory(String)
+        /// This name (a relative path: directories in it are created too) inside this directory, which is
+        /// created when missing. The name never leaves the directory: an absolute path or a `..` component is an
+        /// ``DownloadError/Code/invalidRequest`` error.
+        case named(String, in: String)
+
+        /// The output path, when it does not depend on the server.
+        var fixedPath: String? {
+            switch self {
+            case .file(let path): path
+            case .directory: nil
+            case .named(let name, let directory): directory.hasSuffix("/") ? directory + name : directory + "/" + name
+            }
+        }
     }
 
     /// An `http` or `https` URL.

@@ -32,36 +32,6 @@ struct GetCommand: AsyncParsableCommand {
     @Argument(help: "The http or https URL to download (none with -i).")
     var urls: [String] = []
 
-    @Option(
-        name: [.customShort("i"), .customLong("input-file")],
-        help: ArgumentHelp("Download every URL listed in this file ('-' for standard input).", valueName: "file")
-    )
-    var inputFile: String?
-
-    @Option(
-        name: [.customShort("j"), .customLong("max-concurrent-downloads")],
-        help: "With -i: downloads at once."
-    )
-    var maximumConcurrentDownloads: Int = 5
-
-    @Option(
-        name: .customLong("max-overall-download-limit"),
-        help: ArgumentHelp(
-            "The most bytes per second over all downloads. Suffixes K, M, G; 0 for no limit.",
-            valueName: "size"
-        )
-    )
-    var overallLimit: ByteSizeArgument?
-
-    @Option(
-        name: .customLong("max-download-limit"),
-        help: ArgumentHelp(
-            "The most bytes per second for each download. Suffixes K, M, G; 0 for no limit.",
-            valueName: "size"
-        )
-    )
-    var downloadLimit: ByteSizeArgument?
-
     @Option(name: [.customShort("o"), .customLong("output")], help: "Save to this file.")
     var output: String?
 
@@ -70,6 +40,18 @@ struct GetCommand: AsyncParsableCommand {
         help: "Save into this directory, under the server's suggested name or the URL's last path component."
     )
     var directory: String?
+
+    @Option(
+        name: [.customShort("i"), .customLong("input-file")],
+        help: ArgumentHelp("Download every URL listed in this file ('-' for standard input).", valueName: "file")
+    )
+    var inputFile: String?
+
+    @Option(
+        name: [.customShort("j"), .customLong("max-concurrent-downloads")],
+        help: ArgumentHelp("With -i: downloads at once (1-1000).", valueName: "downloads")
+    )
+    var maximumConcurrentDownloads: Int = 5
 
     @Option(name: [.customShort("x"), .customLong("connections")], help: "Connections to use at once (1-64).")
     var connections: Int = 4
@@ -159,6 +141,24 @@ struct GetCommand: AsyncParsableCommand {
         )
     )
     var journalInterval: Double = 1
+
+    @Option(
+        name: .customLong("max-overall-download-limit"),
+        help: ArgumentHelp(
+            "The most bytes per second over all downloads. Suffixes K, M, G; 0 for no limit.",
+            valueName: "size"
+        )
+    )
+    var overallLimit: ByteSizeArgument?
+
+    @Option(
+        name: .customLong("max-download-limit"),
+        help: ArgumentHelp(
+            "The most bytes per second for each download. Suffixes K, M, G; 0 for no limit.",
+            valueName: "size"
+        )
+    )
+    var downloadLimit: ByteSizeArgument?
 
     @Flag(name: [.customShort("v"), .customLong("verbose")], help: "Log what happens to standard error.")
     var verbose = false

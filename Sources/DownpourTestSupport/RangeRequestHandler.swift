@@ -5,7 +5,8 @@ import NIOHTTP1
 ///
 /// The body goes out in slices of at most 64 KiB straight from the shared byte array. The next slice is written only
 /// while the channel is writable (otherwise the handler waits for `channelWritabilityChanged`), so a large body
-/// never piles up in memory; throttled connections also wait for the token-bucket deadline. The handler sits behind
+/// never piles up in memory; throttled connections also wait for the token-bucket deadline, and all of them while the
+/// server holds bodies (``RangeTestServer/holdBodies()``). The handler sits behind
 /// `HTTPServerPipelineHandler`, which holds pipelined requests back until the current response has ended.
 final class RangeRequestHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
@@ -155,6 +156,11 @@ final class RangeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                     return
                 }
                 continue
+            }
+            if self.state.isHoldingBodies {
+                context.flush()
+                self.schedulePump(at: .now() + .milliseconds(5), context: context)
+                return
             }
             if let bytesPerSecond = self.bytesPerSecond {
                 let due = stream.startedAt + .nanoseconds(Int64(stream.sent) * 1_000_000_000 / Int64(bytesPerSecond))

@@ -11,6 +11,15 @@ extension RangeTestServer {
         public var connectionID: Int
         /// When the request head arrived.
         public var receivedAt: ContinuousClock.Instant
+        /// The status of the answer, e.g. 206; 0 while unknown.
+        public var status: Int
+        /// For a `GET` of the content with one satisfiable `bytes` range: the bytes that range names, resolved
+        /// against the length of the content the request was answered from (`bytes=10-` is `10..<length`).
+        /// Recorded whether or not the answer honoured it (see ``status``); `nil` without such a range.
+        public var requestedRange: Range<Int>?
+        /// The rate in bytes per second that a ``Fault/throttle(bytesPerSecond:everyNthConnection:)`` fault
+        /// holds the request's connection to, or `nil` when no throttle applies to the connection.
+        public var throttle: Int?
 
         /// The first value of the header `name` (compared case-insensitively), or `nil` when it was not sent.
         public func header(_ name: String) -> String? {
@@ -29,6 +38,8 @@ extension RangeTestServer {
         public var headRequests: Int
         /// TCP connections accepted.
         public var connections: Int
+        /// TCP connections accepted and not closed yet.
+        public var openConnections: Int
         /// Response body bytes whose write to a socket succeeded, on all routes.
         public var bodyBytesSent: Int
 
@@ -37,6 +48,7 @@ extension RangeTestServer {
             self.getRequests = 0
             self.headRequests = 0
             self.connections = 0
+            self.openConnections = 0
             self.bodyBytesSent = 0
         }
     }

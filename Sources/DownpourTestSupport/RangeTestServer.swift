@@ -112,6 +112,21 @@ public struct RangeTestServer: Sendable {
         self.state.statistics
     }
 
+    /// Stops sending body bytes, on every connection, until ``releaseBodies()``.
+    ///
+    /// Requests are still received, logged and answered with their heads; the bodies wait. A client can then not
+    /// finish a download, whatever the machine's load: a test can interrupt it at a point of its choosing.
+    public func holdBodies() {
+        self.state.isHoldingBodies = true
+    }
+
+    /// Sends the bodies that ``holdBodies()`` held back, and every body from now on.
+    ///
+    /// A throttled response catches up with its rate at once: its pace counts from the start of the response.
+    public func releaseBodies() {
+        self.state.isHoldingBodies = false
+    }
+
     /// Stops listening, closes every open connection (ending responses in progress) and stops the event loop.
     ///
     /// Safe to call more than once; later calls return at once.

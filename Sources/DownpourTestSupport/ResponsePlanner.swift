@@ -10,6 +10,8 @@ struct ResponsePlan: Sendable {
     var body: ResponseBody = .empty
     /// When set, send at most this many body bytes and then close the connection instead of ending the response.
     var closeAfterBodyBytes: Int?
+    /// The bytes a content `GET`'s single satisfiable `Range` named, honoured or not; for the request log.
+    var requestedRange: Range<Int>?
 
     init(status: HTTPResponseStatus, headers: HTTPHeaders, body: ResponseBody = .empty) {
         self.status = status
@@ -205,6 +207,19 @@ struct ResponsePlanner: Sendable {
     }
 
     private func planContentGet(requestHeaders: HTTPHeaders, progress: inout Progress) -> ResponsePlan {
+        var requestedRange: Range<Int>?
+        if let rangeValue = requestHeaders.first(name: "Range") {
+            let total = self.version(afterContentGETs: progress.contentGETs).bytes.count
+            if case .satisfiable(let range) = ByteRangeRequest(rangeValue, total: total) {
+                requestedRange = range
+            }
+        }
+        var plan = self.planContentGetAnswer(requestHeaders: requestHeaders, progress: &progress)
+        plan.requestedRange = requestedRange
+        return plan
+    }
+
+    private func planContentGetAnswer(requestHeaders: HTTPHeaders, progress: inout Progress) -> ResponsePlan {
         progress.contentGETs += 1
         let ordinal = progress.contentGETs
         let version = self.version(afterContentGETs: ordinal - 1)

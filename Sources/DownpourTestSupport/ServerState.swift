@@ -9,6 +9,7 @@ final class ServerState: Sendable {
         var progress: ResponsePlanner.Progress
         var openChannels: [Int: any Channel] = [:]
         var isShutDown = false
+        var isHoldingBodies = false
     }
 
     let planner: ResponsePlanner
@@ -38,15 +39,17 @@ final class ServerState: Sendable {
 
     /// Records `request` and decides the answer, atomically, so fault counters follow the order of handling.
     func respond(to request: HTTPRequestHead, connectionID: Int, receivedAt: ContinuousClock.Instant) -> ResponsePlan {
-        let recorded = RangeTestServer.RecordedRequest(
+        var recorded = RangeTestServer.RecordedRequest(
             method: request.method.rawValue,
             uri: request.uri,
             headers: request.headers.map { (name: $0.name, value: $0.value) },
             connectionID: connectionID,
-            receivedAt: receivedAt
+            receivedAt: receivedAt,
+            status: 0,
+            requestedRange: nil,
+            throttle: self.planner.throttleRate(forConnection: connectionID)
         )
         return self.mutable.withLockedValue { state in
-            state.statistics.requests.append(recorded)
             switch request.method {
             case .GET:
                 state.statistics.getRequests += 1
@@ -55,13 +58,23 @@ final class ServerState: Sendable {
             default:
                 break
             }
-            return self.planner.plan(
+            let plan = self.planner.plan(
                 method: request.method,
                 uri: request.uri,
                 headers: request.headers,
                 progress: &state.progress
             )
+            recorded.status = Int(plan.status.code)
+            recorded.requestedRange = plan.requestedRange
+            state.statistics.requests.append(recorded)
+            return plan
         }
+    }
+
+    /// Whether body bytes wait (see ``RangeTestServer/holdBodies()``).
+    var isHoldingBodies: Bool {
+        get { self.mutable.withLockedValue { $0.isHoldingBodies } }
+        set { self.mutable.withLockedValue { $0.isHoldingBodies = newValue } }
     }
 
     func bodyBytesWritten(_ count: Int) {
@@ -69,7 +82,11 @@ final class ServerState: Sendable {
     }
 
     var statistics: RangeTestServer.Statistics {
-        self.mutable.withLockedValue { $0.statistics }
+        self.mutable.withLockedValue { state in
+            var statistics = state.statistics
+            statistics.openConnections = state.openChannels.count
+            return statistics
+        }
     }
 
     /// Marks the server as shutting down and returns the connections still open; `nil` if it already was.

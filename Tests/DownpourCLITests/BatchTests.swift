@@ -32,6 +32,7 @@ struct BatchTests {
                 \(server.url("/five.bin"))
                 \(server.url("/six.bin"))
                   split=2
+                  out=nested/deeper/six.bin
                 """
             try list.write(toFile: scratch.file("list.txt"), atomically: true, encoding: .utf8)
             let result = try await Binary.run([
@@ -39,7 +40,7 @@ struct BatchTests {
             ])
             #expect(result.status == 0, "\(result.standardError)")
             #expect(result.standardOutput.contains("All 6 downloads completed."), "\(result.standardOutput)")
-            for name in ["one.bin", "renamed.bin", "four.bin", "five.bin", "six.bin"] {
+            for name in ["one.bin", "renamed.bin", "four.bin", "five.bin", "nested/deeper/six.bin"] {
                 #expect(try Self.sha256(scratch.file("out/" + name)) == Self.expected, "\(name)")
             }
             #expect(try Self.sha256(scratch.file("sub/three.bin")) == Self.expected)

@@ -90,6 +90,57 @@ struct Scratch {
 struct CLITests {
     static let content = makeTestContent(count: 2 * 1024 * 1024 + 7, seed: 11)
 
+    /// Every option of `get` as its help shows it: names and value name, in the order of `GetCommand`.
+    static let getOptions = [
+        "-o, --output <output>",
+        "-d, --dir <dir>",
+        "-i, --input-file <file>",
+        "-j, --max-concurrent-downloads <downloads>",
+        "-x, --connections <connections>",
+        "--min-split-size <size>",
+        "--lowest-speed <size>",
+        "--slow-window <seconds>",
+        "--no-restart-slow",
+        "--max-tries <max-tries>",
+        "--retry-wait <seconds>",
+        "--timeout <seconds>",
+        "-H, --header <header>",
+        "--user-agent <user-agent>",
+        "--overwrite",
+        "-q, --quiet",
+        "--insecure",
+        "--ca-certificate <file>",
+        "--no-resume",
+        "--journal-interval <seconds>",
+        "--max-overall-download-limit <size>",
+        "--max-download-limit <size>",
+        "-v, --verbose",
+        "--version",
+        "-h, --help",
+    ]
+
+    /// The entries of the OPTIONS section of a help text: each option's names and value, and its description.
+    static func optionEntries(inHelp help: String) -> [(option: String, description: String)] {
+        var entries: [(option: String, description: String)] = []
+        var inOptions = false
+        for line in help.split(separator: "\n", omittingEmptySubsequences: false) {
+            if !line.hasPrefix(" ") {
+                inOptions = line == "OPTIONS:"
+                continue
+            }
+            guard inOptions else { continue }
+            let text = line.drop { $0 == " " }
+            // Names separated by ", ", then the value name if any, then the description on this line or the next.
+            if line.hasPrefix("  -"), let match = text.wholeMatch(of: #/(-[^\s,]+(?:, -[^\s,]+)*(?: <[^>]+>)?) *(.*)/#)
+            {
+                entries.append((String(match.1), String(match.2)))
+            } else if !entries.isEmpty {
+                entries[entries.count - 1].description += " " + text
+            }
+        }
+        return entries.map { ($0.option, $0.description.trimmingCharacters(in: .whitespaces)) }
+    }
+
     @Test("--help describes every option of get")
     func help() async throws {
         let root = try await Binary.run(["--help"])
@@ -98,11 +149,10 @@ struct CLITests {
         #expect(root.standardOutput.contains("Exit codes"))
         let get = try await Binary.run(["get", "--help"])
         #expect(get.status == 0)
-        for option in [
-            "-o", "-d", "-x", "--min-split-size", "--max-tries", "--retry-wait", "--timeout", "--header",
-            "--overwrite", "--quiet", "--insecure", "--ca-certificate", "--user-agent",
-        ] {
-            #expect(get.standardOutput.contains(option), "get --help does not mention \(option)")
+        let entries = Self.optionEntries(inHelp: get.standardOutput)
+        #expect(entries.map(\.option) == Self.getOptions, "\(get.standardOutput)")
+        for entry in entries {
+            #expect(!entry.description.isEmpty, "\(entry.option) has no description")
         }
     }
 

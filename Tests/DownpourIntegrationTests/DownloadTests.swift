@@ -55,7 +55,8 @@ struct DownloadTests {
     func progressEvents() async throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }
-        try await withServer(content: Self.content, faults: [.throttle(bytesPerSecond: 8 * 1024 * 1024)]) { server in
+        // 4 connections at 1 MiB/s: about 0.75 s, many progress intervals of 20 ms.
+        try await withServer(content: Self.content, faults: [.throttle(bytesPerSecond: 1024 * 1024)]) { server in
             let outcome = try await runDownload(server.url(), to: .file(directory.file("p.bin")))
             _ = try outcome.value
             guard case .started(let start) = outcome.events.first else {
@@ -155,16 +156,18 @@ struct DownloadTests {
         try await withServer(content: Self.content, faults: [.serviceUnavailable(everyNth: 2, retryAfterSeconds: 1)]) {
             server in
             let path = directory.file("busy.bin")
-            let clock = ContinuousClock()
-            let started = clock.now
             let outcome = try await runDownload(server.url(), to: .file(path))
             _ = try outcome.value
-            let elapsed = clock.now - started
             try expectFile(path, equals: Self.content, in: directory)
-            let retries = outcome.events.filter { if case .retrying = $0 { true } else { false } }
-            #expect(!retries.isEmpty)
-            // The configured back-off is 10 ms: only Retry-After explains a wait of a second.
-            #expect(elapsed >= .milliseconds(950))
+            let delays = outcome.events.compactMap { event -> Duration? in
+                guard case .retrying(_, _, let delay, _) = event else { return nil }
+                return delay
+            }
+            let refused = server.statistics().getRequestsRecorded.filter { $0.status == 503 }
+            #expect(!refused.isEmpty)
+            #expect(delays.count == refused.count, "one retry per 503: \(delays.count) retries, \(refused.count) 503s")
+            // The configured back-off is 10 ms: every wait of a second is the server's Retry-After.
+            #expect(delays.allSatisfy { $0 == .seconds(1) }, "\(delays)")
         }
     }
 
@@ -208,9 +211,11 @@ struct DownloadTests {
             let result = try outcome.value
             #expect(result.length == Int64(Self.content.count))
             #expect(result.remoteFile.length == nil)
-            if case .started(let start) = outcome.events.first {
-                #expect(start.connections == 1)
+            guard case .started(let start) = outcome.events.first else {
+                Issue.record("first event is not started: \(String(describing: outcome.events.first))")
+                return
             }
+            #expect(start.connections == 1)
             try expectFile(path, equals: Self.content, in: directory)
         }
     }
@@ -256,47 +261,57 @@ struct DownloadTests {
             faults: [.throttle(bytesPerSecond: 256 * 1024, everyNthConnection: 4)]
         ) { server in
             let path = directory.file("slow.bin")
-            let clock = ContinuousClock()
-            let started = clock.now
-            _ = try await runDownload(
-                server.url(),
-                to: .file(path),
-                configuration: testConfiguration(connections: 4, minimumSplitSize: 64 * 1024)
-            ).value
+            // No races and no restarts: only a split can send a slow connection's bytes to another.
+            var configuration = testConfiguration(connections: 4, minimumSplitSize: 64 * 1024)
+            configuration.racesTail = false
+            configuration.slowConnections = .init(shareOfMedian: nil)
+            let outcome = try await runDownload(server.url(), to: .file(path), configuration: configuration)
+            _ = try outcome.value
             try expectFile(path, equals: content, in: directory)
-            // Alone, the slow connection's quarter would take 4 s; splitting must rescue it.
-            #expect(clock.now - started < .seconds(3))
-            #expect(server.statistics().getRequestsRecorded.count > 4)
+            let gets = server.statistics().getRequestsRecorded
+            #expect(gets.contains { $0.throttle != nil }, "no throttled connection: \(describe(gets))")
+            // Another connection asked for a later part of a throttled connection's range: a split.
+            let splits = takeovers(in: gets).filter { slow, taker in
+                guard let asked = slow.requestedRange, let taken = taker.requestedRange else { return false }
+                return taken.lowerBound > asked.lowerBound && taken.upperBound <= asked.upperBound
+            }
+            #expect(!splits.isEmpty, "no split of a throttled range: \(describe(gets))")
         }
     }
 
-    @Test("racing the tail: a slow connection's last range is fetched again by a fast one", arguments: [true, false])
+    @Test("racing the tail: a slow connection's rest is fetched again by another one", arguments: [true, false])
     func racedTail(racing: Bool) async throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }
         let content = makeTestContent(count: 2 * 1024 * 1024, seed: 6)
-        // Every second connection crawls at 128 KiB/s; with a 512 KiB floor nothing can be split, so only a race
-        // can keep the slow 512 KiB ranges (4 s each) from deciding the finish.
+        // Every second connection is throttled; with a 512 KiB floor nothing can be split, and with restarts off
+        // only a race can ask for a slow range's bytes on another connection. Racing, the slow connections crawl
+        // (8 s per range alone) so that a race is sure to be worth it; the control lets them finish (0.5 s).
+        let rate = racing ? 64 * 1024 : 1024 * 1024
         try await withServer(
             content: content,
-            faults: [.throttle(bytesPerSecond: 128 * 1024, everyNthConnection: 2)]
+            faults: [.throttle(bytesPerSecond: rate, everyNthConnection: 2)]
         ) { server in
             let path = directory.file("raced.bin")
             var configuration = testConfiguration(connections: 4, minimumSplitSize: 512 * 1024)
             configuration.racesTail = racing
-            let clock = ContinuousClock()
-            let started = clock.now
-            _ = try await runDownload(server.url(), to: .file(path), configuration: configuration).value
-            let elapsed = clock.now - started
+            configuration.slowConnections = .init(shareOfMedian: nil)
+            let outcome = try await runDownload(server.url(), to: .file(path), configuration: configuration)
+            _ = try outcome.value
             try expectFile(path, equals: content, in: directory)
+            let gets = server.statistics().getRequestsRecorded
+            #expect(gets.allSatisfy { $0.requestedRange != nil }, "a GET without a range: \(describe(gets))")
+            #expect(gets.contains { $0.throttle != nil }, "no throttled connection: \(describe(gets))")
             if racing {
-                #expect(
-                    elapsed < .milliseconds(2500),
-                    "took \(elapsed); \(server.statistics().connections) connections, \(server.statistics().getRequests) GETs"
-                )
+                #expect(!takeovers(in: gets).isEmpty, "no range of a throttled connection raced: \(describe(gets))")
             } else {
-                // The control: without racing the slow ranges take their full time.
-                #expect(elapsed > .seconds(3), "took \(elapsed)")
+                // Every byte asked for exactly once.
+                let ranges = gets.compactMap(\.requestedRange).sorted { $0.lowerBound < $1.lowerBound }
+                #expect(ranges.first?.lowerBound == 0)
+                #expect(ranges.last?.upperBound == content.count)
+                for (first, second) in zip(ranges, ranges.dropFirst()) {
+                    #expect(first.upperBound == second.lowerBound, "asked twice or never: \(describe(gets))")
+                }
             }
         }
     }
@@ -320,37 +335,62 @@ struct DownloadTests {
         }
     }
 
-    @Test("a connection far slower than the others is restarted on a new connection")
+    @Test("a connection far slower than the others is restarted on a new connection, for the rest of its range")
     func slowConnectionRestarted() async throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }
         let content = makeTestContent(count: 6 * 1024 * 1024, seed: 9)
-        // Every connection runs at 2 MiB/s, every third at 16 KiB/s. Nothing may be split or raced, so the
-        // slow connection's third (2 MiB, over two minutes at 16 KiB/s) can only be rescued by a restart: the
-        // new connection gets another number, and with it the full speed.
+        // Every connection runs at 256 KiB/s, every third at 4 KiB/s. Nothing may be split or raced, so only a
+        // restart moves the slow connection's third elsewhere. The others stay busy with theirs for 8 s, long enough
+        // to be compared with however late the watchdog runs; once the restarted request is in, the test stops.
         try await withServer(
             content: content,
             faults: [
-                .throttle(bytesPerSecond: 2 * 1024 * 1024),
-                .throttle(bytesPerSecond: 16 * 1024, everyNthConnection: 3),
+                .throttle(bytesPerSecond: 256 * 1024),
+                .throttle(bytesPerSecond: 4 * 1024, everyNthConnection: 3),
             ]
         ) { server in
-            let path = directory.file("restarted.bin")
             // Three 2 MiB ranges; with a 2 MiB floor none of them can be split.
             var configuration = testConfiguration(connections: 3, minimumSplitSize: 2 * 1024 * 1024)
             configuration.racesTail = false
             configuration.slowConnections = .init(shareOfMedian: 0.1, window: .milliseconds(400))
-            let outcome = try await runDownload(server.url(), to: .file(path), configuration: configuration)
-            _ = try outcome.value
-            try expectFile(path, equals: content, in: directory)
-            let restarts = outcome.events.compactMap { event -> String? in
-                guard case .restarted(_, let reason) = event else { return nil }
-                return reason
+            let download = testDownloader.download(
+                try DownloadRequest(
+                    url: server.url(),
+                    destination: .file(directory.file("r.bin")),
+                    configuration: configuration
+                )
+            )
+            let task = Task { try await download.run() }
+            // Without a restart the download would take minutes: give up after 30 s.
+            let bound = Task {
+                try await Task.sleep(for: .seconds(30))
+                task.cancel()
             }
+            defer {
+                bound.cancel()
+                task.cancel()
+            }
+            var restarts: [String] = []
+            for await event in download.events {
+                guard case .restarted(_, let reason) = event else { continue }
+                restarts.append(reason)
+                try await waitUntil("the restarted range is asked for") {
+                    !takeovers(in: server.statistics().getRequestsRecorded).isEmpty
+                }
+                task.cancel()
+            }
+            #expect((await task.result).isFailure, "finished without the slow connection")
             #expect(!restarts.isEmpty)
             #expect(restarts.allSatisfy { $0.contains("median") }, "\(restarts)")
-            // Each restart is a new connection: the three first ones plus at least one more.
-            #expect(server.statistics().connections >= 4)
+            // A new connection asked for the rest of the slow connection's range, up to its end.
+            let gets = server.statistics().getRequestsRecorded
+            let restarted = takeovers(in: gets)
+            #expect(!restarted.isEmpty, "\(describe(gets))")
+            for (slow, taker) in restarted {
+                #expect(taker.connectionID > 3)
+                #expect(taker.requestedRange?.upperBound == slow.requestedRange?.upperBound)
+            }
         }
     }
 

@@ -15,24 +15,36 @@ struct ResumeTests {
         return configuration
     }
 
-    /// Starts a download and cancels it once `bytes` are on disk. Returns the error and the events.
+    /// Starts a download of `urlPath` on `server` and cancels it once `bytes` are on disk. Returns the error and
+    /// the events.
     static func interrupted(
-        _ url: String,
+        _ server: RangeTestServer,
+        _ urlPath: String = "/file.bin",
         path: String,
         after bytes: Int64,
         configuration: DownloadConfiguration = configuration()
     ) async throws -> (DownloadError?, [DownloadEvent]) {
-        let download = testDownloader.download(try DownloadRequest(url: url, destination: .file(path), configuration: configuration))
+        let download = testDownloader.download(
+            try DownloadRequest(url: server.url(urlPath), destination: .file(path), configuration: configuration)
+        )
         let task = Task { try await download.run() }
         var events: [DownloadEvent] = []
         for await event in download.events {
             events.append(event)
-            if case .progress(let progress) = event, progress.completedBytes >= bytes {
+            if case .progress(let progress) = event, progress.completedBytes >= bytes, !task.isCancelled {
+                // Held, the download cannot finish before the cancellation lands.
+                server.holdBodies()
                 task.cancel()
             }
         }
-        if case .failure(let error) = await task.result { return (error as? DownloadError, events) }
-        return (nil, events)
+        server.releaseBodies()
+        guard case .failure(let error) = await task.result else {
+            Issue.record("the download finished before it was cancelled")
+            return (nil, events)
+        }
+        let downloadError = error as? DownloadError
+        #expect(downloadError?.code == .cancelled, "\(error)")
+        return (downloadError, events)
     }
 
     static func resumedBytes(_ events: [DownloadEvent]) -> Int64? {
@@ -50,7 +62,7 @@ struct ResumeTests {
         defer { directory.remove() }
         try await withServer(content: Self.content, faults: [Self.throttle]) { server in
             let path = directory.file("big.bin")
-            let (error, _) = try await Self.interrupted(server.url(), path: path, after: 2 * 1024 * 1024)
+            let (error, _) = try await Self.interrupted(server, path: path, after: 2 * 1024 * 1024)
             #expect(error?.code == .cancelled)
             #expect(error?.resumable == true)
             #expect(directory.contents() == ["big.bin.part", "big.bin.part.downpour"])
@@ -89,15 +101,17 @@ struct ResumeTests {
                 switch event {
                 case .progress(let progress) where !pausedOnce && progress.completedBytes > 1024 * 1024:
                     pausedOnce = true
+                    // Held, the download cannot finish before the pause lands.
+                    server.holdBodies()
                     download.pause()
                 case .paused:
                     sawPaused = true
                     #expect(FileManager.default.fileExists(atPath: path + ".part.downpour"))
-                    let before = server.statistics()
-                    try await Task.sleep(for: .milliseconds(400))
-                    let after = server.statistics()
-                    #expect(after.requests.count == before.requests.count, "requests while paused")
-                    #expect(after.bodyBytesSent - before.bodyBytesSent < 64 * 1024 * 4, "bytes while paused")
+                    let requestsAtPause = server.statistics().requests.count
+                    // Paused, the download keeps no connection open: nothing can flow until it resumes.
+                    try await waitUntil("no connection is open") { server.statistics().openConnections == 0 }
+                    #expect(server.statistics().requests.count == requestsAtPause, "requests while paused")
+                    server.releaseBodies()
                     download.resume()
                 case .resumed:
                     sawResumed = true
@@ -118,7 +132,7 @@ struct ResumeTests {
         defer { directory.remove() }
         let path = directory.file("v.bin")
         try await withServer(content: Self.content, faults: [Self.throttle]) { server in
-            let (error, _) = try await Self.interrupted(server.url(), path: path, after: 1024 * 1024)
+            let (error, _) = try await Self.interrupted(server, path: path, after: 1024 * 1024)
             #expect(error?.resumable == true)
         }
         let newContent = makeTestContent(count: Self.content.count, seed: 77)
@@ -137,7 +151,7 @@ struct ResumeTests {
         defer { directory.remove() }
         try await withServer(content: Self.content, faults: [Self.throttle]) { server in
             let path = directory.file("c.bin")
-            _ = try await Self.interrupted(server.url(), path: path, after: 1024 * 1024)
+            _ = try await Self.interrupted(server, path: path, after: 1024 * 1024)
             let journalPath = path + ".part.downpour"
             var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: journalPath)))
             bytes[bytes.count / 2] ^= 0x20
@@ -157,7 +171,7 @@ struct ResumeTests {
         defer { directory.remove() }
         try await withServer(content: Self.content, faults: [Self.throttle, .noValidators]) { server in
             let path = directory.file("nv.bin")
-            _ = try await Self.interrupted(server.url(), path: path, after: 1024 * 1024)
+            _ = try await Self.interrupted(server, path: path, after: 1024 * 1024)
             let outcome = try await runDownload(server.url(), to: .file(path), configuration: Self.configuration())
             _ = try outcome.value
             #expect((Self.resumedBytes(outcome.events) ?? 0) > 0)
@@ -165,7 +179,7 @@ struct ResumeTests {
             try expectFile(path, equals: Self.content, in: directory)
 
             try FileManager.default.removeItem(atPath: path)
-            _ = try await Self.interrupted(server.url(), path: path, after: 1024 * 1024)
+            _ = try await Self.interrupted(server, path: path, after: 1024 * 1024)
             var fresh = Self.configuration()
             fresh.resume = false
             let again = try await runDownload(server.url(), to: .file(path), configuration: fresh)
@@ -181,18 +195,18 @@ struct ResumeTests {
         defer { directory.remove() }
         try await withServer(content: Self.content, faults: [Self.throttle]) { server in
             let path = directory.file("p.bin")
-            _ = try await Self.interrupted(server.url("/first/p.bin"), path: path, after: 1024 * 1024)
-            let download = try Download.resuming(path: path, configuration: Self.configuration(), downloader: testDownloader)
-            #expect(download.request.url.absoluteString == server.url("/first/p.bin"))
-            async let drained: Void = { for await _ in download.events {} }()
-            let result = try await download.run()
-            await drained
-            #expect(result.downloadedBytes < Int64(Self.content.count))
+            _ = try await Self.interrupted(server, "/first/p.bin", path: path, after: 1024 * 1024)
+            let outcome = try await retryingWhileLocked {
+                let download = try Download.resuming(path: path, configuration: Self.configuration(), downloader: testDownloader)
+                #expect(download.request.url.absoluteString == server.url("/first/p.bin"))
+                return await collect(download)
+            }
+            #expect(try outcome.value.downloadedBytes < Int64(Self.content.count))
             try expectFile(path, equals: Self.content, in: directory)
 
             // Another URL (a fresh link, a mirror) serving the same bytes and validators continues the same file.
             try FileManager.default.removeItem(atPath: path)
-            _ = try await Self.interrupted(server.url("/first/p.bin"), path: path, after: 1024 * 1024)
+            _ = try await Self.interrupted(server, "/first/p.bin", path: path, after: 1024 * 1024)
             let mirror = try await runDownload(
                 server.url("/mirror/p.bin"),
                 to: .file(path),
@@ -217,8 +231,16 @@ struct ResumeTests {
             for await event in first.events {
                 if case .progress = event { break }
             }
-            let second = try await runDownload(server.url(), to: .file(path), configuration: Self.configuration())
+            // Held, the first cannot finish while the second tries.
+            server.holdBodies()
+            let second = try await runDownload(
+                server.url(),
+                to: .file(path),
+                configuration: Self.configuration(),
+                retriesWhileLocked: false
+            )
             #expect(second.error?.code == .alreadyRunning, "\(String(describing: second.error))")
+            server.releaseBodies()
             _ = try await task.value
             try expectFile(path, equals: Self.content, in: directory)
         }
@@ -242,9 +264,14 @@ struct ResumeTests {
             for await event in download.events {
                 if case .progress(let progress) = event, !filled, progress.completedBytes > 3 * 512 * 1024 {
                     filled = true
+                    // Held, the download cannot finish before it runs into the full disk. Two journal saves later,
+                    // one has started after the hold: the journal records what had arrived by then.
+                    server.holdBodies()
+                    try await waitForSaves(of: path + ".part.downpour", count: 2)
                     mount.fill()
                 }
             }
+            server.releaseBodies()
             let failure = await task.result
             guard case .failure(let thrown) = failure, let error = thrown as? DownloadError else {
                 Issue.record("the download succeeded on a full disk")

@@ -56,14 +56,22 @@ struct DownloadOutcome {
 let testDownloader = Downloader(configuration: .init(maximumConnections: 10_000, maximumConnectionsPerHost: 10_000))
 
 /// Runs a download to the end, collecting its events.
+///
+/// A download refused with ``DownloadError/Code/alreadyRunning`` is tried again for up to 5 s, unless
+/// `retriesWhileLocked` is `false` (for the tests of the lock itself); see ``retryingWhileLocked(_:)``.
 func runDownload(
     _ url: String,
     to destination: DownloadRequest.Destination,
-    configuration: DownloadConfiguration = testConfiguration()
+    configuration: DownloadConfiguration = testConfiguration(),
+    retriesWhileLocked: Bool = true
 ) async throws -> DownloadOutcome {
-    let download = testDownloader.download(
-        try DownloadRequest(url: url, destination: destination, configuration: configuration)
-    )
+    let request = try DownloadRequest(url: url, destination: destination, configuration: configuration)
+    guard retriesWhileLocked else { return await collect(testDownloader.download(request)) }
+    return try await retryingWhileLocked { await collect(testDownloader.download(request)) }
+}
+
+/// Runs `download` to the end, collecting its events.
+func collect(_ download: Download) async -> DownloadOutcome {
     async let collected: [DownloadEvent] = {
         var events: [DownloadEvent] = []
         for await event in download.events { events.append(event) }
@@ -76,6 +84,24 @@ func runDownload(
         result = .failure(error)
     }
     return DownloadOutcome(result: result, events: await collected)
+}
+
+/// Runs `attempt` again, every 20 ms for up to 5 s, while it is refused with
+/// ``DownloadError/Code/alreadyRunning``.
+///
+/// A download's lock is an `flock` on its `.part` file, and such a lock belongs to the open file description,
+/// which a child process shares from `fork` until `exec` closes it. This test process spawns children (the CLI
+/// tests run `downpour`, the disk-full test `mount`), so for a moment after a download here has ended and closed
+/// its file, a child may still hold its lock. On a loaded machine that moment is long enough for the next download
+/// of the same file to be refused. A lock that stays taken still fails the test, after 5 s.
+func retryingWhileLocked(_ attempt: () async throws -> DownloadOutcome) async throws -> DownloadOutcome {
+    let clock = ContinuousClock()
+    let deadline = clock.now + .seconds(5)
+    while true {
+        let outcome = try await attempt()
+        guard outcome.error?.code == .alreadyRunning, clock.now < deadline else { return outcome }
+        try await Task.sleep(for: .milliseconds(20))
+    }
 }
 
 /// Starts a server, hands it to `body`, and shuts it down afterwards, whatever happens.
@@ -109,5 +135,66 @@ func expectNothingLeft(in directory: ScratchDirectory, sourceLocation: SourceLoc
 extension RangeTestServer.Statistics {
     var getRequestsRecorded: [RangeTestServer.RecordedRequest] {
         self.requests.filter { $0.method == "GET" }
+    }
+}
+
+/// Pairs of GET requests where a later request on another connection asked for bytes that an earlier request on a
+/// throttled connection had asked for: its range was split or raced.
+func takeovers(
+    in gets: [RangeTestServer.RecordedRequest]
+) -> [(slow: RangeTestServer.RecordedRequest, taker: RangeTestServer.RecordedRequest)] {
+    var pairs: [(slow: RangeTestServer.RecordedRequest, taker: RangeTestServer.RecordedRequest)] = []
+    for (index, slow) in gets.enumerated() {
+        guard slow.throttle != nil, let slowRange = slow.requestedRange else { continue }
+        for taker in gets[(index + 1)...] where taker.connectionID != slow.connectionID {
+            if let range = taker.requestedRange, range.overlaps(slowRange) {
+                pairs.append((slow, taker))
+            }
+        }
+    }
+    return pairs
+}
+
+/// One line per request, for failure messages: `#3 GET 0..<524288 206 (64 KiB/s)`.
+func describe(_ requests: [RangeTestServer.RecordedRequest]) -> String {
+    requests.map { request in
+        var line = "#\(request.connectionID) \(request.method)"
+        if let range = request.requestedRange { line += " \(range)" }
+        line += " \(request.status)"
+        if let throttle = request.throttle { line += " (\(throttle) B/s)" }
+        return line
+    }.joined(separator: "; ")
+}
+
+struct GaveUpWaiting: Error {
+    var condition: String
+}
+
+/// Polls `condition` every few milliseconds until it holds; throws ``GaveUpWaiting`` after `limit`.
+func waitUntil(_ what: String, limit: Duration = .seconds(10), _ condition: () -> Bool) async throws {
+    let clock = ContinuousClock()
+    let deadline = clock.now + limit
+    while !condition() {
+        guard clock.now < deadline else { throw GaveUpWaiting(condition: what) }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+}
+
+extension Result {
+    var isFailure: Bool {
+        if case .failure = self { return true }
+        return false
+    }
+}
+
+/// Waits until the file at `path` has been replaced `count` times (see ``fileStamp(atPath:)``), for up to 10 s each.
+func waitForSaves(of path: String, count: Int) async throws {
+    var stamp = fileStamp(atPath: path)
+    for _ in 0..<count {
+        let previous = stamp
+        try await waitUntil("\(path) saved again") {
+            stamp = fileStamp(atPath: path)
+            return stamp != nil && stamp != previous
+        }
     }
 }

@@ -117,7 +117,7 @@ struct Aria2OptionsTests {
             try options.apply(name: name, value: value)
         }
         let request = try options.request(uris: ["http://127.0.0.1:8080/x.iso"])
-        #expect(request.destination == .file("sub/dir/name.iso"))
+        #expect(request.destination == .named("name.iso", in: "sub/dir"))
         let configuration = request.configuration
         #expect(configuration.headers.map(\.name) == ["X-A", "X-B"])
         #expect(configuration.connections == 8)

@@ -127,7 +127,7 @@ public struct Aria2Options: Sendable, Hashable {
         }
         let destination: DownloadRequest.Destination
         if let output {
-            destination = .file(self.directory.hasSuffix("/") ? self.directory + output : self.directory + "/" + output)
+            destination = .named(output, in: self.directory)
         } else {
             destination = .directory(self.directory)
         }

@@ -32,7 +32,10 @@ struct DownloadEngine: Sendable {
     private func perform() async throws(DownloadError) -> DownloadResult {
         let configuration = self.request.configuration
         try configuration.validate()
-        if case .file(let path) = self.request.destination {
+        if case .named(let name, _) = self.request.destination {
+            _ = try Aria2Options.checkedOutput(name)
+        }
+        if let path = self.request.destination.fixedPath {
             try self.checkFree(path)
         }
         let transport = try self.downloader.transport(for: configuration, logger: self.logger)
@@ -293,6 +296,11 @@ struct DownloadEngine: Sendable {
     private func destinationPath(for remote: RemoteFile) throws(DownloadError) -> String {
         switch self.request.destination {
         case .file(let path):
+            return path
+        case .named(let name, let directory):
+            let path = self.request.destination.fixedPath ?? name
+            let parent = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? directory
+            try FileOperations.createDirectory(parent.isEmpty ? "/" : parent)
             return path
         case .directory(let directory):
             try FileOperations.createDirectory(directory)

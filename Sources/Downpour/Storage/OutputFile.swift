@@ -12,18 +12,29 @@ import Darwin
 ///
 /// Thread-safe because `pwrite` is: every write names its own offset and no state is shared.
 final class OutputFile: Sendable {
+    /// The vectored positional write, with the arguments (descriptor, vectors, vector count, offset), result and
+    /// `errno` of `pwritev`.
+    typealias VectorWrite = @Sendable (Int32, UnsafePointer<iovec>, Int32, off_t) -> Int
+
     let path: String
     private let descriptor: Int32
+    private let vectorWrite: VectorWrite
 
-    private init(path: String, descriptor: Int32) {
+    private init(path: String, descriptor: Int32, vectorWrite: @escaping VectorWrite) {
         self.path = path
         self.descriptor = descriptor
+        self.vectorWrite = vectorWrite
     }
 
     /// Opens (creating when missing) the file at `path` and takes an exclusive lock on it, so that a second
     /// process aiming at the same output stops at once. The kernel drops the lock when the process dies, so a
     /// crash leaves no stale lock behind. The contents are left as they are.
-    static func openLocked(at path: String) throws(DownloadError) -> OutputFile {
+    ///
+    /// `vectorWrite` is `pwritev`; tests pass one that writes less, or fails, to check the retries.
+    static func openLocked(
+        at path: String,
+        vectorWrite: @escaping VectorWrite = OutputFile.systemVectorWrite
+    ) throws(DownloadError) -> OutputFile {
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
             throw .localIO("Cannot create '\(path)'", systemCall: "open", errno: errno)
@@ -40,8 +51,18 @@ final class OutputFile: Sendable {
             }
             throw .localIO("Cannot lock '\(path)'", systemCall: "flock", errno: failure)
         }
-        return OutputFile(path: path, descriptor: descriptor)
+        return OutputFile(path: path, descriptor: descriptor, vectorWrite: vectorWrite)
     }
+
+    #if os(Linux)
+    static let systemVectorWrite: VectorWrite = { pwritev($0, $1, $2, $3) }
+    #else
+    /// Unused: elsewhere the buffers of a vectored write go one by one through `pwrite`.
+    static let systemVectorWrite: VectorWrite = { _, _, _, _ in
+        errno = ENOSYS
+        return -1
+    }
+    #endif
 
     /// Empties the file, then reserves `length` bytes so a full disk shows up now, not halfway through.
     func startOver(length: Int64?) throws(DownloadError) {
@@ -123,7 +144,7 @@ final class OutputFile: Sendable {
         while first < vectors.count {
             let count = min(vectors.count - first, Self.maximumVectors)
             let result = vectors.withUnsafeBufferPointer { all in
-                pwritev(self.descriptor, all.baseAddress! + first, Int32(count), off_t(position))
+                self.vectorWrite(self.descriptor, all.baseAddress! + first, Int32(count), off_t(position))
             }
             if result < 0 {
                 if errno == EINTR { continue }
