@@ -208,3 +208,28 @@ struct Aria2OptionsTests {
         #expect(!io.message.contains("--"))
     }
 }
+
+@Suite("Output file lock")
+struct OutputFileLockTests {
+    @Test("one process: a second open of the same file is refused until the first closes it")
+    func inProcess() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("lock-\(UUID().uuidString)").path
+        defer { unlink(path) }
+        let first = try OutputFile.openLocked(at: path)
+        #expect {
+            _ = try OutputFile.openLocked(at: path)
+        } throws: { error in
+            (error as? DownloadError)?.code == .alreadyRunning
+        }
+        first.close()
+        first.close()  // a second close does nothing, and does not release another's lock
+        let second = try OutputFile.openLocked(at: path)
+        first.close()
+        #expect {
+            _ = try OutputFile.openLocked(at: path)
+        } throws: { error in
+            (error as? DownloadError)?.code == .alreadyRunning
+        }
+        second.close()
+    }
+}

@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 
 #if canImport(Glibc)
@@ -19,16 +20,25 @@ final class OutputFile: Sendable {
     let path: String
     private let descriptor: Int32
     private let vectorWrite: VectorWrite
+    /// The file's identity in ``LockedFiles`` while it is open.
+    private let identity: LockedFiles.Identity
+    private let isClosed = NIOLockedValueBox(false)
 
-    private init(path: String, descriptor: Int32, vectorWrite: @escaping VectorWrite) {
+    private init(path: String, descriptor: Int32, identity: LockedFiles.Identity, vectorWrite: @escaping VectorWrite) {
         self.path = path
         self.descriptor = descriptor
+        self.identity = identity
         self.vectorWrite = vectorWrite
     }
 
     /// Opens (creating when missing) the file at `path` and takes an exclusive lock on it, so that a second
-    /// process aiming at the same output stops at once. The kernel drops the lock when the process dies, so a
-    /// crash leaves no stale lock behind. The contents are left as they are.
+    /// download aiming at the same output, in this process or another, stops at once. The contents are left as
+    /// they are.
+    ///
+    /// The lock is a POSIX record lock (`fcntl(F_SETLK)`): it belongs to this process, so the kernel drops it
+    /// when the process dies (a crash leaves no stale lock), and a child process this one spawns does not hold
+    /// it (as it would hold a `flock` lock until it executes its program). Within this process, ``LockedFiles``
+    /// keeps two downloads off one file.
     ///
     /// `vectorWrite` is `pwritev`; tests pass one that writes less, or fails, to check the retries.
     static func openLocked(
@@ -39,19 +49,36 @@ final class OutputFile: Sendable {
         guard descriptor >= 0 else {
             throw .localIO("Cannot create '\(path)'", systemCall: "open", errno: errno)
         }
-        if flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+        let busy = DownloadError(
+            code: .alreadyRunning,
+            message: "Another download is writing to '\(path)' right now; wait for it to finish or stop it first."
+        )
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else {
             let failure = errno
             _ = SystemCall.close(descriptor)
-            if failure == EWOULDBLOCK {
-                throw DownloadError(
-                    code: .alreadyRunning,
-                    message:
-                        "Another download is writing to '\(path)' right now; wait for it to finish or stop it first."
-                )
-            }
-            throw .localIO("Cannot lock '\(path)'", systemCall: "flock", errno: failure)
+            throw .localIO("Cannot lock '\(path)'", systemCall: "fstat", errno: failure)
         }
-        return OutputFile(path: path, descriptor: descriptor, vectorWrite: vectorWrite)
+        let identity = LockedFiles.Identity(device: UInt64(status.st_dev), inode: UInt64(status.st_ino))
+        guard LockedFiles.insert(identity) else {
+            _ = SystemCall.close(descriptor)
+            throw busy
+        }
+        var lock = flock()
+        lock.l_type = Int16(F_WRLCK)
+        lock.l_whence = Int16(SEEK_SET)
+        lock.l_start = 0
+        lock.l_len = 0
+        if fcntl(descriptor, F_SETLK, &lock) != 0 {
+            let failure = errno
+            _ = SystemCall.close(descriptor)
+            LockedFiles.remove(identity)
+            if failure == EACCES || failure == EAGAIN {
+                throw busy
+            }
+            throw .localIO("Cannot lock '\(path)'", systemCall: "fcntl", errno: failure)
+        }
+        return OutputFile(path: path, descriptor: descriptor, identity: identity, vectorWrite: vectorWrite)
     }
 
     #if os(Linux)
@@ -206,8 +233,36 @@ final class OutputFile: Sendable {
         }
     }
 
+    /// Closes the file, which releases its lock. Later calls do nothing.
     func close() {
+        let first = self.isClosed.withLockedValue { closed in
+            defer { closed = true }
+            return !closed
+        }
+        guard first else { return }
         _ = SystemCall.close(self.descriptor)
+        LockedFiles.remove(self.identity)
+    }
+}
+
+/// The output files this process has open and locked. A POSIX record lock does not keep a second lock of the
+/// same process off a file (and closing any descriptor of the file would release it), so two downloads of one
+/// process aiming at one file are kept apart here.
+enum LockedFiles {
+    struct Identity: Hashable, Sendable {
+        var device: UInt64
+        var inode: UInt64
+    }
+
+    private static let open = NIOLockedValueBox(Set<Identity>())
+
+    /// `false` when the file is open already.
+    static func insert(_ identity: Identity) -> Bool {
+        self.open.withLockedValue { $0.insert(identity).inserted }
+    }
+
+    static func remove(_ identity: Identity) {
+        _ = self.open.withLockedValue { $0.remove(identity) }
     }
 }
 
