@@ -185,6 +185,16 @@ final class OutputFile: Sendable {
         }
     }
 
+    /// Sets the access and modification times to `seconds` since 1970 (after the last write, which would
+    /// change them again).
+    func setTimes(_ seconds: Int64) throws(DownloadError) {
+        let time = timespec(tv_sec: time_t(seconds), tv_nsec: 0)
+        let times = [time, time]
+        guard futimens(self.descriptor, times) == 0 else {
+            throw .localIO("Cannot set the modification time of '\(self.path)'", systemCall: "futimens", errno: errno)
+        }
+    }
+
     func close() {
         _ = SystemCall.close(self.descriptor)
     }
