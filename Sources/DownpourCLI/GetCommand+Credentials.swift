@@ -66,7 +66,8 @@ extension GetCommand {
         guard let path = self.saveCookies, let jar else { return true }
         let temporary = path + ".downpour-\(getpid())"
         let data = Data(jar.netscapeFormat().utf8)
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        unlink(temporary)  // A leftover of a crashed run with the same process ID.
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
             writeError("downpour: cannot save the cookies to '\(path)': \(String(cString: strerror(errno))).")
             return false

@@ -23,7 +23,8 @@ import NIOPosix
 ///   `WWW-Authenticate: Basic`.
 /// - `/require-cookie/NAME/VALUE/REST`: what `REST` gets, when the `Cookie` headers hold `NAME=VALUE`; else 403.
 /// - `/set-cookie/PERCENT_ENCODED_SET_COOKIE/REST`: what `REST` gets, with that `Set-Cookie` header added
-///   (repeat the prefix for several cookies).
+///   (repeat the prefix for several cookies). `/set-cookie-on-get/PERCENT_ENCODED_SET_COOKIE/REST` adds it to GET
+///   answers only.
 ///
 /// Two servers are two origins (their ports differ), so `/redirect-to` from one to the other is a cross-origin
 /// redirect; the request log (``statistics()``) shows which headers each one received.

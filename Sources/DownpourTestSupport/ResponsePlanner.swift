@@ -195,9 +195,11 @@ struct ResponsePlanner: Sendable {
                 return Self.textResponse(.forbidden, text: "403 Forbidden: the cookie \(name)=\(value) is missing\n")
             }
             return self.planWithBody(method: method, uri: rest, headers: headers, progress: &progress)
-        case .setCookie(let cookie, let rest):
+        case .setCookie(let cookie, let onGETOnly, let rest):
             var plan = self.planWithBody(method: method, uri: rest, headers: headers, progress: &progress)
-            plan.headers.add(name: "Set-Cookie", value: cookie)
+            if method == .GET || !onGETOnly {
+                plan.headers.add(name: "Set-Cookie", value: cookie)
+            }
             return plan
         case .redirect(let location):
             return ResponsePlan(
@@ -386,8 +388,8 @@ enum Route: Equatable {
     case basicAuth(user: String, password: String, rest: String)
     /// Answer `rest` when the request's `Cookie` headers hold `name=value`, else 403.
     case requireCookie(name: String, value: String, rest: String)
-    /// Answer `rest`, with this `Set-Cookie` header added.
-    case setCookie(String, rest: String)
+    /// Answer `rest`, with this `Set-Cookie` header added (to GET answers only, when `onGETOnly`).
+    case setCookie(String, onGETOnly: Bool, rest: String)
 
     init(uri: String) {
         if let gate = Self.gate(uri) {
@@ -427,8 +429,8 @@ enum Route: Equatable {
         }
     }
 
-    /// `/basic-auth/USER/PASSWORD/REST`, `/require-cookie/NAME/VALUE/REST` and `/set-cookie/ENCODED/REST`, with
-    /// percent-encoded segments; `REST` keeps the query.
+    /// `/basic-auth/USER/PASSWORD/REST`, `/require-cookie/NAME/VALUE/REST`, `/set-cookie/ENCODED/REST` and
+    /// `/set-cookie-on-get/ENCODED/REST`, with percent-encoded segments; `REST` keeps the query.
     private static func gate(_ uri: String) -> Route? {
         func decoded(_ part: Substring) -> String? { String(part).removingPercentEncoding }
         let parts = uri.split(separator: "/", maxSplits: 4, omittingEmptySubsequences: false)
@@ -440,9 +442,13 @@ enum Route: Equatable {
             return parts[1] == "basic-auth"
                 ? .basicAuth(user: first, password: second, rest: rest)
                 : .requireCookie(name: first, value: second, rest: rest)
-        case "set-cookie":
+        case "set-cookie", "set-cookie-on-get":
             guard let cookie = decoded(parts[2]) else { return nil }
-            return .setCookie(cookie, rest: "/" + parts[3...].joined(separator: "/"))
+            return .setCookie(
+                cookie,
+                onGETOnly: parts[1] == "set-cookie-on-get",
+                rest: "/" + parts[3...].joined(separator: "/")
+            )
         default:
             return nil
         }

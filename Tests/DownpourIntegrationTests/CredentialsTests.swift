@@ -331,6 +331,32 @@ struct CredentialsTests {
         }
     }
 
+    @Test("a cookie set by a range response is kept, and sent when the range is fetched again")
+    func setCookieOnRangeResponse() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await RangeTestServer.withServer(
+            content: Self.content,
+            faults: [.closeConnection(afterBytes: 100_000, requests: 1)]
+        ) { server in
+            var configuration = testConfiguration(connections: 1)
+            configuration.cookies = CookieJar()
+            let path = directory.file("range.bin")
+            let run = try await self.run(
+                server.url("/set-cookie-on-get/\(Self.encoded("range=1"))/file.bin"),
+                to: path,
+                configuration: configuration
+            )
+            _ = try run.outcome.value
+            try expectFile(path, equals: Self.content, in: directory)
+            #expect(run.cookies?.cookies.map(\.name) == ["range"])
+            let gets = server.statistics().getRequestsRecorded
+            #expect(gets.count >= 2, "the cut response was fetched again")
+            #expect(gets.first?.header("Cookie") == nil)
+            #expect(gets.last?.header("Cookie") == "range=1")
+        }
+    }
+
     @Test("without a jar, Set-Cookie is not taken in and nothing is sent")
     func noCookieEngine() async throws {
         let directory = try ScratchDirectory()

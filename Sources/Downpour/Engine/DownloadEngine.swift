@@ -41,10 +41,11 @@ struct DownloadEngine: Sendable {
         let transport = try self.downloader.transport(for: configuration, logger: self.logger)
         let clock = ContinuousClock()
         let startedAt = clock.now
+        let authorization = await self.authorization()
         let probe = ResourceProbe(
             transport: transport,
             configuration: configuration,
-            authorization: await self.authorization(),
+            authorization: authorization,
             logger: self.logger
         )
         let host = self.request.url.host ?? ""
@@ -109,7 +110,8 @@ struct DownloadEngine: Sendable {
             logger: self.logger,
             hub: self.hub,
             budget: budget,
-            pacing: Pacing(limiters: [self.downloader.overallLimiter, self.limiter])
+            pacing: Pacing(limiters: [self.downloader.overallLimiter, self.limiter]),
+            authorization: authorization
         )
 
         let resumed: ByteRangeSet

@@ -7,7 +7,8 @@ import NIOHTTP1
 /// Finds out what is at a URL before anything is downloaded: follows redirects (bounded, loops refused),
 /// asks with `HEAD`, and falls back to `GET` with `Range: bytes=0-0` where `HEAD` is refused or says too little.
 struct ResourceProbe: Sendable {
-    /// What the probe found, and the headers that may be sent to the final URL.
+    /// What the probe found, and the headers to send (the configured ones and `User-Agent`; ``authorization``
+    /// adds credentials and cookies to each request for the URL it goes to).
     struct Outcome: Sendable {
         var remoteFile: RemoteFile
         var headers: [HTTPHeaderField]
@@ -37,9 +38,8 @@ struct ResourceProbe: Sendable {
         return headers
     }
 
-    /// What the probe found at `target`, with the headers for requests to its URL.
     private func outcome(_ file: RemoteFile, target: Target) -> Outcome {
-        Outcome(remoteFile: file, headers: self.authorization.headers(target.headers, for: target.url))
+        Outcome(remoteFile: file, headers: target.headers)
     }
 
     /// Where the probe is: the current URL, the configured headers, and the URLs seen.
