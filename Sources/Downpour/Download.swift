@@ -51,6 +51,7 @@ public final class Download: Sendable, Identifiable {
     private let limiter: BandwidthLimiter
     private let control = NIOLockedValueBox(Control())
     private let cancelSignal = PauseGate()
+    private let cookieStore: CookieStore?
 
     private struct Control {
         var started = false
@@ -79,6 +80,7 @@ public final class Download: Sendable, Identifiable {
         logger[metadataKey: "download"] = "\(id)"
         self.logger = logger
         self.limiter = BandwidthLimiter(rate: request.configuration.maximumRate)
+        self.cookieStore = request.configuration.cookies.map(CookieStore.init)
     }
 
     /// A download that continues the one whose output is `path`, from its journal alone: the URL comes from
@@ -126,6 +128,13 @@ public final class Download: Sendable, Identifiable {
     /// The latest snapshot: bytes on disk, total, speed, connections and their ranges.
     public var progress: DownloadProgress {
         self.hub.progress
+    }
+
+    /// The cookies as they are now: ``DownloadConfiguration/cookies`` and what the servers have set since, until
+    /// the end of the download and after it, whether it succeeded or not (to save them, as
+    /// ``CookieJar/netscapeFormat(now:)`` writes them). `nil` when the download uses no cookies.
+    public var cookies: CookieJar? {
+        self.cookieStore?.snapshot
     }
 
     /// The bandwidth limit of this download alone, in bytes per second; `nil` for none.
@@ -187,6 +196,7 @@ public final class Download: Sendable, Identifiable {
             hub: self.hub,
             gate: self.gate,
             limiter: self.limiter,
+            cookies: self.cookieStore,
             logger: self.logger,
             partPathKnown: { [control = self.control] path in control.withLockedValue { $0.partPath = path } }
         )

@@ -52,8 +52,9 @@ final class BatchRenderer: Sendable {
                 state.finished += 1
                 state.bytesDone += result.downloadedBytes
                 permanent.append(
-                    "[\(state.finished + state.failed)/\(state.total)] Saved \(result.path) "
-                        + "(\(ByteCount.format(result.length)))"
+                    "[\(state.finished + state.failed)/\(state.total)] "
+                        + (result.wasSkipped ? "Up to date: " : "Saved ")
+                        + "\(result.path) (\(ByteCount.format(result.length)))"
                 )
             case .failed(let error):
                 state.active[index] = nil

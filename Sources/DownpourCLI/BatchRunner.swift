@@ -15,11 +15,14 @@ struct BatchRunner {
     let concurrency: Int
     let downloader: Downloader
     let renderer: BatchRenderer
+    /// Given the cookie jar of every download that used cookies, when it has ended.
+    var cookiesCollected: (@Sendable (CookieJar) -> Void)?
 
     func run() async -> Int32 {
         let entries = self.entries
         let downloader = self.downloader
         let renderer = self.renderer
+        let cookiesCollected = self.cookiesCollected
         renderer.begin(total: entries.count)
         let batch = Task { () async -> [Int: Result<DownloadResult, DownloadError>] in
             await withTaskGroup(of: (Int, Result<DownloadResult, DownloadError>).self) { group in
@@ -43,6 +46,7 @@ struct BatchRunner {
                             result = .failure(error)
                         }
                         await listened
+                        if let jar = download.cookies { cookiesCollected?(jar) }
                         return (index, result)
                     }
                 }

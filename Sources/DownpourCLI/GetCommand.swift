@@ -23,7 +23,8 @@ struct GetCommand: AsyncParsableCommand {
             comment, and indented NAME=VALUE lines under a URL set that download's options (aria2's names: \
             out, dir, header, split, max-connection-per-server, min-split-size, max-download-limit, \
             user-agent, max-tries, retry-wait, timeout, connect-timeout, lowest-speed-limit, allow-overwrite, \
-            continue, check-certificate, ca-certificate). The command-line options are every entry's defaults. \
+            continue, check-certificate, ca-certificate, http-user, http-passwd, no-netrc, remote-time, \
+            conditional-get). The command-line options are every entry's defaults. \
             The exit status is 0 only when every download succeeded; otherwise it is the status of the first \
             failed entry, and the summary names each failure.
             """
@@ -163,6 +164,52 @@ struct GetCommand: AsyncParsableCommand {
     @Flag(name: [.customShort("v"), .customLong("verbose")], help: "Log what happens to standard error.")
     var verbose = false
 
+    @Option(
+        name: .customLong("http-user"),
+        help: "User name for HTTP Basic authentication; sent only to the URL's origin, not to another after a redirect."
+    )
+    var httpUser: String?
+
+    @Option(name: .customLong("http-passwd"), help: ArgumentHelp("Password for --http-user.", valueName: "password"))
+    var httpPassword: String?
+
+    @Option(
+        name: .customLong("netrc-path"),
+        help: ArgumentHelp(
+            "Take credentials by host from this .netrc file instead of ~/.netrc (which is ignored when others can "
+                + "read it).",
+            valueName: "file"
+        )
+    )
+    var netrcPath: String?
+
+    @Flag(name: .customLong("no-netrc"), help: "Do not read ~/.netrc.")
+    var noNetrc = false
+
+    @Option(
+        name: .customLong("load-cookies"),
+        help: ArgumentHelp("Send the matching cookies of this Netscape cookies.txt file.", valueName: "file")
+    )
+    var loadCookies: String?
+
+    @Option(
+        name: .customLong("save-cookies"),
+        help: ArgumentHelp(
+            "At the end, write the cookies (those loaded and those the servers set) to this file.",
+            valueName: "file"
+        )
+    )
+    var saveCookies: String?
+
+    @Flag(name: .customLong("remote-time"), help: "Give the file the server's modification time (Last-Modified).")
+    var remoteTime = false
+
+    @Flag(
+        name: .customLong("conditional-get"),
+        help: "Download only when the remote file is newer than the output file, and then replace it."
+    )
+    var conditionalGet = false
+
     func validate() throws {
         if self.output != nil && self.directory != nil {
             throw ValidationError("Give either -o FILE or -d DIR, not both.")
@@ -206,6 +253,7 @@ struct GetCommand: AsyncParsableCommand {
         for header in self.headers where HTTPHeaderField(parsing: header) == nil {
             throw ValidationError("'\(header)' is not a header; write 'Name: value'.")
         }
+        try self.validateCredentialOptions()
     }
 
     func run() async throws {
@@ -221,14 +269,18 @@ struct GetCommand: AsyncParsableCommand {
 
         if let inputFile {
             let entries = try self.batchEntries(from: inputFile)
-            let status = await withDownloader(configuration: engine, logger: logger) { downloader in
-                await BatchRunner(
+            let cookies = CookieCollector(self.downloadConfiguration.cookies)
+            var status = await withDownloader(configuration: engine, logger: logger) { downloader in
+                var runner = BatchRunner(
                     entries: entries,
                     concurrency: self.maximumConcurrentDownloads,
                     downloader: downloader,
                     renderer: BatchRenderer(mode: self.renderMode)
-                ).run()
+                )
+                runner.cookiesCollected = { cookies.add($0) }
+                return await runner.run()
             }
+            if !self.saveCookies(cookies.merged), status == ExitStatus.success { status = ExitStatus.localIO }
             if status != ExitStatus.success { throw ExitCode(status) }
             return
         }
@@ -246,7 +298,9 @@ struct GetCommand: AsyncParsableCommand {
             throw ExitCode(ExitStatus.usage)
         }
         let status = await withDownloader(configuration: engine, logger: logger) { downloader in
-            await self.runOne(downloader.download(request))
+            let download = downloader.download(request)
+            let status = await self.runOne(download)
+            return self.saveCookies(download.cookies) || status != ExitStatus.success ? status : ExitStatus.localIO
         }
         if status != ExitStatus.success { throw ExitCode(status) }
     }
@@ -363,6 +417,7 @@ struct GetCommand: AsyncParsableCommand {
         configuration.resume = !self.noResume
         configuration.journalInterval = .milliseconds(Int64(self.journalInterval * 1000))
         configuration.maximumRate = self.downloadLimit.flatMap { $0.bytes > 0 ? $0.bytes : nil }
+        self.applyCredentialOptions(to: &configuration)
         return configuration
     }
 }

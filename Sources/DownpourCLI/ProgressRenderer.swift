@@ -61,6 +61,8 @@ final class ProgressRenderer: Sendable {
         case .retrying(let connection, let attempt, let delay, let reason):
             self.clearLine()
             writeError("connection \(connection): \(reason) Retry \(attempt) in \(Self.seconds(delay)) s.")
+        case .finished(let result) where result.wasSkipped:
+            self.printLine("\(result.path) is as new as the remote file; nothing downloaded.")
         case .finished(let result):
             self.clearLine()
             let seconds = result.elapsed.inSeconds

@@ -30,6 +30,8 @@ enum Remedy {
             return "wait for the other downpour to finish, or stop it (Ctrl-C pauses it and keeps its data)."
         case .invalidRequest:
             return "see 'downpour get --help'."
+        case .httpStatus where error.httpStatus == 401:
+            return "the server wants credentials: give --http-user and --http-passwd, or a private ~/.netrc entry."
         case .localIO where error.systemCallError?.isNoSpace == true:
             return "free some space, then run the same command again."
         default:

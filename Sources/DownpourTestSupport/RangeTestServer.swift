@@ -18,6 +18,16 @@ import NIOPosix
 /// - `/loop/a` and `/loop/b`: 302 to each other.
 /// - `/redirect-to?url=PERCENT_ENCODED_URL`: 302 to that URL.
 /// - `/status/NNN` (200 to 599): that status with a short text body.
+/// - `/basic-auth/USER/PASSWORD/REST`: what `REST` gets (any route, `/file.bin` say), when the request carries
+///   exactly one `Authorization: Basic` header for USER and PASSWORD (percent-encoded segments); else 401 with
+///   `WWW-Authenticate: Basic`.
+/// - `/require-cookie/NAME/VALUE/REST`: what `REST` gets, when the `Cookie` headers hold `NAME=VALUE`; else 403.
+/// - `/set-cookie/PERCENT_ENCODED_SET_COOKIE/REST`: what `REST` gets, with that `Set-Cookie` header added
+///   (repeat the prefix for several cookies). `/set-cookie-on-get/PERCENT_ENCODED_SET_COOKIE/REST` adds it to GET
+///   answers only.
+///
+/// Two servers are two origins (their ports differ), so `/redirect-to` from one to the other is a cross-origin
+/// redirect; the request log (``statistics()``) shows which headers each one received.
 ///
 /// Connections are kept alive unless the client asks otherwise or a fault closes them; pipelined requests are
 /// answered in order; request bodies are ignored.

@@ -180,6 +180,29 @@ struct ResponsePlanner: Sendable {
         }
 
         switch Route(uri: uri) {
+        case .basicAuth(let user, let password, let rest):
+            let expected = "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
+            guard headers[canonicalForm: "Authorization"].count == 1, headers.first(name: "Authorization") == expected
+            else {
+                return Self.textResponse(
+                    .unauthorized,
+                    extraHeaders: [("WWW-Authenticate", "Basic realm=\"downpour-test\", charset=\"UTF-8\"")]
+                )
+            }
+            return self.planWithBody(method: method, uri: rest, headers: headers, progress: &progress)
+        case .requireCookie(let name, let value, let rest):
+            let sent = headers["Cookie"].flatMap { $0.split(separator: ";") }
+                .map { $0.trimmingCharacters(in: .whitespaces) }
+            guard sent.contains("\(name)=\(value)") else {
+                return Self.textResponse(.forbidden, text: "403 Forbidden: the cookie \(name)=\(value) is missing\n")
+            }
+            return self.planWithBody(method: method, uri: rest, headers: headers, progress: &progress)
+        case .setCookie(let cookie, let onGETOnly, let rest):
+            var plan = self.planWithBody(method: method, uri: rest, headers: headers, progress: &progress)
+            if method == .GET || !onGETOnly {
+                plan.headers.add(name: "Set-Cookie", value: cookie)
+            }
+            return plan
         case .redirect(let location):
             return ResponsePlan(
                 status: .found,
@@ -376,8 +399,18 @@ enum Route: Equatable {
     case redirect(location: String)
     case status(HTTPResponseStatus)
     case badRequest(String)
+    /// Answer `rest` when the request carries exactly this Basic authorization, else 401.
+    case basicAuth(user: String, password: String, rest: String)
+    /// Answer `rest` when the request's `Cookie` headers hold `name=value`, else 403.
+    case requireCookie(name: String, value: String, rest: String)
+    /// Answer `rest`, with this `Set-Cookie` header added (to GET answers only, when `onGETOnly`).
+    case setCookie(String, onGETOnly: Bool, rest: String)
 
     init(uri: String) {
+        if let gate = Self.gate(uri) {
+            self = gate
+            return
+        }
         let path: Substring
         let query: Substring?
         if let questionMark = uri.firstIndex(of: "?") {
@@ -408,6 +441,31 @@ enum Route: Equatable {
             } else {
                 self = .content
             }
+        }
+    }
+
+    /// `/basic-auth/USER/PASSWORD/REST`, `/require-cookie/NAME/VALUE/REST`, `/set-cookie/ENCODED/REST` and
+    /// `/set-cookie-on-get/ENCODED/REST`, with percent-encoded segments; `REST` keeps the query.
+    private static func gate(_ uri: String) -> Route? {
+        func decoded(_ part: Substring) -> String? { String(part).removingPercentEncoding }
+        let parts = uri.split(separator: "/", maxSplits: 4, omittingEmptySubsequences: false)
+        guard parts.count >= 4, parts[0].isEmpty else { return nil }
+        switch parts[1] {
+        case "basic-auth", "require-cookie":
+            guard parts.count == 5, let first = decoded(parts[2]), let second = decoded(parts[3]) else { return nil }
+            let rest = "/" + parts[4]
+            return parts[1] == "basic-auth"
+                ? .basicAuth(user: first, password: second, rest: rest)
+                : .requireCookie(name: first, value: second, rest: rest)
+        case "set-cookie", "set-cookie-on-get":
+            guard let cookie = decoded(parts[2]) else { return nil }
+            return .setCookie(
+                cookie,
+                onGETOnly: parts[1] == "set-cookie-on-get",
+                rest: "/" + parts[3...].joined(separator: "/")
+            )
+        default:
+            return nil
         }
     }
 

@@ -26,7 +26,8 @@ enum Binary {
     static func run(
         _ arguments: [String],
         in directory: String? = nil,
-        limit: Duration = .seconds(45)
+        limit: Duration = .seconds(45),
+        environment: [String: String] = [:]
     ) async throws -> CommandResult {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("downpour-run-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
@@ -46,6 +47,9 @@ enum Binary {
         process.executableURL = URL(fileURLWithPath: Self.path)
         process.arguments = arguments
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         process.standardOutput = output
         process.standardError = error
         process.standardInput = FileHandle.nullDevice
@@ -115,6 +119,14 @@ struct CLITests {
         "--max-overall-download-limit <size>",
         "--max-download-limit <size>",
         "-v, --verbose",
+        "--http-user <http-user>",
+        "--http-passwd <password>",
+        "--netrc-path <file>",
+        "--no-netrc",
+        "--load-cookies <file>",
+        "--save-cookies <file>",
+        "--remote-time",
+        "--conditional-get",
         "--version",
         "-h, --help",
     ]

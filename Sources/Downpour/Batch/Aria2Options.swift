@@ -21,7 +21,8 @@ public struct Aria2Options: Sendable, Hashable {
     public static let supportedNames: [String] = [
         "dir", "out", "header", "split", "max-connection-per-server", "min-split-size", "max-download-limit",
         "user-agent", "max-tries", "retry-wait", "timeout", "connect-timeout", "lowest-speed-limit",
-        "allow-overwrite", "continue", "check-certificate", "ca-certificate",
+        "allow-overwrite", "continue", "check-certificate", "ca-certificate", "http-user", "http-passwd", "no-netrc",
+        "remote-time", "conditional-get",
     ]
 
     public init(directory: String = ".", output: String? = nil, configuration: DownloadConfiguration = .init()) {
@@ -106,6 +107,19 @@ public struct Aria2Options: Sendable, Hashable {
             self.configuration.tls.verifyCertificates = try flag()
         case "ca-certificate":
             self.configuration.tls.trustedCertificatesPath = value
+        case "http-user":
+            guard !value.contains(":") else { throw bad("a user name without ':'") }
+            let password = self.configuration.credentials?.password ?? ""
+            self.configuration.credentials = Credentials(user: value, password: password)
+        case "http-passwd":
+            let user = self.configuration.credentials?.user ?? ""
+            self.configuration.credentials = Credentials(user: user, password: value)
+        case "no-netrc":
+            if try flag() { self.configuration.netrcPath = nil }
+        case "remote-time":
+            self.configuration.setsRemoteTime = try flag()
+        case "conditional-get":
+            self.configuration.conditionalGet = try flag()
         default:
             throw .invalidRequest(
                 "The option '\(name)' is not supported; the supported ones are "

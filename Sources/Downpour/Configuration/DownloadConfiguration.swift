@@ -39,6 +39,24 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
     /// The most bytes per second this download may fetch, over all its connections; `nil` for no limit. The
     /// ``Downloader``'s overall limit applies as well. ``Download/setMaximumRate(_:)`` changes it while running.
     public var maximumRate: Int64?
+    /// A user name and password for HTTP Basic authentication, sent only to the origin (scheme, host and port)
+    /// of the requested URL, never to another one after a redirect. Credentials in the URL itself
+    /// (`https://user:password@host/`) take precedence.
+    public var credentials: Credentials?
+    /// A `.netrc` file to take credentials from, by host, when neither the URL nor ``credentials`` has any;
+    /// `nil` (the default) reads none. A missing file is passed over; one that the group or others may read is
+    /// ignored with a ``DownloadEvent/notice(_:)``.
+    public var netrcPath: String?
+    /// The cookies to send, each only where its domain, path, `secure` flag and expiry allow; `nil` (the
+    /// default) uses no cookies at all. With a jar, even an empty one, the `Set-Cookie` headers of the servers
+    /// are taken in and sent on later requests of the download; ``Download/cookies`` has the jar afterwards.
+    public var cookies: CookieJar?
+    /// Give the finished file the modification time the server reports (`Last-Modified`), as `curl -R` does.
+    public var setsRemoteTime: Bool
+    /// Download only when the remote file is newer than the local one: an output file at least as new as the
+    /// server's `Last-Modified` is kept and the download ends at once (``DownloadResult/wasSkipped``); an older
+    /// one is replaced, even without ``overwrite``. Without a `Last-Modified` the download goes ahead as usual.
+    public var conditionalGet: Bool
 
     public init(
         connections: Int = 4,
@@ -56,7 +74,12 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
         progressInterval: Duration = .milliseconds(250),
         resume: Bool = true,
         journalInterval: Duration = .seconds(1),
-        maximumRate: Int64? = nil
+        maximumRate: Int64? = nil,
+        credentials: Credentials? = nil,
+        netrcPath: String? = nil,
+        cookies: CookieJar? = nil,
+        setsRemoteTime: Bool = false,
+        conditionalGet: Bool = false
     ) {
         self.connections = connections
         self.minimumSplitSize = minimumSplitSize
@@ -74,6 +97,11 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
         self.resume = resume
         self.journalInterval = journalInterval
         self.maximumRate = maximumRate
+        self.credentials = credentials
+        self.netrcPath = netrcPath
+        self.cookies = cookies
+        self.setsRemoteTime = setsRemoteTime
+        self.conditionalGet = conditionalGet
     }
 
     /// The smallest remainder worth a racing request.
@@ -120,6 +148,9 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
         }
         for header in self.headers {
             try header.validate()
+        }
+        if let user = self.credentials?.user, user.contains(":") {
+            throw .invalidRequest("A user name for Basic authentication cannot contain ':'.")
         }
     }
 }

@@ -8,6 +8,8 @@ struct DownloadEngine: Sendable {
     let hub: DownloadEventHub
     let gate: PauseGate
     let limiter: BandwidthLimiter
+    /// The download's cookie jar, when it uses cookies.
+    let cookies: CookieStore?
     let logger: Logger
     /// Told the `.part` path as soon as it is known, so that a cancel can remove it.
     let partPathKnown: @Sendable (String) -> Void
@@ -36,12 +38,19 @@ struct DownloadEngine: Sendable {
             _ = try Aria2Options.checkedOutput(name)
         }
         if let path = self.request.destination.fixedPath {
-            try self.checkFree(path)
+            // With a conditional GET an existing file is judged once the probe has said how new the remote is.
+            try self.checkFree(path, replacing: configuration.overwrite || configuration.conditionalGet)
         }
         let transport = try self.downloader.transport(for: configuration, logger: self.logger)
         let clock = ContinuousClock()
         let startedAt = clock.now
-        let probe = ResourceProbe(transport: transport, configuration: configuration, logger: self.logger)
+        let authorization = await self.authorization()
+        let probe = ResourceProbe(
+            transport: transport,
+            configuration: configuration,
+            authorization: authorization,
+            logger: self.logger
+        )
         let host = self.request.url.host ?? ""
         let budget = self.downloader.connectionBudget
         do {
@@ -67,7 +76,30 @@ struct DownloadEngine: Sendable {
         )
 
         let path = try self.destinationPath(for: remote)
-        try self.checkFree(path)
+        var replacing = configuration.overwrite
+        if configuration.conditionalGet, let local = FileOperations.sizeAndModificationTime(path) {
+            switch ConditionalGet(localModified: local.modified, remoteLastModified: remote.lastModified) {
+            case .keep:
+                self.logger.info(
+                    "The output file is as new as the remote one; nothing to download",
+                    metadata: ["path": "\(path)"]
+                )
+                return DownloadResult(
+                    path: path,
+                    length: local.size,
+                    remoteFile: remote,
+                    downloadedBytes: 0,
+                    elapsed: clock.now - startedAt,
+                    connectionsUsed: 0,
+                    wasSkipped: true
+                )
+            case .replace:
+                replacing = true
+            case .undecided:
+                break
+            }
+        }
+        try self.checkFree(path, replacing: replacing)
         let partPath = path + ".part"
         let file = try await BlockingIO.run { () throws(DownloadError) in try OutputFile.openLocked(at: partPath) }
         self.partPathKnown(partPath)
@@ -81,7 +113,8 @@ struct DownloadEngine: Sendable {
             logger: self.logger,
             hub: self.hub,
             budget: budget,
-            pacing: Pacing(limiters: [self.downloader.overallLimiter, self.limiter])
+            pacing: Pacing(limiters: [self.downloader.overallLimiter, self.limiter]),
+            authorization: authorization
         )
 
         let resumed: ByteRangeSet
@@ -144,7 +177,9 @@ struct DownloadEngine: Sendable {
             journal: journal,
             partPath: partPath,
             path: path,
-            overwrite: configuration.overwrite
+            overwrite: replacing,
+            modificationTime: configuration.setsRemoteTime
+                ? session.remoteFile.lastModified.flatMap(HTTPDate.parse).map { Int64($0) } : nil
         )
         try await finisher.finish(
             truncatingTo: session.remoteFile.length == nil ? length : nil,
@@ -275,6 +310,28 @@ struct DownloadEngine: Sendable {
         preconditionFailure("the state machine left the download without an action")
     }
 
+    /// Who the download says it is: Basic credentials from the URL's user info, else the configured ones, else
+    /// the `.netrc` entry for the URL's host (a file others may read is ignored, with a notice); and the cookies.
+    private func authorization() async -> RequestAuthorization {
+        let configuration = self.request.configuration
+        let url = self.request.url
+        var credentials = Credentials(userInfoOf: url) ?? configuration.credentials
+        let hasAuthorizationHeader = configuration.headers.contains { $0.name.lowercased() == "authorization" }
+        if credentials == nil, !hasAuthorizationHeader, let path = configuration.netrcPath {
+            let loaded = try? await BlockingIO.run { NetrcFile.load(path: path) }
+            switch loaded {
+            case .file(let netrc):
+                credentials = netrc.credentials(forHost: url.host ?? "")
+            case .refused(let reason):
+                self.logger.info("\(reason)")
+                self.hub.emit(.notice(reason))
+            case .missing, nil:
+                break
+            }
+        }
+        return RequestAuthorization(origin: Origin(url), credentials: credentials, cookies: self.cookies)
+    }
+
     /// Syncs the data and records what is on disk.
     private func saveJournal(_ journal: JournalStore, session: TransferSession) async throws(DownloadError) {
         guard session.hasPlan, let length = session.remoteFile.length else { return }
@@ -313,11 +370,11 @@ struct DownloadEngine: Sendable {
         }
     }
 
-    private func checkFree(_ path: String) throws(DownloadError) {
+    private func checkFree(_ path: String, replacing: Bool) throws(DownloadError) {
         if FileOperations.isDirectory(path) {
             throw .invalidRequest("'\(path)' is a directory; name a file to save to, or save into the directory.")
         }
-        if !self.request.configuration.overwrite && FileOperations.exists(path) {
+        if !replacing && FileOperations.exists(path) {
             throw .outputExists(path)
         }
     }

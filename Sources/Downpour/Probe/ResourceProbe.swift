@@ -7,7 +7,8 @@ import NIOHTTP1
 /// Finds out what is at a URL before anything is downloaded: follows redirects (bounded, loops refused),
 /// asks with `HEAD`, and falls back to `GET` with `Range: bytes=0-0` where `HEAD` is refused or says too little.
 struct ResourceProbe: Sendable {
-    /// What the probe found, and the headers that may be sent to the final URL.
+    /// What the probe found, and the headers to send (the configured ones and `User-Agent`; ``authorization``
+    /// adds credentials and cookies to each request for the URL it goes to).
     struct Outcome: Sendable {
         var remoteFile: RemoteFile
         var headers: [HTTPHeaderField]
@@ -15,31 +16,33 @@ struct ResourceProbe: Sendable {
 
     let transport: HTTPTransport
     let configuration: DownloadConfiguration
+    /// Credentials and cookies, attached to each request for the URL it goes to.
+    let authorization: RequestAuthorization
     let logger: Logger
 
     func probe(_ url: URL) async throws(DownloadError) -> Outcome {
-        var target = Target(url: url, headers: self.initialHeaders(for: url), visited: [])
+        var target = Target(url: url, headers: self.initialHeaders(), visited: [])
         if let outcome = try await self.probeWithHead(&target) {
             return outcome
         }
         return try await self.probeWithRangedGet(&target)
     }
 
-    /// The configured headers plus `User-Agent`, and Basic credentials from the URL's user info.
-    private func initialHeaders(for url: URL) -> [HTTPHeaderField] {
+    /// The configured headers plus `User-Agent`. Credentials (those of the URL's user info among them) and
+    /// cookies are added per request by ``authorization``.
+    private func initialHeaders() -> [HTTPHeaderField] {
         var headers = self.configuration.headers
         if !headers.contains(where: { $0.name.lowercased() == "user-agent" }) {
             headers.insert(HTTPHeaderField(name: "User-Agent", value: self.configuration.userAgent), at: 0)
         }
-        if let user = url.user(percentEncoded: false) {
-            let password = url.password(percentEncoded: false) ?? ""
-            let token = Data("\(user):\(password)".utf8).base64EncodedString()
-            headers.append(HTTPHeaderField(name: "Authorization", value: "Basic \(token)"))
-        }
         return headers
     }
 
-    /// Where the probe is: the current URL, the headers still allowed, and the URLs seen.
+    private func outcome(_ file: RemoteFile, target: Target) -> Outcome {
+        Outcome(remoteFile: file, headers: target.headers)
+    }
+
+    /// Where the probe is: the current URL, the configured headers, and the URLs seen.
     private struct Target {
         var url: URL
         var headers: [HTTPHeaderField]
@@ -87,7 +90,7 @@ struct ResourceProbe: Sendable {
                 length: length,
                 acceptsRanges: acceptRanges != "none"
             )
-            return Outcome(remoteFile: file, headers: target.headers)
+            return self.outcome(file, target: target)
         }
     }
 
@@ -117,7 +120,7 @@ struct ResourceProbe: Sendable {
                     length: contentRange.completeLength,
                     acceptsRanges: contentRange.completeLength != nil
                 )
-                return Outcome(remoteFile: file, headers: target.headers)
+                return self.outcome(file, target: target)
             case 416:
                 // Nothing to range over: the file is empty.
                 let length = response.headers.value("Content-Range").flatMap(ContentRange.init)?.completeLength
@@ -128,7 +131,7 @@ struct ResourceProbe: Sendable {
                     length: length ?? 0,
                     acceptsRanges: false
                 )
-                return Outcome(remoteFile: file, headers: target.headers)
+                return self.outcome(file, target: target)
             case 200..<300:
                 // The server sends the whole file; it is dropped here and fetched again as one stream.
                 let length = response.headers.value("Content-Length").flatMap { Int64(decimal: Substring($0)) }
@@ -138,7 +141,7 @@ struct ResourceProbe: Sendable {
                     length: length,
                     acceptsRanges: false
                 )
-                return Outcome(remoteFile: file, headers: target.headers)
+                return self.outcome(file, target: target)
             default:
                 throw DownloadError.httpStatus(response.status, url: target.url)
             }
@@ -194,10 +197,7 @@ struct ResourceProbe: Sendable {
                 httpStatus: Int(response.status.code)
             )
         }
-        if Origin(next) != Origin(target.url) {
-            // Never hand credentials to another origin.
-            target.headers.removeAll { $0.carriesCredentials }
-        }
+        // Credentials never reach another origin: ``RequestAuthorization`` leaves them out for `next` if it is one.
         self.logger.debug("Following redirect", metadata: ["to": "\(next.absoluteString)"])
         target.url = next
         return true
@@ -219,9 +219,10 @@ struct ResourceProbe: Sendable {
                 let response = try await self.transport.send(
                     method: method,
                     url: target.url,
-                    headers: target.headers,
+                    headers: self.authorization.headers(target.headers, for: target.url),
                     extraHeaders: extraHeaders
                 )
+                self.authorization.cookies?.absorb(response.headers, from: target.url)
                 guard StatusPolicy.isRetryable(response.status) else { return response }
                 retryAfter = response.headers.value("Retry-After").flatMap {
                     RetryPolicy.parseRetryAfter($0, now: Date().timeIntervalSince1970)

@@ -2,7 +2,9 @@ import Foundation
 
 /// What a running download reports, in order: `started`, any number of `progress`, `retrying`, `restarted`,
 /// `notice`, `paused` and `resumed`, then exactly one of `finished` or `failed`. (A download that fails before
-/// its probe is done reports `failed` alone.)
+/// its probe is done reports `failed` alone; one that ``DownloadConfiguration/conditionalGet`` skips reports
+/// `finished` alone, with ``DownloadResult/wasSkipped``. A `notice` about the request itself, such as a `.netrc`
+/// file that is ignored, may come before `started`.)
 public enum DownloadEvent: Sendable {
     /// The probe is done and the download begins.
     case started(DownloadStart)
@@ -110,4 +112,7 @@ public struct DownloadResult: Sendable {
     public var elapsed: Duration
     /// The most connections that worked at once.
     public var connectionsUsed: Int
+    /// Nothing was downloaded because the file at ``path`` is at least as new as the remote one
+    /// (``DownloadConfiguration/conditionalGet``): it was left as it was.
+    public var wasSkipped = false
 }

@@ -7,9 +7,12 @@ struct DownloadFinisher: Sendable {
     let partPath: String
     let path: String
     let overwrite: Bool
+    /// The access and modification time to give the file (seconds since 1970), before the rename so that the
+    /// file appears under its name with it; `nil` leaves the time of the last write.
+    var modificationTime: Int64? = nil
 
     /// Syncs `file` (after cutting it to `truncatingTo`, for a download whose length was unknown), renames it
-    /// and removes the journal, in one trip to the blocking-I/O threads.
+    /// sets its times (``modificationTime``) and removes the journal, in one trip to the blocking-I/O threads.
     ///
     /// When the sync fails, the `.part` file and the journal stay: the journal claims only bytes synced at
     /// earlier saves, so a later run resumes from it (the error is ``DownloadError/resumable`` when the download
@@ -24,6 +27,7 @@ struct DownloadFinisher: Sendable {
         let outcome: Result<Void, Failure> = try await BlockingIO.run { () throws(DownloadError) in
             do throws(DownloadError) {
                 if let length { try step.file.truncate(to: length) }
+                if let time = step.modificationTime { try step.file.setTimes(time) }
                 try step.file.sync()
             } catch {
                 return .failure(.sync(error))

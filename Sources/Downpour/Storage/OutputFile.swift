@@ -233,6 +233,16 @@ final class OutputFile: Sendable {
         }
     }
 
+    /// Sets the access and modification times to `seconds` since 1970 (after the last write, which would
+    /// change them again).
+    func setTimes(_ seconds: Int64) throws(DownloadError) {
+        let time = timespec(tv_sec: time_t(seconds), tv_nsec: 0)
+        let times = [time, time]
+        guard futimens(self.descriptor, times) == 0 else {
+            throw .localIO("Cannot set the modification time of '\(self.path)'", systemCall: "futimens", errno: errno)
+        }
+    }
+
     /// Closes the file, which releases its lock. Later calls do nothing.
     func close() {
         let first = self.isClosed.withLockedValue { closed in

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOHTTP1
 
 /// The state the connections of one download share, behind one lock: the plan, per-connection counters,
 /// and the event stream. Kept small so the lock is held for microseconds.
@@ -9,6 +10,7 @@ final class TransferSession: Sendable {
     let transport: HTTPTransport
     let file: OutputFile
     let remoteFile: RemoteFile
+    /// The configured headers and `User-Agent`; ``authorization`` adds credentials and cookies per request.
     let headers: [HTTPHeaderField]
     let configuration: DownloadConfiguration
     let logger: Logger
@@ -20,6 +22,8 @@ final class TransferSession: Sendable {
     private let state: NIOLockedValueBox<State>
     /// One per connection, made up front: ends that connection's current request from another task.
     private let aborts: [Int: RequestAbort]
+    /// Credentials and cookies for each request; takes in the cookies the responses set.
+    let authorization: RequestAuthorization
 
     struct ConnectionState {
         var receivedBytes: Int64 = 0
@@ -61,7 +65,8 @@ final class TransferSession: Sendable {
         logger: Logger,
         hub: DownloadEventHub,
         budget: ConnectionBudget,
-        pacing: Pacing
+        pacing: Pacing,
+        authorization: RequestAuthorization
     ) {
         self.transport = transport
         self.file = file
@@ -72,6 +77,7 @@ final class TransferSession: Sendable {
         self.hub = hub
         self.budget = budget
         self.pacing = pacing
+        self.authorization = authorization
         self.state = NIOLockedValueBox(State())
         self.aborts = Dictionary(
             uniqueKeysWithValues: (1...max(configuration.connections, 1)).map { ($0, RequestAbort()) }
@@ -89,7 +95,8 @@ final class TransferSession: Sendable {
             logger: self.logger,
             hub: self.hub,
             budget: self.budget,
-            pacing: self.pacing
+            pacing: self.pacing,
+            authorization: self.authorization
         )
     }
 
@@ -267,6 +274,13 @@ final class TransferSession: Sendable {
             let pacing = self.pacing
             target.pace = { pacing.delay(after: $0) }
         }
+        if let cookies = self.authorization.cookies {
+            let check = target.checkHead
+            target.checkHead = { head in
+                cookies.absorb(head.headers, from: url)
+                try check(head)
+            }
+        }
         let delegate = FileBodyDelegate(
             target: target,
             file: self.file,
@@ -278,7 +292,7 @@ final class TransferSession: Sendable {
         do {
             try await self.transport.fetch(
                 url: url,
-                headers: self.headers,
+                headers: self.authorization.headers(self.headers, for: url),
                 extraHeaders: extraHeaders,
                 connection: connection,
                 delegate: delegate,
