@@ -235,7 +235,10 @@ public final class Download: Sendable, Identifiable {
                 if !control.keepPartialFile, let partPath = control.partPath {
                     JournalStore(partPath: partPath).remove()
                     FileOperations.remove(partPath)
-                    error = DownloadError(code: .cancelled, message: "The download was cancelled; what arrived was removed.")
+                    error = DownloadError(
+                        code: .cancelled,
+                        message: "The download was cancelled; what arrived was removed."
+                    )
                 } else {
                     error = DownloadError(
                         code: .cancelled,

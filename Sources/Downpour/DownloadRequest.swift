@@ -70,7 +70,8 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         }
         self.url = url
         self.destination = try container.decode(Destination.self, forKey: .destination)
-        self.configuration = try container.decodeIfPresent(DownloadConfiguration.self, forKey: .configuration) ?? .init()
+        self.configuration =
+            try container.decodeIfPresent(DownloadConfiguration.self, forKey: .configuration) ?? .init()
     }
 
     static func validate(_ url: URL) throws(DownloadError) {

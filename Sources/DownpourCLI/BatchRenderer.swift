@@ -60,7 +60,9 @@ final class BatchRenderer: Sendable {
                 state.active[index] = nil
                 if error.code != .cancelled {
                     state.failed += 1
-                    permanent.append("[\(state.finished + state.failed)/\(state.total)] FAILED \(url): \(error.message)")
+                    permanent.append(
+                        "[\(state.finished + state.failed)/\(state.total)] FAILED \(url): \(error.message)"
+                    )
                 }
             case .paused, .resumed, .retrying, .restarted:
                 break

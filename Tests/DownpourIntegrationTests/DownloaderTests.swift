@@ -16,7 +16,8 @@ struct DownloaderTests {
     ) async throws -> T {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         do {
-            let result = try await withDownloader(eventLoopGroupProvider: .shared(group), configuration: configuration) {
+            let result = try await withDownloader(eventLoopGroupProvider: .shared(group), configuration: configuration)
+            {
                 try await body($0)
             }
             try await group.shutdownGracefully()
@@ -86,8 +87,12 @@ struct DownloaderTests {
             configuration.maximumRate = 1024 * 1024
             let clock = ContinuousClock()
             let started = clock.now
-            let result = try await runDownload(server.url(), to: .file(directory.file("r.bin")), configuration: configuration)
-                .value
+            let result = try await runDownload(
+                server.url(),
+                to: .file(directory.file("r.bin")),
+                configuration: configuration
+            )
+            .value
             // A lower bound only: a loaded machine can make it slower, never faster. The first 52 KiB may pass
             // at once (the burst).
             let elapsed = clock.now - started
@@ -145,7 +150,11 @@ struct DownloaderTests {
         defer { directory.remove() }
         try await withServer(content: Self.content) { server in
             let download = testDownloader.download(
-                try DownloadRequest(url: server.url(), destination: .file(directory.file("h.bin")), configuration: testConfiguration())
+                try DownloadRequest(
+                    url: server.url(),
+                    destination: .file(directory.file("h.bin")),
+                    configuration: testConfiguration()
+                )
             )
             #expect(download.id.description.count == 16)
             #expect(download.state == .queued)
@@ -227,7 +236,11 @@ struct DownloaderTests {
         }
         // The rest, from a server without the throttle.
         try await withServer(content: content) { server in
-            let outcome = try await runDownload(server.url(), to: .file(directory.file("c.bin")), configuration: testConfiguration(connections: 2))
+            let outcome = try await runDownload(
+                server.url(),
+                to: .file(directory.file("c.bin")),
+                configuration: testConfiguration(connections: 2)
+            )
             guard case .started(let start) = try #require(outcome.events.first) else {
                 Issue.record("first event: \(String(describing: outcome.events.first))")
                 return

@@ -197,7 +197,11 @@ struct ResumeTests {
             let path = directory.file("p.bin")
             _ = try await Self.interrupted(server, "/first/p.bin", path: path, after: 1024 * 1024)
             let outcome = try await retryingWhileLocked {
-                let download = try Download.resuming(path: path, configuration: Self.configuration(), downloader: testDownloader)
+                let download = try Download.resuming(
+                    path: path,
+                    configuration: Self.configuration(),
+                    downloader: testDownloader
+                )
                 #expect(download.request.url.absoluteString == server.url("/first/p.bin"))
                 return await collect(download)
             }

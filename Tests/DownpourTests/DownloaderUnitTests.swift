@@ -176,7 +176,9 @@ struct Aria2OptionsTests {
         }
         let data = try JSONEncoder().encode([DownloadID(value: 0xabc)])
         #expect(String(decoding: data, as: UTF8.self) == #"["0000000000000abc"]"#)
-        #expect(throws: DecodingError.self) { try JSONDecoder().decode([DownloadID].self, from: Data(#"["xyz"]"#.utf8)) }
+        #expect(throws: DecodingError.self) {
+            try JSONDecoder().decode([DownloadID].self, from: Data(#"["xyz"]"#.utf8))
+        }
     }
 
     @Test("a request survives a JSON round trip; a stored bad URL is refused")

@@ -31,8 +31,11 @@ public final class Downloader: Sendable {
         /// Bytes per second across all downloads; `nil` for no limit.
         public var maximumOverallRate: Int64?
 
-        public init(maximumConnections: Int = 128, maximumConnectionsPerHost: Int = 16, maximumOverallRate: Int64? = nil)
-        {
+        public init(
+            maximumConnections: Int = 128,
+            maximumConnectionsPerHost: Int = 16,
+            maximumOverallRate: Int64? = nil
+        ) {
             self.maximumConnections = maximumConnections
             self.maximumConnectionsPerHost = maximumConnectionsPerHost
             self.maximumOverallRate = maximumOverallRate
@@ -43,7 +46,9 @@ public final class Downloader: Sendable {
         /// - Throws: ``DownloadError/Code/invalidRequest``.
         public func validate() throws(DownloadError) {
             guard self.maximumConnections >= 1 else {
-                throw .invalidRequest("The total number of connections must be at least 1, not \(self.maximumConnections).")
+                throw .invalidRequest(
+                    "The total number of connections must be at least 1, not \(self.maximumConnections)."
+                )
             }
             guard self.maximumConnectionsPerHost >= 1 else {
                 throw .invalidRequest(
@@ -96,7 +101,12 @@ public final class Downloader: Sendable {
         configuration: Configuration = Configuration(),
         logger: Logger = Logger(label: "downpour", factory: { _ in SwiftLogNoOpLogHandler() })
     ) {
-        self.init(eventLoopGroupProvider: eventLoopGroupProvider, configuration: configuration, logger: logger, isShared: false)
+        self.init(
+            eventLoopGroupProvider: eventLoopGroupProvider,
+            configuration: configuration,
+            logger: logger,
+            isShared: false
+        )
     }
 
     private convenience init(isShared: Bool) {

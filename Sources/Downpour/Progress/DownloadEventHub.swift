@@ -85,8 +85,12 @@ final class DownloadEventHub: Sendable {
         for subscriber in subscribers {
             subscriber.yield(event)
         }
-        if case .finished = event { subscribers.forEach { $0.finish() } }
-        if case .failed = event { subscribers.forEach { $0.finish() } }
+        switch event {
+        case .finished, .failed:
+            for subscriber in subscribers { subscriber.finish() }
+        default:
+            break
+        }
     }
 
     func setPhase(_ phase: Download.State) {

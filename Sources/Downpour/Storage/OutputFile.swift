@@ -175,7 +175,11 @@ final class OutputFile: Sendable {
             }
             if result < 0 {
                 if errno == EINTR { continue }
-                throw .localIO("Cannot write to '\(self.path)' at byte \(position)", systemCall: "pwritev", errno: errno)
+                throw .localIO(
+                    "Cannot write to '\(self.path)' at byte \(position)",
+                    systemCall: "pwritev",
+                    errno: errno
+                )
             }
             if result == 0 {
                 throw .localIO("Cannot write to '\(self.path)' at byte \(position)", systemCall: "pwritev", errno: EIO)
