@@ -194,6 +194,22 @@ struct Aria2OptionsTests {
         let decoded = try JSONDecoder().decode(DownloadRequest.self, from: try JSONEncoder().encode(request))
         #expect(decoded == request)
 
+        // Stored by an older version: missing options keep their defaults.
+        let old =
+            #"{"url":"https://127.0.0.1/a","destination":{"directory":{"_0":"."}},"configuration":{"connections":3}}"#
+        let restored = try JSONDecoder().decode(DownloadRequest.self, from: Data(old.utf8))
+        var expected = DownloadConfiguration()
+        expected.connections = 3
+        #expect(restored.configuration == expected)
+        // Every field is written, and read back.
+        let keys =
+            try JSONSerialization.jsonObject(with: try JSONEncoder().encode(DownloadConfiguration())) as? [String: Any]
+        let optionalFields: Set<String> = ["maximumRate", "credentials", "netrcPath", "cookies"]
+        #expect(
+            Set(keys?.keys ?? [:].keys).union(optionalFields)
+                == Set(Mirror(reflecting: DownloadConfiguration()).children.compactMap(\.label))
+        )
+
         let stored = #"{"url":"ftp://127.0.0.1/a","destination":{"directory":{"_0":"."}}}"#
         #expect(throws: DecodingError.self) { try JSONDecoder().decode(DownloadRequest.self, from: Data(stored.utf8)) }
     }

@@ -263,3 +263,46 @@ extension DownloadConfiguration {
         }
     }
 }
+
+extension DownloadConfiguration {
+    enum CodingKeys: String, CodingKey {
+        case connections, minimumSplitSize, racesTail, slowConnections, retry, timeouts, headers, userAgent
+        case overwrite, tls, maximumRedirects, writeBufferSize, progressInterval, resume, journalInterval
+        case maximumRate, credentials, netrcPath, cookies, setsRemoteTime, conditionalGet
+    }
+
+    /// Decodes what was stored; a field that is missing (stored by an older version) keeps its default, so a
+    /// stored request outlives new options.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        var value = DownloadConfiguration()
+        func take<T: Decodable>(_ key: CodingKeys, _ path: WritableKeyPath<DownloadConfiguration, T>) throws {
+            if let decoded = try container.decodeIfPresent(T.self, forKey: key) { value[keyPath: path] = decoded }
+        }
+        func take<T: Decodable>(_ key: CodingKeys, _ path: WritableKeyPath<DownloadConfiguration, T?>) throws {
+            if let decoded = try container.decodeIfPresent(T.self, forKey: key) { value[keyPath: path] = decoded }
+        }
+        try take(.connections, \.connections)
+        try take(.minimumSplitSize, \.minimumSplitSize)
+        try take(.racesTail, \.racesTail)
+        try take(.slowConnections, \.slowConnections)
+        try take(.retry, \.retry)
+        try take(.timeouts, \.timeouts)
+        try take(.headers, \.headers)
+        try take(.userAgent, \.userAgent)
+        try take(.overwrite, \.overwrite)
+        try take(.tls, \.tls)
+        try take(.maximumRedirects, \.maximumRedirects)
+        try take(.writeBufferSize, \.writeBufferSize)
+        try take(.progressInterval, \.progressInterval)
+        try take(.resume, \.resume)
+        try take(.journalInterval, \.journalInterval)
+        try take(.maximumRate, \.maximumRate)
+        try take(.credentials, \.credentials)
+        try take(.netrcPath, \.netrcPath)
+        try take(.cookies, \.cookies)
+        try take(.setsRemoteTime, \.setsRemoteTime)
+        try take(.conditionalGet, \.conditionalGet)
+        self = value
+    }
+}
