@@ -27,18 +27,7 @@ struct CredentialsTests {
         let download = testDownloader.download(
             try DownloadRequest(url: url, destination: .file(path), configuration: configuration)
         )
-        async let collected: [DownloadEvent] = {
-            var events: [DownloadEvent] = []
-            for await event in download.events { events.append(event) }
-            return events
-        }()
-        let result: Result<DownloadResult, DownloadError>
-        do {
-            result = .success(try await download.run())
-        } catch {
-            result = .failure(error)
-        }
-        return Run(outcome: DownloadOutcome(result: result, events: await collected), cookies: download.cookies)
+        return Run(outcome: await collect(download), cookies: download.cookies)
     }
 
     static func encoded(_ text: String) -> String {
