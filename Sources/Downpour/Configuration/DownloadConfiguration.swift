@@ -39,6 +39,9 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
     /// The most bytes per second this download may fetch, over all its connections; `nil` for no limit. The
     /// ``Downloader``'s overall limit applies as well. ``Download/setMaximumRate(_:)`` changes it while running.
     public var maximumRate: Int64?
+    /// The proxies requests go through, chosen for each request by its URL; none by default. The environment
+    /// is not read: ``ProxySettings/fromEnvironment(_:)`` does that for a program that wants it.
+    public var proxy: ProxySettings
 
     public init(
         connections: Int = 4,
@@ -56,7 +59,8 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
         progressInterval: Duration = .milliseconds(250),
         resume: Bool = true,
         journalInterval: Duration = .seconds(1),
-        maximumRate: Int64? = nil
+        maximumRate: Int64? = nil,
+        proxy: ProxySettings = ProxySettings()
     ) {
         self.connections = connections
         self.minimumSplitSize = minimumSplitSize
@@ -74,6 +78,7 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
         self.resume = resume
         self.journalInterval = journalInterval
         self.maximumRate = maximumRate
+        self.proxy = proxy
     }
 
     /// The smallest remainder worth a racing request.
@@ -121,6 +126,7 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
         for header in self.headers {
             try header.validate()
         }
+        try self.proxy.validate()
     }
 }
 
