@@ -21,7 +21,8 @@ public struct Aria2Options: Sendable, Hashable {
     public static let supportedNames: [String] = [
         "dir", "out", "header", "split", "max-connection-per-server", "min-split-size", "max-download-limit",
         "user-agent", "max-tries", "retry-wait", "timeout", "connect-timeout", "lowest-speed-limit",
-        "allow-overwrite", "continue", "check-certificate", "ca-certificate",
+        "allow-overwrite", "continue", "check-certificate", "ca-certificate", "all-proxy", "http-proxy", "https-proxy",
+        "no-proxy",
     ]
 
     public init(directory: String = ".", output: String? = nil, configuration: DownloadConfiguration = .init()) {
@@ -106,6 +107,21 @@ public struct Aria2Options: Sendable, Hashable {
             self.configuration.tls.verifyCertificates = try flag()
         case "ca-certificate":
             self.configuration.tls.trustedCertificatesPath = value
+        case "all-proxy", "http-proxy", "https-proxy":
+            let proxy: ProxyURL?
+            do {
+                proxy = value.isEmpty ? nil : try ProxyURL(parsing: value)
+            } catch {
+                throw .invalidRequest("The option '\(name)' takes a proxy URL: \(error.message)")
+            }
+            switch name {
+            case "all-proxy": self.configuration.proxy.all = proxy
+            case "http-proxy": self.configuration.proxy.http = proxy
+            default: self.configuration.proxy.https = proxy
+            }
+        case "no-proxy":
+            self.configuration.proxy.noProxy = ProxySettings.noProxyEntries(value)
+            try self.configuration.proxy.validate()
         default:
             throw .invalidRequest(
                 "The option '\(name)' is not supported; the supported ones are "
