@@ -18,8 +18,9 @@ import Darwin
 /// The HTTP clients of one ``Downloader``: the one place that builds AsyncHTTPClient clients.
 ///
 /// There is one `HTTPClient` per event loop, each with that loop alone as its group, for every distinct TLS,
-/// time-out and proxy setting the downloads ask for (almost always one). The proxy is that of one request: a
-/// download whose requests take different proxies (or none) by their URLs uses several sets of clients. A download's connection *i* always uses the same
+/// time-out and proxy setting the requests ask for (almost always one). The proxy is that of one request: a
+/// download whose requests take different proxies (or none) by their URLs uses several sets of clients. A
+/// download's connection *i* always uses the same
 /// client (see ``HTTPTransport``), so every connection of a client lives on the client's loop: a request never
 /// lands on a connection of another loop (which would cost a thread hop for every read), and a finished
 /// request leaves its connection idle in its client's pool for the next request of that loop, of this download
