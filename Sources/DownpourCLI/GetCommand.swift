@@ -24,9 +24,15 @@ struct GetCommand: AsyncParsableCommand {
             out, dir, header, split, max-connection-per-server, min-split-size, max-download-limit, \
             user-agent, max-tries, retry-wait, timeout, connect-timeout, lowest-speed-limit, allow-overwrite, \
             continue, check-certificate, ca-certificate, http-user, http-passwd, no-netrc, remote-time, \
-            conditional-get). The command-line options are every entry's defaults. \
+            conditional-get, all-proxy, http-proxy, https-proxy, no-proxy). The command-line options are every \
+            entry's defaults. \
             The exit status is 0 only when every download succeeded; otherwise it is the status of the first \
             failed entry, and the summary names each failure.
+
+            Proxies: without --all-proxy, --http-proxy or --https-proxy, the variables curl reads are used \
+            (http_proxy, https_proxy or HTTPS_PROXY, all_proxy or ALL_PROXY, no_proxy or NO_PROXY); with any of \
+            them, the proxy variables are ignored. A proxy is [http://|socks5://|socks5h://][USER:PASSWORD@]HOST\
+            [:PORT] (port 1080 when left out); an HTTP proxy carries http and https alike in CONNECT tunnels.
             """
     )
 
@@ -210,6 +216,37 @@ struct GetCommand: AsyncParsableCommand {
     )
     var conditionalGet = false
 
+    @Option(
+        name: .customLong("all-proxy"),
+        help: ArgumentHelp(
+            "Proxy for every URL: [http://|socks5://|socks5h://][USER:PASSWORD@]HOST[:PORT]. '' for none.",
+            valueName: "url"
+        )
+    )
+    var allProxy: String?
+
+    @Option(
+        name: .customLong("http-proxy"),
+        help: ArgumentHelp("Proxy for http URLs (before --all-proxy).", valueName: "url")
+    )
+    var httpProxy: String?
+
+    @Option(
+        name: .customLong("https-proxy"),
+        help: ArgumentHelp("Proxy for https URLs (before --all-proxy).", valueName: "url")
+    )
+    var httpsProxy: String?
+
+    @Option(
+        name: .customLong("no-proxy"),
+        help: ArgumentHelp(
+            "Reach these directly: comma-separated hosts (with their subdomains), IP addresses, networks "
+                + "(10.0.0.0/8), each with an optional :PORT; '*' for all. Replaces NO_PROXY.",
+            valueName: "list"
+        )
+    )
+    var noProxy: String?
+
     func validate() throws {
         if self.output != nil && self.directory != nil {
             throw ValidationError("Give either -o FILE or -d DIR, not both.")
@@ -254,6 +291,36 @@ struct GetCommand: AsyncParsableCommand {
             throw ValidationError("'\(header)' is not a header; write 'Name: value'.")
         }
         try self.validateCredentialOptions()
+        do {
+            try self.proxySettings().validate()
+        } catch {
+            throw ValidationError(error.message)
+        }
+    }
+
+    /// The proxies: the options when any is given (curl's `-x`), else the environment variables curl reads;
+    /// `--no-proxy` replaces `NO_PROXY`, which applies to the options' proxies too.
+    private func proxySettings() throws(DownloadError) -> ProxySettings {
+        let environment = ProcessInfo.processInfo.environment
+        guard self.allProxy != nil || self.httpProxy != nil || self.httpsProxy != nil else {
+            var settings = try ProxySettings.fromEnvironment(environment)
+            if let noProxy { settings.noProxy = ProxySettings.noProxyEntries(noProxy) }
+            return settings
+        }
+        func parse(_ value: String?, option: String) throws(DownloadError) -> ProxyURL? {
+            guard let value, !value.isEmpty else { return nil }
+            do {
+                return try ProxyURL(parsing: value)
+            } catch {
+                throw DownloadError(code: .invalidRequest, message: "\(option): \(error.message)")
+            }
+        }
+        var settings = try ProxySettings.fromEnvironment(environment.filter { $0.key.lowercased() == "no_proxy" })
+        settings.all = try parse(self.allProxy, option: "--all-proxy")
+        settings.http = try parse(self.httpProxy, option: "--http-proxy")
+        settings.https = try parse(self.httpsProxy, option: "--https-proxy")
+        if let noProxy { settings.noProxy = ProxySettings.noProxyEntries(noProxy) }
+        return settings
     }
 
     func run() async throws {
@@ -418,6 +485,8 @@ struct GetCommand: AsyncParsableCommand {
         configuration.journalInterval = .milliseconds(Int64(self.journalInterval * 1000))
         configuration.maximumRate = self.downloadLimit.flatMap { $0.bytes > 0 ? $0.bytes : nil }
         self.applyCredentialOptions(to: &configuration)
+        // validate() has parsed them already.
+        configuration.proxy = (try? self.proxySettings()) ?? ProxySettings()
         return configuration
     }
 }

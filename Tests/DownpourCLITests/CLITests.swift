@@ -22,7 +22,9 @@ enum Binary {
     }
 
     /// Runs the binary with its output going to temporary files, so nothing blocks a thread of the
-    /// concurrency pool while it runs; a child still running after `limit` is killed.
+    /// concurrency pool while it runs; a child still running after `limit` is killed. The child gets this
+    /// process's environment without its proxy variables (the tests talk to servers on 127.0.0.1), plus
+    /// `environment`.
     static func run(
         _ arguments: [String],
         in directory: String? = nil,
@@ -46,6 +48,10 @@ enum Binary {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.path)
         process.arguments = arguments
+        let proxyVariables = ["http_proxy", "https_proxy", "all_proxy", "no_proxy"]
+        process.environment = ProcessInfo.processInfo.environment.filter {
+            !proxyVariables.contains($0.key.lowercased())
+        }.merging(environment) { $1 }
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         if !environment.isEmpty {
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
@@ -127,6 +133,10 @@ struct CLITests {
         "--save-cookies <file>",
         "--remote-time",
         "--conditional-get",
+        "--all-proxy <url>",
+        "--http-proxy <url>",
+        "--https-proxy <url>",
+        "--no-proxy <list>",
         "--version",
         "-h, --help",
     ]

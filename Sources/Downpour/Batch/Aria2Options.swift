@@ -22,7 +22,8 @@ public struct Aria2Options: Sendable, Hashable {
         "dir", "out", "header", "split", "max-connection-per-server", "min-split-size", "max-download-limit",
         "user-agent", "max-tries", "retry-wait", "timeout", "connect-timeout", "lowest-speed-limit",
         "allow-overwrite", "continue", "check-certificate", "ca-certificate", "http-user", "http-passwd", "no-netrc",
-        "remote-time", "conditional-get",
+        "remote-time", "conditional-get", "all-proxy", "http-proxy", "https-proxy",
+        "no-proxy",
     ]
 
     public init(directory: String = ".", output: String? = nil, configuration: DownloadConfiguration = .init()) {
@@ -120,6 +121,21 @@ public struct Aria2Options: Sendable, Hashable {
             self.configuration.setsRemoteTime = try flag()
         case "conditional-get":
             self.configuration.conditionalGet = try flag()
+        case "all-proxy", "http-proxy", "https-proxy":
+            let proxy: ProxyURL?
+            do {
+                proxy = value.isEmpty ? nil : try ProxyURL(parsing: value)
+            } catch {
+                throw .invalidRequest("The option '\(name)' takes a proxy URL: \(error.message)")
+            }
+            switch name {
+            case "all-proxy": self.configuration.proxy.all = proxy
+            case "http-proxy": self.configuration.proxy.http = proxy
+            default: self.configuration.proxy.https = proxy
+            }
+        case "no-proxy":
+            self.configuration.proxy.noProxy = ProxySettings.noProxyEntries(value)
+            try self.configuration.proxy.validate()
         default:
             throw .invalidRequest(
                 "The option '\(name)' is not supported; the supported ones are "

@@ -57,6 +57,9 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
     /// server's `Last-Modified` is kept and the download ends at once (``DownloadResult/wasSkipped``); an older
     /// one is replaced, even without ``overwrite``. Without a `Last-Modified` the download goes ahead as usual.
     public var conditionalGet: Bool
+    /// The proxies requests go through, chosen for each request by its URL; none by default. The environment
+    /// is not read: ``ProxySettings/fromEnvironment(_:)`` does that for a program that wants it.
+    public var proxy: ProxySettings
 
     public init(
         connections: Int = 4,
@@ -79,7 +82,8 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
         netrcPath: String? = nil,
         cookies: CookieJar? = nil,
         setsRemoteTime: Bool = false,
-        conditionalGet: Bool = false
+        conditionalGet: Bool = false,
+        proxy: ProxySettings = ProxySettings()
     ) {
         self.connections = connections
         self.minimumSplitSize = minimumSplitSize
@@ -102,6 +106,7 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
         self.cookies = cookies
         self.setsRemoteTime = setsRemoteTime
         self.conditionalGet = conditionalGet
+        self.proxy = proxy
     }
 
     /// The smallest remainder worth a racing request.
@@ -152,6 +157,7 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
         if let user = self.credentials?.user, user.contains(":") {
             throw .invalidRequest("A user name for Basic authentication cannot contain ':'.")
         }
+        try self.proxy.validate()
     }
 }
 
@@ -268,7 +274,7 @@ extension DownloadConfiguration {
     enum CodingKeys: String, CodingKey {
         case connections, minimumSplitSize, racesTail, slowConnections, retry, timeouts, headers, userAgent
         case overwrite, tls, maximumRedirects, writeBufferSize, progressInterval, resume, journalInterval
-        case maximumRate, credentials, netrcPath, cookies, setsRemoteTime, conditionalGet
+        case maximumRate, credentials, netrcPath, cookies, setsRemoteTime, conditionalGet, proxy
     }
 
     /// Decodes what was stored; a field that is missing (stored by an older version) keeps its default, so a
@@ -303,6 +309,7 @@ extension DownloadConfiguration {
         try take(.cookies, \.cookies)
         try take(.setsRemoteTime, \.setsRemoteTime)
         try take(.conditionalGet, \.conditionalGet)
+        try take(.proxy, \.proxy)
         self = value
     }
 }

@@ -173,12 +173,12 @@ public final class Downloader: Sendable {
 
     /// The transport for one download, starting it on the next loop in turn.
     func transport(for configuration: DownloadConfiguration, logger: Logger) throws(DownloadError) -> HTTPTransport {
-        let clients = try self.clientPool.clients(for: configuration)
+        try self.clientPool.check(configuration)
         let first = self.state.withLockedValue { state in
             state.downloadsMade += 1
             return state.downloadsMade
         }
-        return HTTPTransport(clients: clients, eventLoops: self.clientPool.eventLoops, first: first, logger: logger)
+        return HTTPTransport(pool: self.clientPool, configuration: configuration, first: first, logger: logger)
     }
 
     /// Closes the HTTP clients. Downloads still running fail; start no more after this.

@@ -17,8 +17,10 @@ import Darwin
 
 /// The HTTP clients of one ``Downloader``: the one place that builds AsyncHTTPClient clients.
 ///
-/// There is one `HTTPClient` per event loop, each with that loop alone as its group, for every distinct TLS and
-/// time-out setting the downloads ask for (almost always one). A download's connection *i* always uses the same
+/// There is one `HTTPClient` per event loop, each with that loop alone as its group, for every distinct TLS,
+/// time-out and proxy setting the requests ask for (almost always one). The proxy is that of one request: a
+/// download whose requests take different proxies (or none) by their URLs uses several sets of clients. A
+/// download's connection *i* always uses the same
 /// client (see ``HTTPTransport``), so every connection of a client lives on the client's loop: a request never
 /// lands on a connection of another loop (which would cost a thread hop for every read), and a finished
 /// request leaves its connection idle in its client's pool for the next request of that loop, of this download
@@ -27,6 +29,7 @@ final class HTTPClientPool: Sendable {
     private struct Key: Hashable {
         var tls: DownloadConfiguration.TLS
         var timeouts: DownloadConfiguration.Timeouts
+        var route: ProxyRoute?
     }
 
     private struct State {
@@ -45,11 +48,16 @@ final class HTTPClientPool: Sendable {
         self.logger = logger
     }
 
-    /// The clients for `configuration`'s TLS and time-out settings, one per event loop, made on first use.
-    func clients(for configuration: DownloadConfiguration) throws(DownloadError) -> [HTTPClient] {
-        let key = Key(tls: configuration.tls, timeouts: configuration.timeouts)
+    /// The clients for `configuration`'s TLS and time-out settings and the proxy `route`, one per event loop,
+    /// made on first use.
+    func clients(for configuration: DownloadConfiguration, route: ProxyRoute?) throws(DownloadError) -> [HTTPClient] {
+        let key = Key(tls: configuration.tls, timeouts: configuration.timeouts, route: route)
         if let clients = self.state.withLockedValue({ $0.clients[key] }) { return clients }
-        let clientConfiguration = try Self.clientConfiguration(for: configuration)
+        var clientConfiguration = try Self.clientConfiguration(for: configuration)
+        if let route {
+            clientConfiguration.proxy = route.clientProxy
+            clientConfiguration.dnsOverride = route.dnsOverride
+        }
         let clients: [HTTPClient]? = self.state.withLockedValue { state in
             guard !state.isShutDown else { return nil }
             if let clients = state.clients[key] { return clients }
@@ -61,6 +69,15 @@ final class HTTPClientPool: Sendable {
             throw DownloadError(code: .invalidRequest, message: "The downloader has been shut down.")
         }
         return clients
+    }
+
+    /// Checks what making clients for `configuration` would check (the CA file, not shut down), without making
+    /// any: which clients a download needs depends on the proxy of each of its requests.
+    func check(_ configuration: DownloadConfiguration) throws(DownloadError) {
+        _ = try Self.clientConfiguration(for: configuration)
+        guard !self.state.withLockedValue({ $0.isShutDown }) else {
+            throw DownloadError(code: .invalidRequest, message: "The downloader has been shut down.")
+        }
     }
 
     private static func clientConfiguration(
@@ -114,19 +131,24 @@ final class HTTPClientPool: Sendable {
 
 /// One download's view of the ``HTTPClientPool``: connection *i* uses client *(first + i)* mod the number of
 /// clients, so the connections of one download spread over the loops, and downloads started one after another
-/// begin on different loops.
+/// begin on different loops. The set of clients is chosen for each request by the proxy its URL takes
+/// (``ProxyRouter``), so a redirect to another host goes the way that host calls for.
 struct HTTPTransport: Sendable {
     let logger: Logger
-    private let clients: [HTTPClient]
-    private let eventLoops: [any EventLoop]
+    private let pool: HTTPClientPool
+    private let configuration: DownloadConfiguration
+    private let router: ProxyRouter
     private let first: Int
 
-    init(clients: [HTTPClient], eventLoops: [any EventLoop], first: Int, logger: Logger) {
-        self.clients = clients
-        self.eventLoops = eventLoops
+    init(pool: HTTPClientPool, configuration: DownloadConfiguration, first: Int, logger: Logger) {
+        self.pool = pool
+        self.configuration = configuration
+        self.router = ProxyRouter(settings: configuration.proxy)
         self.first = first
         self.logger = logger
     }
+
+    private var eventLoops: [any EventLoop] { self.pool.eventLoops }
 
     /// The event loop for connection `id`: each connection keeps its loop (and its client) from one request
     /// to the next.
@@ -134,8 +156,14 @@ struct HTTPTransport: Sendable {
         self.eventLoops[(self.first + id) % self.eventLoops.count]
     }
 
-    private func client(forConnection id: Int) -> HTTPClient {
-        self.clients[(self.first + id) % self.clients.count]
+    /// Connection `id`'s client for a request to `url`, and the proxy route it takes.
+    private func client(
+        forConnection id: Int,
+        url: URL
+    ) async throws(DownloadError) -> (client: HTTPClient, route: ProxyRoute?) {
+        let route = try await self.router.route(for: url)
+        let clients = try self.pool.clients(for: self.configuration, route: route)
+        return (clients[(self.first + id) % clients.count], route)
     }
 
     /// Sends one request and returns once the response head is in; the body streams from the response.
@@ -154,7 +182,12 @@ struct HTTPTransport: Sendable {
             request.headers.replaceOrAdd(name: name, value: value)
         }
         // The probe goes through connection 1's client, so connection 1 can reuse its connection.
-        return try await self.client(forConnection: 1).execute(request, deadline: .distantFuture, logger: self.logger)
+        let (client, route) = try await self.client(forConnection: 1, url: url)
+        do {
+            return try await client.execute(request, deadline: .distantFuture, logger: self.logger)
+        } catch {
+            throw ProxyConnectionError.wrapping(error, route: route)
+        }
     }
 }
 
@@ -179,7 +212,8 @@ extension HTTPTransport {
         for (name, value) in extraHeaders {
             request.headers.replaceOrAdd(name: name, value: value)
         }
-        let task = self.client(forConnection: connection).execute(
+        let (client, route) = try await self.client(forConnection: connection, url: url)
+        let task = client.execute(
             request: request,
             delegate: delegate,
             eventLoop: .delegate(on: delegate.eventLoop),
@@ -188,10 +222,14 @@ extension HTTPTransport {
         )
         abort?.attach(task)
         defer { abort?.detach() }
-        try await withTaskCancellationHandler {
-            try await task.futureResult.get()
-        } onCancel: {
-            task.cancel()
+        do {
+            try await withTaskCancellationHandler {
+                try await task.futureResult.get()
+            } onCancel: {
+                task.cancel()
+            }
+        } catch {
+            throw ProxyConnectionError.wrapping(error, route: route)
         }
     }
 }
@@ -221,9 +259,12 @@ final class RequestAbort: Sendable {
 extension DownloadError {
     /// Describes a transport failure talking to `url`.
     static func network(_ error: any Error, url: URL) -> DownloadError {
+        if let error = error as? DownloadError { return error }
         let target = "\(url.host ?? "?")\(url.port.map { ":\($0)" } ?? "")"
         let reason: String
         switch error {
+        case let error as ProxyConnectionError:
+            reason = error.reason(target: target)
         case let error as HTTPClientError where error == .connectTimeout:
             reason = "connecting to \(target) timed out"
         case let error as HTTPClientError where error == .readTimeout:
