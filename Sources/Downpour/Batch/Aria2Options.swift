@@ -21,7 +21,7 @@ public struct Aria2Options: Sendable, Hashable {
     public static let supportedNames: [String] = [
         "dir", "out", "header", "split", "max-connection-per-server", "min-split-size", "max-download-limit",
         "user-agent", "max-tries", "retry-wait", "timeout", "connect-timeout", "lowest-speed-limit",
-        "allow-overwrite", "continue", "check-certificate", "ca-certificate",
+        "allow-overwrite", "continue", "check-certificate", "ca-certificate", "checksum",
     ]
 
     public init(directory: String = ".", output: String? = nil, configuration: DownloadConfiguration = .init()) {
@@ -106,6 +106,11 @@ public struct Aria2Options: Sendable, Hashable {
             self.configuration.tls.verifyCertificates = try flag()
         case "ca-certificate":
             self.configuration.tls.trustedCertificatesPath = value
+        case "checksum":
+            guard let checksum = Checksum(parsing: value) else {
+                throw bad("TYPE=DIGEST: sha-256, sha-512, sha-1 or md5, then the digest in hexadecimal")
+            }
+            self.configuration.checksum = checksum
         default:
             throw .invalidRequest(
                 "The option '\(name)' is not supported; the supported ones are "

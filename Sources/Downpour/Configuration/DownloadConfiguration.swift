@@ -39,6 +39,11 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
     /// The most bytes per second this download may fetch, over all its connections; `nil` for no limit. The
     /// ``Downloader``'s overall limit applies as well. ``Download/setMaximumRate(_:)`` changes it while running.
     public var maximumRate: Int64?
+    /// The digest the file must have. The bytes are hashed as they arrive, and the file gets its final name only
+    /// when the digest matches; otherwise the download fails with ``DownloadError/Code/checksumMismatch``, after
+    /// one more try from zero when the bytes came from several responses or an earlier run. `nil` (the default)
+    /// still verifies a digest the server sends (`Repr-Digest`, `Digest`).
+    public var checksum: Checksum?
 
     public init(
         connections: Int = 4,
@@ -56,7 +61,8 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
         progressInterval: Duration = .milliseconds(250),
         resume: Bool = true,
         journalInterval: Duration = .seconds(1),
-        maximumRate: Int64? = nil
+        maximumRate: Int64? = nil,
+        checksum: Checksum? = nil
     ) {
         self.connections = connections
         self.minimumSplitSize = minimumSplitSize
@@ -74,6 +80,7 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
         self.resume = resume
         self.journalInterval = journalInterval
         self.maximumRate = maximumRate
+        self.checksum = checksum
     }
 
     /// The smallest remainder worth a racing request.
@@ -121,6 +128,7 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
         for header in self.headers {
             try header.validate()
         }
+        try self.checksum?.validate()
     }
 }
 
