@@ -11,6 +11,9 @@ struct ResourceProbe: Sendable {
     struct Outcome: Sendable {
         var remoteFile: RemoteFile
         var headers: [HTTPHeaderField]
+        /// The digest of the whole file the server sent (`Repr-Digest` or `Digest`), read only from a response
+        /// that describes the full representation: a `HEAD`, or a `200` to a `GET`.
+        var serverChecksum: ExpectedChecksum? = nil
     }
 
     let transport: HTTPTransport
@@ -87,7 +90,11 @@ struct ResourceProbe: Sendable {
                 length: length,
                 acceptsRanges: acceptRanges != "none"
             )
-            return Outcome(remoteFile: file, headers: target.headers)
+            return Outcome(
+                remoteFile: file,
+                headers: target.headers,
+                serverChecksum: response.status.code == 200 ? Self.serverChecksum(response.headers) : nil
+            )
         }
     }
 
@@ -138,7 +145,11 @@ struct ResourceProbe: Sendable {
                     length: length,
                     acceptsRanges: false
                 )
-                return Outcome(remoteFile: file, headers: target.headers)
+                return Outcome(
+                    remoteFile: file,
+                    headers: target.headers,
+                    serverChecksum: response.status.code == 200 ? Self.serverChecksum(response.headers) : nil
+                )
             default:
                 throw DownloadError.httpStatus(response.status, url: target.url)
             }
@@ -155,6 +166,15 @@ struct ResourceProbe: Sendable {
             suggestedFilename: headers.value("Content-Disposition")
                 .flatMap(ContentDisposition.filename(fromHeader:))
                 .flatMap(SafeFileName.sanitize)
+        )
+    }
+
+    private static func serverChecksum(_ headers: HTTPHeaders) -> ExpectedChecksum? {
+        let reprDigest = headers["Repr-Digest"]
+        let digest = headers["Digest"]
+        return ServerDigest.expected(
+            reprDigest: reprDigest.isEmpty ? nil : reprDigest.joined(separator: ","),
+            digest: digest.isEmpty ? nil : digest.joined(separator: ",")
         )
     }
 

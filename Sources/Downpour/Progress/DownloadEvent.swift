@@ -110,4 +110,7 @@ public struct DownloadResult: Sendable {
     public var elapsed: Duration
     /// The most connections that worked at once.
     public var connectionsUsed: Int
+    /// The digest the file was verified against: ``DownloadConfiguration/checksum``, else one the server sent;
+    /// `nil` when there was none.
+    public var checksum: Checksum? = nil
 }
