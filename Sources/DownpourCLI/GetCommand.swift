@@ -23,7 +23,7 @@ struct GetCommand: AsyncParsableCommand {
             comment, and indented NAME=VALUE lines under a URL set that download's options (aria2's names: \
             out, dir, header, split, max-connection-per-server, min-split-size, max-download-limit, \
             user-agent, max-tries, retry-wait, timeout, connect-timeout, lowest-speed-limit, allow-overwrite, \
-            continue, check-certificate, ca-certificate). The command-line options are every entry's defaults. \
+            continue, check-certificate, ca-certificate, checksum). The command-line options are every entry's defaults. \
             The exit status is 0 only when every download succeeded; otherwise it is the status of the first \
             failed entry, and the summary names each failure.
             """
@@ -163,6 +163,16 @@ struct GetCommand: AsyncParsableCommand {
     @Flag(name: [.customShort("v"), .customLong("verbose")], help: "Log what happens to standard error.")
     var verbose = false
 
+    @Option(
+        name: .customLong("checksum"),
+        help: ArgumentHelp(
+            "The file's digest, TYPE=DIGEST: sha-256, sha-512, sha-1 or md5, then hexadecimal. The file gets its "
+                + "name only if it matches (exit 10 otherwise).",
+            valueName: "type=digest"
+        )
+    )
+    var checksum: String?
+
     func validate() throws {
         if self.output != nil && self.directory != nil {
             throw ValidationError("Give either -o FILE or -d DIR, not both.")
@@ -202,6 +212,12 @@ struct GetCommand: AsyncParsableCommand {
         }
         guard self.journalInterval >= 0.01, self.journalInterval.isFinite else {
             throw ValidationError("--journal-interval must be at least 0.01 seconds.")
+        }
+        if let checksum, Checksum(parsing: checksum) == nil {
+            throw ValidationError(
+                "--checksum takes TYPE=DIGEST (sha-256, sha-512, sha-1 or md5, then the digest in hexadecimal), not "
+                    + "'\(checksum)'."
+            )
         }
         for header in self.headers where HTTPHeaderField(parsing: header) == nil {
             throw ValidationError("'\(header)' is not a header; write 'Name: value'.")
@@ -363,6 +379,7 @@ struct GetCommand: AsyncParsableCommand {
         configuration.resume = !self.noResume
         configuration.journalInterval = .milliseconds(Int64(self.journalInterval * 1000))
         configuration.maximumRate = self.downloadLimit.flatMap { $0.bytes > 0 ? $0.bytes : nil }
+        configuration.checksum = self.checksum.flatMap(Checksum.init(parsing:))
         return configuration
     }
 }

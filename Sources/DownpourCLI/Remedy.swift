@@ -30,6 +30,8 @@ enum Remedy {
             return "wait for the other downpour to finish, or stop it (Ctrl-C pauses it and keeps its data)."
         case .invalidRequest:
             return "see 'downpour get --help'."
+        case .checksumMismatch where error.checksumMismatch?.source == .configuration:
+            return "check the --checksum value; if it is right, the server sends a damaged file."
         case .localIO where error.systemCallError?.isNoSpace == true:
             return "free some space, then run the same command again."
         default:
