@@ -301,4 +301,57 @@ struct IntegrityTests {
             try expectFile(path, equals: content, in: directory)
         }
     }
+
+    @Test("a pause and a resume in the same process keep the hash that was made so far")
+    func pauseAndResume() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let content = makeTestContent(count: 1024 * 1024, seed: 65)
+        let checksum = Self.checksum(.sha512, of: content)
+        try await withServer(content: content, faults: [ResumeTests.throttle]) { server in
+            let path = directory.file("paused.bin")
+            var configuration = ResumeTests.configuration()
+            configuration.connections = 2
+            configuration.checksum = checksum
+            let download = testDownloader.download(
+                try DownloadRequest(url: server.url(), destination: .file(path), configuration: configuration)
+            )
+            let task = Task { try await download.run() }
+            var paused = false
+            var events: [DownloadEvent] = []
+            for await event in download.events {
+                events.append(event)
+                switch event {
+                case .progress(let progress) where !paused && progress.completedBytes > 256 * 1024:
+                    paused = true
+                    download.pause()
+                case .paused:
+                    download.resume()
+                default:
+                    break
+                }
+            }
+            #expect(try await task.value.checksum == checksum)
+            #expect(paused)
+            #expect(Self.restarts(events).isEmpty)
+            try expectFile(path, equals: content, in: directory)
+        }
+    }
+
+    @Test("a server that ignores ranges after all: the stream that follows is verified")
+    func rangesIgnored() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content, faults: [.ignoreRange]) { server in
+            let path = directory.file("file.bin")
+            let outcome = try await runDownload(
+                server.url(),
+                to: .file(path),
+                configuration: Self.configuration(checksum: Self.right)
+            )
+            #expect(try outcome.value.checksum == Self.right)
+            #expect(Self.notices(outcome.events).contains { $0.contains("one stream") })
+            try expectFile(path, equals: Self.content, in: directory)
+        }
+    }
 }
