@@ -23,6 +23,7 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
             case localIO
             case cancelled
             case alreadyRunning
+            case checksumMismatch
         }
 
         fileprivate let base: Base
@@ -46,6 +47,10 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
         public static let cancelled = Code(base: .cancelled)
         /// Another process (or another download in this one) is writing to the same output file.
         public static let alreadyRunning = Code(base: .alreadyRunning)
+        /// The downloaded bytes do not have the expected digest (``DownloadConfiguration/checksum``, or one the
+        /// server sent); ``DownloadError/checksumMismatch`` says which. The file never got its final name, and
+        /// nothing of it was kept.
+        public static let checksumMismatch = Code(base: .checksumMismatch)
 
         public var description: String { self.base.rawValue }
     }
@@ -67,6 +72,11 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
         self.underlying as? SystemCallError
     }
 
+    /// The expected and the actual digest, when the download failed with ``Code/checksumMismatch``.
+    public var checksumMismatch: ChecksumMismatch? {
+        self.underlying as? ChecksumMismatch
+    }
+
     public init(code: Code, message: String, httpStatus: Int? = nil, underlying: (any Error)? = nil) {
         self.init(code: code, message: message, httpStatus: httpStatus, underlying: underlying, resumable: false)
     }
@@ -86,7 +96,7 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
     }
 
     public var description: String {
-        if let underlying, !(underlying is SystemCallError) {
+        if let underlying, !(underlying is SystemCallError), !(underlying is ChecksumMismatch) {
             return "\(self.message) (\(underlying))"
         }
         return self.message
@@ -137,4 +147,12 @@ extension DownloadError {
     }
 
     static let cancelled = DownloadError(code: .cancelled, message: "The download was cancelled.")
+
+    static func checksumMismatch(_ mismatch: ChecksumMismatch) -> DownloadError {
+        DownloadError(
+            code: .checksumMismatch,
+            message: mismatch.summary + "; the file was removed.",
+            underlying: mismatch
+        )
+    }
 }

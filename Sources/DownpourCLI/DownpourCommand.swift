@@ -19,7 +19,8 @@ struct DownpourCommand: AsyncParsableCommand {
             Exit codes: 0 success, 1 internal error, 2 usage error (bad option or URL), 3 HTTP error status, \
             4 network error after retries, 5 remote file changed or server misbehaved, 6 output file exists, \
             7 local I/O error (disk full, no permission), 8 paused (Ctrl-C or SIGTERM; run the same command to \
-            resume), 9 another downpour is writing the same file, 130 stopped at once by a second Ctrl-C.
+            resume), 9 another downpour is writing the same file, 10 the file's digest did not match its checksum, \
+            130 stopped at once by a second Ctrl-C.
             """,
         version: "0.1.0",
         subcommands: [GetCommand.self]
@@ -38,6 +39,7 @@ enum ExitStatus {
     static let localIO: Int32 = 7
     static let paused: Int32 = 8
     static let alreadyRunning: Int32 = 9
+    static let checksumMismatch: Int32 = 10
     static let interrupted: Int32 = 130
 
     static func code(for error: DownloadError) -> Int32 {
@@ -50,6 +52,7 @@ enum ExitStatus {
         case .localIO: localIO
         case .cancelled: paused
         case .alreadyRunning: alreadyRunning
+        case .checksumMismatch: checksumMismatch
         default: internalError
         }
     }

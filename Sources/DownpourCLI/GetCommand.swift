@@ -24,8 +24,8 @@ struct GetCommand: AsyncParsableCommand {
             out, dir, header, split, max-connection-per-server, min-split-size, max-download-limit, \
             user-agent, max-tries, retry-wait, timeout, connect-timeout, lowest-speed-limit, allow-overwrite, \
             continue, check-certificate, ca-certificate, http-user, http-passwd, no-netrc, remote-time, \
-            conditional-get, all-proxy, http-proxy, https-proxy, no-proxy). The command-line options are every \
-            entry's defaults. \
+            conditional-get, all-proxy, http-proxy, https-proxy, no-proxy, checksum). The command-line options are \
+            every entry's defaults. \
             The exit status is 0 only when every download succeeded; otherwise it is the status of the first \
             failed entry, and the summary names each failure.
 
@@ -247,6 +247,16 @@ struct GetCommand: AsyncParsableCommand {
     )
     var noProxy: String?
 
+    @Option(
+        name: .customLong("checksum"),
+        help: ArgumentHelp(
+            "The file's digest, TYPE=DIGEST: sha-256, sha-512, sha-1 or md5, then hexadecimal. The file gets its "
+                + "name only if it matches (exit 10 otherwise).",
+            valueName: "type=digest"
+        )
+    )
+    var checksum: String?
+
     func validate() throws {
         if self.output != nil && self.directory != nil {
             throw ValidationError("Give either -o FILE or -d DIR, not both.")
@@ -286,6 +296,12 @@ struct GetCommand: AsyncParsableCommand {
         }
         guard self.journalInterval >= 0.01, self.journalInterval.isFinite else {
             throw ValidationError("--journal-interval must be at least 0.01 seconds.")
+        }
+        if let checksum, Checksum(parsing: checksum) == nil {
+            throw ValidationError(
+                "--checksum takes TYPE=DIGEST (sha-256, sha-512, sha-1 or md5, then the digest in hexadecimal), not "
+                    + "'\(checksum)'."
+            )
         }
         for header in self.headers where HTTPHeaderField(parsing: header) == nil {
             throw ValidationError("'\(header)' is not a header; write 'Name: value'.")
@@ -487,6 +503,7 @@ struct GetCommand: AsyncParsableCommand {
         self.applyCredentialOptions(to: &configuration)
         // validate() has parsed them already.
         configuration.proxy = (try? self.proxySettings()) ?? ProxySettings()
+        configuration.checksum = self.checksum.flatMap(Checksum.init(parsing:))
         return configuration
     }
 }

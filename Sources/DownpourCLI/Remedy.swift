@@ -32,6 +32,8 @@ enum Remedy {
             return "see 'downpour get --help'."
         case .httpStatus where error.httpStatus == 401:
             return "the server wants credentials: give --http-user and --http-passwd, or a private ~/.netrc entry."
+        case .checksumMismatch where error.checksumMismatch?.source == .configuration:
+            return "check the --checksum value; if it is right, the server sends a damaged file."
         case .localIO where error.systemCallError?.isNoSpace == true:
             return "free some space, then run the same command again."
         default:

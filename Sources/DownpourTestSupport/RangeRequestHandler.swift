@@ -179,7 +179,12 @@ final class RangeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             }
 
             let count = min(self.sliceSize, stream.end - stream.next)
-            let slice = context.channel.allocator.buffer(bytes: stream.body.bytes[stream.next..<(stream.next + count)])
+            var slice = context.channel.allocator.buffer(bytes: stream.body.bytes[stream.next..<(stream.next + count)])
+            if stream.body.invertsBytes {
+                slice.withUnsafeMutableReadableBytes { bytes in
+                    for index in bytes.indices { bytes[index] = ~bytes[index] }
+                }
+            }
             stream.next += count
             stream.sent += count
             let promise = context.eventLoop.makePromise(of: Void.self)

@@ -24,6 +24,8 @@ extension RangeTestServer {
             case throttle(bytesPerSecond: Int, everyNthConnection: Int)
             case contentDisposition(String)
             case noValidators
+            case lie(fromRequest: Int, requests: Int)
+            case header(name: String, value: String)
         }
 
         let kind: Kind
@@ -110,6 +112,24 @@ extension RangeTestServer {
         /// Send no `ETag` and no `Last-Modified`.
         public static let noValidators = Fault(.noValidators)
 
+        /// Send other bytes than the content (every byte inverted) under the same status and headers (`ETag`,
+        /// lengths and all), for `requests` GET requests from the `fromRequest`-th on (1-based): a server that lies,
+        /// or a mirror behind one name that has another file. Only a digest can tell.
+        public static func lie(fromRequest: Int, requests: Int = Int.max) -> Fault {
+            precondition(fromRequest >= 1 && requests >= 1, "lie counts requests from 1")
+            return Fault(.lie(fromRequest: fromRequest, requests: requests))
+        }
+
+        /// Send `Repr-Digest: value` (RFC 9530) on `HEAD` and GET responses of the content routes.
+        public static func reprDigest(_ value: String) -> Fault {
+            Fault(.header(name: "Repr-Digest", value: value))
+        }
+
+        /// Send `Digest: value` (RFC 3230) on `HEAD` and GET responses of the content routes.
+        public static func digest(_ value: String) -> Fault {
+            Fault(.header(name: "Digest", value: value))
+        }
+
         public var description: String {
             switch self.kind {
             case .closeConnection(let afterBytes, let requests):
@@ -134,6 +154,10 @@ extension RangeTestServer {
                 return "contentDisposition(\(value))"
             case .noValidators:
                 return "noValidators"
+            case .lie(let fromRequest, let requests):
+                return "lie(fromRequest: \(fromRequest), requests: \(requests))"
+            case .header(let name, let value):
+                return "header(\(name): \(value))"
             }
         }
     }

@@ -24,6 +24,8 @@ struct ResponsePlan: Sendable {
 struct ResponseBody: Sendable {
     var bytes: [UInt8]
     var range: Range<Int>
+    /// Send every byte inverted: a lying server (``RangeTestServer/Fault/lie(fromRequest:requests:)``).
+    var invertsBytes = false
 
     static let empty = ResponseBody(bytes: [], range: 0..<0)
 
@@ -68,6 +70,8 @@ struct ResponsePlanner: Sendable {
     private let wrongContentRangeFrom: Int?
     private let throttles: [(bytesPerSecond: Int, everyNthConnection: Int)]
     private let contentDispositions: [String]
+    private let extraHeaders: [(name: String, value: String)]
+    private let lies: [Range<Int>]
     private let ignoresRange: Bool
     private let refusesHead: Bool
     private let isChunked: Bool
@@ -79,6 +83,8 @@ struct ResponsePlanner: Sendable {
         var wrongContentRangeFrom: Int?
         var throttles: [(bytesPerSecond: Int, everyNthConnection: Int)] = []
         var contentDispositions: [String] = []
+        var extraHeaders: [(name: String, value: String)] = []
+        var lies: [Range<Int>] = []
         var ignoresRange = false
         var refusesHead = false
         var isChunked = false
@@ -108,6 +114,11 @@ struct ResponsePlanner: Sendable {
                 contentDispositions.append(value)
             case .noValidators:
                 hasValidators = false
+            case .lie(let fromRequest, let requests):
+                let (end, overflow) = fromRequest.addingReportingOverflow(requests)
+                lies.append(fromRequest..<(overflow ? Int.max : end))
+            case .header(let name, let value):
+                extraHeaders.append((name, value))
             }
         }
 
@@ -135,6 +146,8 @@ struct ResponsePlanner: Sendable {
         self.wrongContentRangeFrom = wrongContentRangeFrom
         self.throttles = throttles
         self.contentDispositions = contentDispositions
+        self.extraHeaders = extraHeaders
+        self.lies = lies
         self.ignoresRange = ignoresRange
         self.refusesHead = refusesHead
         self.isChunked = isChunked
@@ -259,11 +272,9 @@ struct ResponsePlanner: Sendable {
         var headers = self.contentHeaders(for: version)
         if self.isChunked {
             headers.add(name: "Transfer-Encoding", value: "chunked")
-            var plan = ResponsePlan(
-                status: .ok,
-                headers: headers,
-                body: ResponseBody(bytes: version.bytes, range: 0..<total)
-            )
+            var body = ResponseBody(bytes: version.bytes, range: 0..<total)
+            body.invertsBytes = self.lies.contains { $0.contains(ordinal) }
+            var plan = ResponsePlan(status: .ok, headers: headers, body: body)
             plan.closeAfterBodyBytes = self.truncate(bodyLength: total, progress: &progress)
             return plan
         }
@@ -291,11 +302,9 @@ struct ResponsePlanner: Sendable {
             }
         }
         headers.add(name: "Content-Length", value: String(range.count))
-        var plan = ResponsePlan(
-            status: status,
-            headers: headers,
-            body: ResponseBody(bytes: version.bytes, range: range)
-        )
+        var body = ResponseBody(bytes: version.bytes, range: range)
+        body.invertsBytes = self.lies.contains { $0.contains(ordinal) }
+        var plan = ResponsePlan(status: status, headers: headers, body: body)
         plan.closeAfterBodyBytes = self.truncate(bodyLength: range.count, progress: &progress)
         return plan
     }
@@ -346,6 +355,9 @@ struct ResponsePlanner: Sendable {
         }
         for value in self.contentDispositions {
             headers.add(name: "Content-Disposition", value: value)
+        }
+        for (name, value) in self.extraHeaders {
+            headers.add(name: name, value: value)
         }
         return headers
     }

@@ -137,6 +137,7 @@ struct CLITests {
         "--http-proxy <url>",
         "--https-proxy <url>",
         "--no-proxy <list>",
+        "--checksum <type=digest>",
         "--version",
         "-h, --help",
     ]

@@ -23,7 +23,7 @@ public struct Aria2Options: Sendable, Hashable {
         "user-agent", "max-tries", "retry-wait", "timeout", "connect-timeout", "lowest-speed-limit",
         "allow-overwrite", "continue", "check-certificate", "ca-certificate", "http-user", "http-passwd", "no-netrc",
         "remote-time", "conditional-get", "all-proxy", "http-proxy", "https-proxy",
-        "no-proxy",
+        "no-proxy", "checksum",
     ]
 
     public init(directory: String = ".", output: String? = nil, configuration: DownloadConfiguration = .init()) {
@@ -136,6 +136,11 @@ public struct Aria2Options: Sendable, Hashable {
         case "no-proxy":
             self.configuration.proxy.noProxy = ProxySettings.noProxyEntries(value)
             try self.configuration.proxy.validate()
+        case "checksum":
+            guard let checksum = Checksum(parsing: value) else {
+                throw bad("TYPE=DIGEST: sha-256, sha-512, sha-1 or md5, then the digest in hexadecimal")
+            }
+            self.configuration.checksum = checksum
         default:
             throw .invalidRequest(
                 "The option '\(name)' is not supported; the supported ones are "

@@ -60,6 +60,11 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
     /// The proxies requests go through, chosen for each request by its URL; none by default. The environment
     /// is not read: ``ProxySettings/fromEnvironment(_:)`` does that for a program that wants it.
     public var proxy: ProxySettings
+    /// The digest the file must have. The bytes are hashed as they arrive, and the file gets its final name only
+    /// when the digest matches; otherwise the download fails with ``DownloadError/Code/checksumMismatch``, after
+    /// one more try from zero when the bytes came from several responses or an earlier run. `nil` (the default)
+    /// still verifies a digest the server sends (`Repr-Digest`, `Digest`).
+    public var checksum: Checksum?
 
     public init(
         connections: Int = 4,
@@ -83,7 +88,8 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
         cookies: CookieJar? = nil,
         setsRemoteTime: Bool = false,
         conditionalGet: Bool = false,
-        proxy: ProxySettings = ProxySettings()
+        proxy: ProxySettings = ProxySettings(),
+        checksum: Checksum? = nil
     ) {
         self.connections = connections
         self.minimumSplitSize = minimumSplitSize
@@ -107,6 +113,7 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
         self.setsRemoteTime = setsRemoteTime
         self.conditionalGet = conditionalGet
         self.proxy = proxy
+        self.checksum = checksum
     }
 
     /// The smallest remainder worth a racing request.
@@ -158,6 +165,7 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
             throw .invalidRequest("A user name for Basic authentication cannot contain ':'.")
         }
         try self.proxy.validate()
+        try self.checksum?.validate()
     }
 }
 
@@ -274,7 +282,7 @@ extension DownloadConfiguration {
     enum CodingKeys: String, CodingKey {
         case connections, minimumSplitSize, racesTail, slowConnections, retry, timeouts, headers, userAgent
         case overwrite, tls, maximumRedirects, writeBufferSize, progressInterval, resume, journalInterval
-        case maximumRate, credentials, netrcPath, cookies, setsRemoteTime, conditionalGet, proxy
+        case maximumRate, credentials, netrcPath, cookies, setsRemoteTime, conditionalGet, proxy, checksum
     }
 
     /// Decodes what was stored; a field that is missing (stored by an older version) keeps its default, so a
@@ -310,6 +318,7 @@ extension DownloadConfiguration {
         try take(.setsRemoteTime, \.setsRemoteTime)
         try take(.conditionalGet, \.conditionalGet)
         try take(.proxy, \.proxy)
+        try take(.checksum, \.checksum)
         self = value
     }
 }

@@ -104,6 +104,7 @@ struct DownloadEngine: Sendable {
         let file = try await BlockingIO.run { () throws(DownloadError) in try OutputFile.openLocked(at: partPath) }
         self.partPathKnown(partPath)
         let journal = JournalStore(partPath: partPath)
+        let (expected, checksumNotice) = self.expectedChecksum(server: outcome.serverChecksum)
         var session = TransferSession(
             transport: transport,
             file: file,
@@ -114,10 +115,11 @@ struct DownloadEngine: Sendable {
             hub: self.hub,
             budget: budget,
             pacing: Pacing(limiters: [self.downloader.overallLimiter, self.limiter]),
-            authorization: authorization
+            authorization: authorization,
+            hasher: expected.map { PrefixHasher(algorithm: $0.checksum.algorithm, file: file) }
         )
 
-        let resumed: ByteRangeSet
+        var resumed: ByteRangeSet
         let notices: [String]
         do {
             (resumed, notices) = try await self.prepare(file, journal: journal, remote: remote)
@@ -133,43 +135,67 @@ struct DownloadEngine: Sendable {
             throw failure
         }
 
-        let length: Int64
-        do {
-            self.hub.emit(
-                .started(
-                    DownloadStart(
-                        remoteFile: remote,
-                        destinationPath: path,
-                        connections: remote.isSegmentable ? configuration.connections : 1,
-                        resumedBytes: resumed.byteCount
-                    )
+        self.hub.emit(
+            .started(
+                DownloadStart(
+                    remoteFile: remote,
+                    destinationPath: path,
+                    connections: remote.isSegmentable ? configuration.connections : 1,
+                    resumedBytes: resumed.byteCount
                 )
             )
-            for notice in notices {
+        )
+        for notice in notices + [checksumNotice].compactMap({ $0 }) {
+            self.logger.info("\(notice)")
+            self.hub.emit(.notice(notice))
+        }
+        var length: Int64
+        var earlierBytes: Int64 = 0
+        var startedOver = false
+        while true {
+            do {
+                length = try await self.transfer(&session, resumed: resumed, journal: journal)
+            } catch {
+                throw await self.abandon(session, error: error, resumed: resumed, journal: journal)
+            }
+            guard let expected else { break }
+            let mismatch: ChecksumMismatch?
+            do {
+                mismatch = try await self.verify(session, length: length, against: expected)
+            } catch {
+                throw await self.abandon(session, error: error, resumed: resumed, journal: journal)
+            }
+            guard let mismatch else { break }
+            // Bytes from several responses or an earlier run may have come from different versions of the file (a
+            // changed server, a load balancer in front of servers that disagree, a lying one): once more from zero.
+            // Bytes from one response would come the same way again.
+            let snapshot = session.snapshot()
+            if !startedOver, session.hasPlan, resumed.byteCount > 0 || snapshot.requests > 1 {
+                startedOver = true
+                let notice =
+                    mismatch.summary + ". Its bytes came from "
+                    + (resumed.byteCount > 0 ? "an earlier run and this one" : "several responses")
+                    + ", which a changed or misbehaving server could have mixed up; downloading it again from zero."
                 self.logger.info("\(notice)")
                 self.hub.emit(.notice(notice))
-            }
-            length = try await self.transfer(&session, resumed: resumed, journal: journal)
-        } catch {
-            let keep =
-                session.remoteFile.isSegmentable && (session.completedBytes > 0 || resumed.byteCount > 0)
-                && error.code != .remoteChanged && error.code != .remoteMisbehaved
-            if keep {
-                // The last save may be up to one interval old; bring it up to date if the disk lets us. In a
-                // task of its own, so that the cancellation that stopped the download does not stop this too.
-                // Before the plan is in place the journal on disk is still true, and there is nothing to add.
-                if session.hasPlan {
-                    let finalSave = Task { try await self.saveJournal(journal, session: session) }
-                    _ = await finalSave.result
+                earlierBytes += snapshot.bytesThisRun
+                let remote = session.remoteFile
+                do {
+                    try await BlockingIO.run { () throws(DownloadError) in
+                        journal.remove()
+                        try file.startOver(length: remote.isSegmentable ? remote.length : nil)
+                    }
+                } catch {
+                    throw self.discard(file, journal: journal, error: error)
                 }
-            } else {
-                journal.remove()
-                FileOperations.remove(partPath)
+                resumed = ByteRangeSet()
+                session = session.startingOver(
+                    remoteFile: remote,
+                    hasher: PrefixHasher(algorithm: expected.checksum.algorithm, file: file)
+                )
+                continue
             }
-            file.close()
-            var failure = error
-            failure.resumable = keep
-            throw failure
+            throw self.discard(file, journal: journal, error: .checksumMismatch(mismatch))
         }
 
         let finisher = DownloadFinisher(
@@ -190,10 +216,85 @@ struct DownloadEngine: Sendable {
             path: path,
             length: length,
             remoteFile: session.remoteFile,
-            downloadedBytes: snapshot.bytesThisRun,
+            downloadedBytes: earlierBytes + snapshot.bytesThisRun,
             elapsed: clock.now - startedAt,
-            connectionsUsed: max(1, snapshot.mostActiveConnections)
+            connectionsUsed: max(1, snapshot.mostActiveConnections),
+            checksum: expected?.checksum
         )
+    }
+
+    /// Ends a download whose transfer failed: keeps the `.part` file and its journal (after a last save) when the
+    /// download is in ranges, some bytes are on disk and the error does not make them worthless; else removes
+    /// both. Returns the error, marked resumable when they were kept.
+    private func abandon(
+        _ session: TransferSession,
+        error: DownloadError,
+        resumed: ByteRangeSet,
+        journal: JournalStore
+    ) async -> DownloadError {
+        let keep =
+            session.remoteFile.isSegmentable && (session.completedBytes > 0 || resumed.byteCount > 0)
+            && error.code != .remoteChanged && error.code != .remoteMisbehaved
+        if keep {
+            // The last save may be up to one interval old; bring it up to date if the disk lets us. In a task of
+            // its own, so that the cancellation that stopped the download does not stop this too. Before the plan
+            // is in place the journal on disk is still true, and there is nothing to add.
+            if session.hasPlan {
+                let finalSave = Task { try await self.saveJournal(journal, session: session) }
+                _ = await finalSave.result
+            }
+        } else {
+            journal.remove()
+            FileOperations.remove(session.file.path)
+        }
+        session.file.close()
+        var failure = error
+        failure.resumable = keep
+        return failure
+    }
+
+    /// Removes the `.part` file and its journal; returns `error`, not resumable.
+    private func discard(_ file: OutputFile, journal: JournalStore, error: DownloadError) -> DownloadError {
+        journal.remove()
+        FileOperations.remove(file.path)
+        file.close()
+        var failure = error
+        failure.resumable = false
+        return failure
+    }
+
+    /// The digest to verify the download against: the configuration's, else the server's; and a notice when both
+    /// are there and disagree.
+    private func expectedChecksum(server: ExpectedChecksum?) -> (ExpectedChecksum?, String?) {
+        guard let given = self.request.configuration.checksum else { return (server, nil) }
+        var notice: String?
+        if let server, server.checksum.algorithm == given.algorithm, server.checksum.digest != given.digest {
+            let source = server.source.description
+            notice =
+                source.prefix(1).uppercased() + source.dropFirst() + " is \(server.checksum.digest), but the expected "
+                + "\(given.algorithm) digest is \(given.digest); the file is checked against the expected one."
+        }
+        return (ExpectedChecksum(checksum: given, source: .configuration), notice)
+    }
+
+    /// Hashes what the hasher has not hashed yet and compares; `nil` when the digest matches.
+    private func verify(
+        _ session: TransferSession,
+        length: Int64,
+        against expected: ExpectedChecksum
+    ) async throws(DownloadError) -> ChecksumMismatch? {
+        guard let hasher = session.hasher else { return nil }
+        let actual = try await hasher.finish(length: length)
+        let matches = actual.digest == expected.checksum.digest
+        self.logger.info(
+            "Verified the digest",
+            metadata: [
+                "algorithm": "\(actual.algorithm)", "expected": "\(expected.checksum.digest)",
+                "actual": "\(actual.digest)", "source": "\(expected.source)", "matches": "\(matches)",
+            ]
+        )
+        guard !matches else { return nil }
+        return ChecksumMismatch(expected: expected.checksum, source: expected.source, actual: actual.digest)
     }
 
     /// Decides between resuming and starting over (``ResumeDecision``), and readies the `.part` file for it,
@@ -260,7 +361,12 @@ struct DownloadEngine: Sendable {
                     connections: configuration.connections,
                     minimumSplitSize: configuration.minimumSplitSize,
                     minimumRaceSize: configuration.minimumRaceSize,
-                    done: resumed
+                    done: resumed,
+                    pieceSize: session.hasher != nil && configuration.connections > 1
+                        ? Self.pieceSize(
+                            missing: (session.remoteFile.length ?? 0) - resumed.byteCount,
+                            connections: configuration.connections
+                        ) : nil
                 )
             )
         }
@@ -330,6 +436,14 @@ struct DownloadEngine: Sendable {
             }
         }
         return RequestAuthorization(origin: Origin(url), credentials: credentials, cookies: self.cookies)
+    }
+
+    /// The piece size when the file is hashed as it arrives: the connections work near the front of the file,
+    /// so its gapless start grows at the speed of all of them together, and at the end only the last few pieces
+    /// are left to hash. Pieces of a sixteenth of each connection's share (at most 16 MiB) keep that tail short
+    /// and the extra requests few.
+    static func pieceSize(missing: Int64, connections: Int) -> Int64 {
+        min(16 * 1024 * 1024, max(1, missing / Int64(connections * 16)))
     }
 
     /// Syncs the data and records what is on disk.

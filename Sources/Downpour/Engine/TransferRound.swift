@@ -143,7 +143,8 @@ struct TransferRound: Sendable {
         }
     }
 
-    /// The pause watch and the progress reports, beside the workers of every round.
+    /// The pause watch, the progress reports and the hashing of the file's first bytes, beside the workers of
+    /// every round.
     private func startCompanions(in group: inout TaskGroup<Report>) {
         let gate = self.gate
         group.addTask {
@@ -162,7 +163,39 @@ struct TransferRound: Sendable {
                 reporter.report()
             }
         }
+        if let hasher = self.session.hasher {
+            let session = self.session
+            group.addTask {
+                await Self.hashAsBytesArrive(hasher, session: session)
+                return .ended
+            }
+        }
     }
+
+    /// Hashes the file as far as it is on disk without a gap, until cancelled, so that verifying it at the end
+    /// reads only the tail. A failed read is left for that last step to find again and report.
+    private static func hashAsBytesArrive(_ hasher: PrefixHasher, session: TransferSession) async {
+        while !Task.isCancelled {
+            let worked: Bool
+            do {
+                worked = try await hasher.advance(to: session.contiguousBytes, atMost: Self.hashingStep)
+            } catch {
+                return
+            }
+            if !worked {
+                do {
+                    try await Task.sleep(for: Self.hashingPollInterval)
+                } catch {
+                    return
+                }
+            }
+        }
+    }
+
+    /// The most bytes hashed before the hasher looks at the file again.
+    static let hashingStep: Int64 = 64 * 1024 * 1024
+    /// How often a hasher that has caught up looks for new bytes.
+    static let hashingPollInterval = Duration.milliseconds(20)
 
     private func watchSpeed(_ watch: SpeedWatch, in group: inout TaskGroup<Report>) {
         let session = self.session

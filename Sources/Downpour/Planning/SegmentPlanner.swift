@@ -41,6 +41,10 @@ public struct SegmentPlanner: Sendable {
     public let minimumSplitSize: Int64
     /// The smallest remainder worth racing another connection against; `nil` turns racing off.
     public let minimumRaceSize: Int64?
+    /// When set, the missing bytes are cut into pieces of this size, handed out from the lowest offset on, so
+    /// that the bytes on disk grow as one run from the start (what a digest computed as they arrive needs).
+    /// `nil`: about one range per connection, the largest first.
+    public let pieceSize: Int64?
     /// The most connections fetching one tail at once.
     public static let maximumRacers = 3
     /// The bytes written to disk.
@@ -52,25 +56,31 @@ public struct SegmentPlanner: Sendable {
     private var nextLeaseNumber = 0
 
     /// Plans a download of `length` bytes, of which `done` are on disk already, cutting what is missing into
-    /// about `connections` ranges of equal size (none shorter than `minimumSplitSize`, unless the gap is).
+    /// about `connections` ranges of equal size (none shorter than `minimumSplitSize`, unless the gap is), or
+    /// into pieces of `pieceSize` handed out in order.
     public init(
         length: Int64,
         connections: Int,
         minimumSplitSize: Int64,
         minimumRaceSize: Int64? = nil,
-        done: ByteRangeSet = ByteRangeSet()
+        done: ByteRangeSet = ByteRangeSet(),
+        pieceSize: Int64? = nil
     ) {
         precondition(length >= 0, "length must not be negative")
         precondition(connections >= 1, "at least one connection")
         precondition(minimumSplitSize >= 1, "the minimum split size must be positive")
         precondition(minimumRaceSize.map { $0 >= 1 } ?? true, "the minimum race size must be positive")
+        precondition(pieceSize.map { $0 >= 1 } ?? true, "the piece size must be positive")
         self.length = length
         self.minimumSplitSize = minimumSplitSize
         self.minimumRaceSize = minimumRaceSize
+        self.pieceSize = pieceSize
         self.done = done
         let gaps = done.gaps(in: 0..<length)
         let missing = gaps.reduce(0) { $0 + ($1.upperBound - $1.lowerBound) }
-        let target = max(minimumSplitSize, (missing + Int64(connections) - 1) / Int64(connections))
+        let target =
+            pieceSize.map { max(minimumSplitSize, $0) }
+            ?? max(minimumSplitSize, (missing + Int64(connections) - 1) / Int64(connections))
         var pieces: [Range<Int64>] = []
         for gap in gaps {
             var start = gap.lowerBound
@@ -94,14 +104,18 @@ public struct SegmentPlanner: Sendable {
         self.done.byteCount
     }
 
-    /// Work for a connection with nothing to do: the largest free range, else the back half of the longest
-    /// remaining lease, else (when racing is on) a race for the tail of the longest remaining lease that
-    /// `isWorthRacing` accepts (the engine accepts only leases whose connection is much slower than the
-    /// others: racing one as fast as the racer gains nothing and costs a request). With `takesOver` false
-    /// only a free range is handed out.
+    /// Work for a connection with nothing to do: the largest free range (the first one, with ``pieceSize``),
+    /// else the back half of the longest remaining lease, else (when racing is on) a race for the tail of the
+    /// longest remaining lease that `isWorthRacing` accepts (the engine accepts only leases whose connection is
+    /// much slower than the others: racing one as fast as the racer gains nothing and costs a request). With
+    /// `takesOver` false only a free range is handed out.
     /// `nil` when there is nothing left worth taking; the connection can stop.
     public mutating func acquire(takesOver: Bool = true, isWorthRacing: (Lease) -> Bool = { _ in true }) -> Lease? {
-        if let index = self.free.indices.max(by: { self.free[$0].count < self.free[$1].count }) {
+        let next =
+            self.pieceSize == nil
+            ? self.free.indices.max { self.free[$0].count < self.free[$1].count }
+            : self.free.indices.min { self.free[$0].lowerBound < self.free[$1].lowerBound }
+        if let index = next {
             let range = self.free.remove(at: index)
             return self.makeLease(range)
         }

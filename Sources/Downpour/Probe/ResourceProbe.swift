@@ -12,6 +12,9 @@ struct ResourceProbe: Sendable {
     struct Outcome: Sendable {
         var remoteFile: RemoteFile
         var headers: [HTTPHeaderField]
+        /// The digest of the whole file the server sent (`Repr-Digest` or `Digest`), read only from a response
+        /// that describes the full representation: a `HEAD`, or a `200` to a `GET`.
+        var serverChecksum: ExpectedChecksum? = nil
     }
 
     let transport: HTTPTransport
@@ -38,8 +41,14 @@ struct ResourceProbe: Sendable {
         return headers
     }
 
-    private func outcome(_ file: RemoteFile, target: Target) -> Outcome {
-        Outcome(remoteFile: file, headers: target.headers)
+    /// What the probe found. The server's digest of the whole file is taken only from a `200` (or a `HEAD`,
+    /// which answers as a `200` would); a `206` describes a part.
+    private func outcome(_ file: RemoteFile, target: Target, response: HTTPClientResponse? = nil) -> Outcome {
+        Outcome(
+            remoteFile: file,
+            headers: target.headers,
+            serverChecksum: response.flatMap { $0.status.code == 200 ? Self.serverChecksum($0.headers) : nil }
+        )
     }
 
     /// Where the probe is: the current URL, the configured headers, and the URLs seen.
@@ -90,7 +99,7 @@ struct ResourceProbe: Sendable {
                 length: length,
                 acceptsRanges: acceptRanges != "none"
             )
-            return self.outcome(file, target: target)
+            return self.outcome(file, target: target, response: response)
         }
     }
 
@@ -141,7 +150,7 @@ struct ResourceProbe: Sendable {
                     length: length,
                     acceptsRanges: false
                 )
-                return self.outcome(file, target: target)
+                return self.outcome(file, target: target, response: response)
             default:
                 throw DownloadError.httpStatus(response.status, url: target.url)
             }
@@ -158,6 +167,15 @@ struct ResourceProbe: Sendable {
             suggestedFilename: headers.value("Content-Disposition")
                 .flatMap(ContentDisposition.filename(fromHeader:))
                 .flatMap(SafeFileName.sanitize)
+        )
+    }
+
+    private static func serverChecksum(_ headers: HTTPHeaders) -> ExpectedChecksum? {
+        let reprDigest = headers["Repr-Digest"]
+        let digest = headers["Digest"]
+        return ServerDigest.expected(
+            reprDigest: reprDigest.isEmpty ? nil : reprDigest.joined(separator: ","),
+            digest: digest.isEmpty ? nil : digest.joined(separator: ",")
         )
     }
 

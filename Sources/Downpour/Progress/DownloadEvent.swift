@@ -115,4 +115,7 @@ public struct DownloadResult: Sendable {
     /// Nothing was downloaded because the file at ``path`` is at least as new as the remote one
     /// (``DownloadConfiguration/conditionalGet``): it was left as it was.
     public var wasSkipped = false
+    /// The digest the file was verified against: ``DownloadConfiguration/checksum``, else one the server sent;
+    /// `nil` when there was none.
+    public var checksum: Checksum? = nil
 }

@@ -206,6 +206,31 @@ final class OutputFile: Sendable {
         #endif
     }
 
+    /// Reads `count` bytes at `offset` (fewer only at the end of the file).
+    func read(count: Int, at offset: Int64) throws(DownloadError) -> ByteBuffer {
+        var buffer = ByteBufferAllocator().buffer(capacity: count)
+        var failure: Int32?
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { bytes in
+            var done = 0
+            while done < count {
+                let position = off_t(offset + Int64(done))
+                let result = pread(self.descriptor, bytes.baseAddress! + done, count - done, position)
+                if result < 0 {
+                    if errno == EINTR { continue }
+                    failure = errno
+                    break
+                }
+                if result == 0 { break }
+                done += result
+            }
+            return done
+        }
+        if let failure {
+            throw .localIO("Cannot read '\(self.path)' at byte \(offset)", systemCall: "pread", errno: failure)
+        }
+        return buffer
+    }
+
     /// The most vectors one `pwritev` takes (`IOV_MAX` on Linux).
     private static let maximumVectors = 1024
 

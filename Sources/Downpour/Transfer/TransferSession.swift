@@ -19,6 +19,8 @@ final class TransferSession: Sendable {
     let budget: ConnectionBudget
     /// The bandwidth limits the body bytes are paced by.
     let pacing: Pacing
+    /// Hashes the file as its first bytes come in, when the download is verified against a digest.
+    let hasher: PrefixHasher?
     private let state: NIOLockedValueBox<State>
     /// One per connection, made up front: ends that connection's current request from another task.
     private let aborts: [Int: RequestAbort]
@@ -66,7 +68,8 @@ final class TransferSession: Sendable {
         hub: DownloadEventHub,
         budget: ConnectionBudget,
         pacing: Pacing,
-        authorization: RequestAuthorization
+        authorization: RequestAuthorization,
+        hasher: PrefixHasher? = nil
     ) {
         self.transport = transport
         self.file = file
@@ -78,6 +81,7 @@ final class TransferSession: Sendable {
         self.budget = budget
         self.pacing = pacing
         self.authorization = authorization
+        self.hasher = hasher
         self.state = NIOLockedValueBox(State())
         self.aborts = Dictionary(
             uniqueKeysWithValues: (1...max(configuration.connections, 1)).map { ($0, RequestAbort()) }
@@ -86,6 +90,11 @@ final class TransferSession: Sendable {
 
     /// The same download with new facts about the remote file (after the server turned out to ignore ranges).
     func replacingRemoteFile(_ remoteFile: RemoteFile) -> TransferSession {
+        self.startingOver(remoteFile: remoteFile, hasher: self.hasher)
+    }
+
+    /// The same download with nothing done yet: no plan, no counters, and the given hasher.
+    func startingOver(remoteFile: RemoteFile, hasher: PrefixHasher?) -> TransferSession {
         TransferSession(
             transport: self.transport,
             file: self.file,
@@ -96,7 +105,8 @@ final class TransferSession: Sendable {
             hub: self.hub,
             budget: self.budget,
             pacing: self.pacing,
-            authorization: self.authorization
+            authorization: self.authorization,
+            hasher: hasher
         )
     }
 
@@ -162,7 +172,10 @@ final class TransferSession: Sendable {
     /// Records bytes written by connection `id`.
     func written(_ range: Range<Int64>, connection id: Int) {
         let now = ContinuousClock.now
-        self.state.withLockedValue { state in
+        let watchesRewrites = self.hasher != nil
+        let rewrote = self.state.withLockedValue { state in
+            // Bytes written a second time (by a racing connection) may differ from the ones hashed already.
+            let rewrote = watchesRewrites && state.planner?.done.overlaps(range) == true
             state.planner?.markDone(range)
             state.bytesThisRun += Int64(range.count)
             var connection = state.connections[id, default: ConnectionState()]
@@ -173,12 +186,25 @@ final class TransferSession: Sendable {
             }
             connection.lastProgress = now
             state.connections[id] = connection
+            return rewrote
+        }
+        if rewrote {
+            self.hasher?.noteRewrite(from: range.lowerBound)
         }
     }
 
     /// Bytes on disk, in either mode.
     var completedBytes: Int64 {
         self.state.withLockedValue { $0.planner?.completedBytes ?? $0.streamedBytes }
+    }
+
+    /// How far the file is on disk without a gap from its first byte: what can be hashed so far.
+    var contiguousBytes: Int64 {
+        self.state.withLockedValue { state in
+            guard let planner = state.planner else { return state.streamedBytes }
+            guard let first = planner.done.ranges.first, first.lowerBound == 0 else { return 0 }
+            return first.upperBound
+        }
     }
 
     /// The bytes on disk, for the journal.
@@ -205,11 +231,13 @@ final class TransferSession: Sendable {
                 state.connections[id]?.lease = nil
             }
         }
+        self.hasher?.noteRewrite(from: 0)
     }
 
     /// A stream restarting from byte 0 forgets what it wrote before.
     func restartStream() {
         self.state.withLockedValue { $0.streamedBytes = 0 }
+        self.hasher?.noteRewrite(from: 0)
     }
 
     func streamed(_ count: Int64, connection id: Int) {
@@ -240,6 +268,11 @@ final class TransferSession: Sendable {
         var bytesThisRun: Int64
         var connections: [(id: Int, state: ConnectionState, remaining: Range<Int64>?)]
         var mostActiveConnections: Int
+
+        /// Requests started, over all connections.
+        var requests: Int {
+            self.connections.reduce(0) { $0 + $1.state.attempts }
+        }
     }
 
     func snapshot() -> Snapshot {
