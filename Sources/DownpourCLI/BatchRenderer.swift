@@ -29,6 +29,10 @@ final class BatchRenderer: Sendable {
         self.mode = mode
     }
 
+    var isQuiet: Bool {
+        self.mode == .quiet
+    }
+
     func begin(total: Int) {
         self.state.withLockedValue {
             $0.total = total

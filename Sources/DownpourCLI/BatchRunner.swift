@@ -34,8 +34,11 @@ struct BatchRunner {
                     next += 1
                     group.addTask {
                         let download = downloader.download(entries[index].request)
+                        // Quiet: nothing to show, so no listener to wake for every event.
+                        let events = renderer.isQuiet ? nil : download.events
                         async let listened: Void = {
-                            for await event in download.events {
+                            guard let events else { return }
+                            for await event in events {
                                 renderer.render(event, of: index, url: entries[index].request.url.absoluteString)
                             }
                         }()

@@ -101,9 +101,18 @@ struct DownloadEngine: Sendable {
         }
         try self.checkFree(path, replacing: replacing)
         let partPath = path + ".part"
-        let file = try await BlockingIO.run { () throws(DownloadError) in try OutputFile.openLocked(at: partPath) }
-        self.partPathKnown(partPath)
         let journal = JournalStore(partPath: partPath)
+        // Opening, locking and readying the `.part` file in one trip to the blocking-I/O threads.
+        let (file, prepared) = try await BlockingIO.run {
+            () throws(DownloadError) -> (OutputFile, Result<(ByteRangeSet, [String]), DownloadError>) in
+            let file = try OutputFile.openLocked(at: partPath)
+            do throws(DownloadError) {
+                return (file, .success(try self.prepare(file, journal: journal, remote: remote)))
+            } catch {
+                return (file, .failure(error))
+            }
+        }
+        self.partPathKnown(partPath)
         let (expected, checksumNotice) = self.expectedChecksum(server: outcome.serverChecksum)
         var session = TransferSession(
             transport: transport,
@@ -122,7 +131,7 @@ struct DownloadEngine: Sendable {
         var resumed: ByteRangeSet
         let notices: [String]
         do {
-            (resumed, notices) = try await self.prepare(file, journal: journal, remote: remote)
+            (resumed, notices) = try prepared.get()
         } catch {
             // Nothing of this run is on disk. An earlier run's bytes stay as long as their journal does (a
             // cancel before the preparation ran, say); without one the `.part` file holds nothing of use.
@@ -297,15 +306,16 @@ struct DownloadEngine: Sendable {
         return ChecksumMismatch(expected: expected.checksum, source: expected.source, actual: actual.digest)
     }
 
-    /// Decides between resuming and starting over (``ResumeDecision``), and readies the `.part` file for it,
-    /// off the cooperative pool. Returns the bytes already on disk, and what a person should be told about it.
+    /// Decides between resuming and starting over (``ResumeDecision``), and readies the `.part` file for it.
+    /// Blocks: called on the blocking-I/O threads. Returns the bytes already on disk, and what a person should be
+    /// told about it.
     private func prepare(
         _ file: OutputFile,
         journal: JournalStore,
         remote: RemoteFile
-    ) async throws(DownloadError) -> (ByteRangeSet, [String]) {
+    ) throws(DownloadError) -> (ByteRangeSet, [String]) {
         let resume = self.request.configuration.resume
-        let (ranges, notices) = try await BlockingIO.run {
+        let (ranges, notices) = try {
             () throws(DownloadError) -> (ByteRangeSet, [String]) in
             var notices: [String] = []
             func startOver(_ notice: String?) throws(DownloadError) -> ByteRangeSet {
@@ -340,7 +350,7 @@ struct DownloadEngine: Sendable {
                     return (saved.doneRanges, notices)
                 }
             }
-        }
+        }()
         return (ranges, notices)
     }
 

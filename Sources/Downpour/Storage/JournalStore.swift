@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
@@ -12,8 +13,13 @@ import Darwin
 /// Reads and writes a ``ResumeJournal`` crash-safely: the data file is synced first, then the journal is
 /// written to a temporary file, synced, and renamed over the old one, so a crash at any moment leaves either
 /// the old journal or the new one, and never one that claims bytes the disk does not have.
-struct JournalStore: Sendable {
+///
+/// It remembers whether a journal can be on disk (until a ``load()`` found none, it may be), so that a
+/// download that never saved one does not ask the file system to remove it: in a directory where many small
+/// downloads finish at once, every needless lookup and unlink waits for the directory's lock.
+final class JournalStore: Sendable {
     let path: String
+    private let mayExist = NIOLockedValueBox(true)
 
     init(partPath: String) {
         self.path = partPath + ".downpour"
@@ -28,7 +34,13 @@ struct JournalStore: Sendable {
     func load() -> LoadResult {
         let descriptor = open(self.path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
-            return errno == ENOENT ? .missing : .unreadable("cannot open it: \(describeErrno(errno))")
+            let failure = errno
+            if failure == ENOENT {
+                // A `.tmp` left by a crash mid-save is removed with the journal when one is saved.
+                self.mayExist.withLockedValue { $0 = false }
+                return .missing
+            }
+            return .unreadable("cannot open it: \(describeErrno(failure))")
         }
         defer { _ = SystemCall.close(descriptor) }
         var bytes: [UInt8] = []
@@ -53,6 +65,7 @@ struct JournalStore: Sendable {
     /// Syncs `file`, then replaces the journal with `journal`.
     func save(_ journal: ResumeJournal, syncing file: OutputFile) throws(DownloadError) {
         try file.sync()
+        self.mayExist.withLockedValue { $0 = true }
         let temporary = self.path + ".tmp"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
@@ -88,7 +101,13 @@ struct JournalStore: Sendable {
         Self.syncDirectory(of: self.path)
     }
 
+    /// Removes the journal (and a temporary file a crash mid-save may have left), unless none can be there.
     func remove() {
+        let mayExist = self.mayExist.withLockedValue { mayExist in
+            defer { mayExist = false }
+            return mayExist
+        }
+        guard mayExist else { return }
         unlink(self.path)
         unlink(self.path + ".tmp")
     }

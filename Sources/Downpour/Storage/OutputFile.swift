@@ -340,6 +340,16 @@ enum FileOperations {
             }
             return
         }
+        // One atomic step where the kernel and the file system offer it; else a hard link, which cannot
+        // replace a file either, and the unlink of the old name.
+        switch Self.renameWithoutReplacing(source, destination) {
+        case 0:
+            return
+        case EEXIST:
+            throw DownloadError.outputExists(destination)
+        default:
+            break
+        }
         if link(source, destination) == 0 {
             unlink(source)
             return
@@ -355,6 +365,30 @@ enum FileOperations {
             throw .localIO("Cannot rename '\(source)' to '\(destination)'", systemCall: "rename", errno: errno)
         }
     }
+
+    /// `renameat2(RENAME_NOREPLACE)`: 0 when renamed, else its `errno` (`EEXIST` when the destination
+    /// exists; `ENOSYS` where there is no such call, `EINVAL` where the file system does not offer it). Looked up
+    /// at run time: the C library declares it only for `_GNU_SOURCE`, and older ones lack it.
+    static func renameWithoutReplacing(_ source: String, _ destination: String) -> Int32 {
+        #if os(Linux) && canImport(Glibc)
+        guard let renameat2 = Self.renameat2 else { return ENOSYS }
+        let noReplace: UInt32 = 1  // RENAME_NOREPLACE
+        return renameat2(AT_FDCWD, source, AT_FDCWD, destination, noReplace) == 0 ? 0 : errno
+        #else
+        return ENOSYS
+        #endif
+    }
+
+    #if os(Linux) && canImport(Glibc)
+    private typealias RenameAt2 = @convention(c) (
+        Int32, UnsafePointer<CChar>?, Int32, UnsafePointer<CChar>?, UInt32
+    ) -> Int32
+
+    private static let renameat2: RenameAt2? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "renameat2") else { return nil }
+        return unsafeBitCast(symbol, to: RenameAt2.self)
+    }()
+    #endif
 
     /// Creates `path` and its parents when missing.
     static func createDirectory(_ path: String) throws(DownloadError) {
