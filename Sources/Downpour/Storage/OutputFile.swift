@@ -380,9 +380,10 @@ enum FileOperations {
     }
 
     #if os(Linux) && canImport(Glibc)
-    private typealias RenameAt2 = @convention(c) (
-        Int32, UnsafePointer<CChar>?, Int32, UnsafePointer<CChar>?, UInt32
-    ) -> Int32
+    private typealias RenameAt2 =
+        @convention(c) (
+            Int32, UnsafePointer<CChar>?, Int32, UnsafePointer<CChar>?, UInt32
+        ) -> Int32
 
     private static let renameat2: RenameAt2? = {
         guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "renameat2") else { return nil }
