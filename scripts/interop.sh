@@ -59,27 +59,14 @@ done
 
 # ------------------------------------------------- a self-signed certificate
 # For 127.0.0.1 (IP SAN) and localhost; valid two days; thrown away with $WORK.
-mkdir -p "$WORK/tls"
-openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=127.0.0.1" \
-    -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
-    -keyout "$WORK/tls/key.pem" -out "$WORK/tls/cert.pem" >/dev/null 2>&1 ||
+make_test_certificate "$WORK/tls" ||
     die "openssl could not make a test certificate (apt-get install openssl)"
 
 # --------------------------------------------------------------------- nginx
 write_conf() {
     local port=$1
     cat >"$WORK/nginx.conf" <<EOF
-$(nginx_user_line)
-worker_processes 1;
-error_log $WORK/error.log;
-pid $WORK/nginx.pid;
-events {
-    worker_connections 256;
-}
-http {
-$(nginx_http_common "$WORK")
-    access_log $WORK/access.log;
-    keepalive_requests 10000;
+$(nginx_conf_head "$WORK" 256)
     server {
         listen 127.0.0.1:$port;
         server_name localhost;

@@ -64,10 +64,7 @@ for f in one-mib.bin big.bin; do
 done
 
 # ------------------------------------------------- a self-signed certificate
-mkdir -p "$WORK/tls"
-openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=127.0.0.1" \
-    -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
-    -keyout "$WORK/tls/key.pem" -out "$WORK/tls/cert.pem" >/dev/null 2>&1 ||
+make_test_certificate "$WORK/tls" ||
     die "openssl could not make a test certificate (apt-get install openssl)"
 CA="$WORK/tls/cert.pem"
 
@@ -75,17 +72,7 @@ CA="$WORK/tls/cert.pem"
 write_conf() {
     local port=$1
     cat >"$WORK/nginx.conf" <<EOF
-$(nginx_user_line)
-worker_processes 1;
-error_log $WORK/error.log;
-pid $WORK/nginx.pid;
-events {
-    worker_connections 512;
-}
-http {
-$(nginx_http_common "$WORK")
-    access_log $WORK/access.log;
-    keepalive_requests 10000;
+$(nginx_conf_head "$WORK" 512)
     server {
         listen 127.0.0.1:$port;
         server_name localhost;

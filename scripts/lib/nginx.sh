@@ -103,3 +103,32 @@ start_on_free_port() {
     tail -n 20 "$dir/error.log" "$dir/nginx.out" >&2 2>/dev/null || true
     exit 1
 }
+
+# make_test_certificate DIR: a self-signed certificate for 127.0.0.1 (IP SAN) and localhost, valid two days,
+# as DIR/cert.pem and DIR/key.pem.
+make_test_certificate() {
+    local dir=$1
+    mkdir -p "$dir"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=127.0.0.1" \
+        -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+        -keyout "$dir/key.pem" -out "$dir/cert.pem" >/dev/null 2>&1
+}
+
+# nginx_conf_head WORK CONNECTIONS: the top of a private nginx.conf up to and including the common http
+# settings and an access log in WORK; the caller adds its servers and the closing brace.
+nginx_conf_head() {
+    local work=$1 connections=$2
+    cat <<EOF
+$(nginx_user_line)
+worker_processes 1;
+error_log $work/error.log;
+pid $work/nginx.pid;
+events {
+    worker_connections $connections;
+}
+http {
+$(nginx_http_common "$work")
+    access_log $work/access.log;
+    keepalive_requests 10000;
+EOF
+}
