@@ -8,20 +8,11 @@
 # ss (iproute2) and pgrep (procps) are used when present.
 set -euo pipefail
 
-BIN=${1:-.build/release/downpour}
-CASE_TIMEOUT=${INTEROP_CASE_TIMEOUT:-120}
-
 die() { echo "interop: $*" >&2; exit 2; }
 note() { echo "interop: $*" >&2; }
-# shellcheck source=scripts/lib/nginx.sh
-source "$(dirname -- "${BASH_SOURCE[0]}")/lib/nginx.sh"
-
-[[ -f $BIN && -x $BIN ]] || die "binary not found or not executable: $BIN"
-case $BIN in /*) ;; *) BIN="$PWD/$BIN" ;; esac
-
-NGINX=$(command -v nginx || true)
-[[ -n $NGINX ]] || NGINX=/usr/sbin/nginx
-[[ -x $NGINX ]] || die "nginx not found (apt-get install nginx)"
+# The binary ($1), nginx, pass/fail/describe_rc/sha_of.
+# shellcheck source=scripts/lib/interop.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib/interop.sh"
 command -v curl >/dev/null || die "curl not found (apt-get install curl)"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/downpour-interop.XXXXXX")
@@ -95,18 +86,8 @@ TLS_BASE="https://127.0.0.1:$((PORT + 1))"
 echo "interop: $("$NGINX" -v 2>&1) on $BASE (pid $NGINX_PID), binary $BIN"
 
 # ------------------------------------------------------------------- helpers
-PASSED=0
-FAILED=0
 LOG="$WORK/case.log"
 
-pass() { PASSED=$((PASSED + 1)); printf 'ok   %s\n' "$*"; }
-fail() {
-    FAILED=$((FAILED + 1))
-    printf 'FAIL %s\n' "$*"
-    if [[ -s $LOG ]]; then
-        sed 's/^/     | /' "$LOG" | tail -n 15
-    fi
-}
 
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
@@ -118,12 +99,6 @@ run_dp() {
     timeout -k 10 "$CASE_TIMEOUT" "$BIN" "$@" </dev/null >"$LOG" 2>&1 || RC=$?
 }
 
-describe_rc() {
-    case $1 in
-        124 | 137) echo "timed out after ${CASE_TIMEOUT}s" ;;
-        *) echo "exit code $1" ;;
-    esac
-}
 
 # leftovers PATH: prints any partial/control files next to PATH
 # (PATH.part, PATH.part.downpour, other PATH.* and hidden .NAME* siblings).
@@ -136,7 +111,6 @@ leftovers() {
         -printf '%f ' 2>/dev/null | sed 's/ $//' || true
 }
 
-sha_of() { sha256sum <"$1" | awk '{print $1}'; }
 
 # ------------------------------------------------------ matrix: file x splits
 for f in "${FILES[@]}"; do

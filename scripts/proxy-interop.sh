@@ -13,20 +13,11 @@
 # ss (iproute2) and pgrep (procps) are used when present.
 set -euo pipefail
 
-BIN=${1:-.build/release/downpour}
-CASE_TIMEOUT=${INTEROP_CASE_TIMEOUT:-120}
-
 die() { echo "proxy-interop: $*" >&2; exit 2; }
 note() { echo "proxy-interop: $*" >&2; }
-# shellcheck source=scripts/lib/nginx.sh
-source "$(dirname -- "${BASH_SOURCE[0]}")/lib/nginx.sh"
-
-[[ -f $BIN && -x $BIN ]] || die "binary not found or not executable: $BIN"
-case $BIN in /*) ;; *) BIN="$PWD/$BIN" ;; esac
-
-NGINX=$(command -v nginx || true)
-[[ -n $NGINX ]] || NGINX=/usr/sbin/nginx
-[[ -x $NGINX ]] || die "nginx not found (apt-get install nginx)"
+# The binary ($1), nginx, pass/fail/describe_rc/sha_of.
+# shellcheck source=scripts/lib/interop.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib/interop.sh"
 TINYPROXY=$(command -v tinyproxy || true)
 [[ -n $TINYPROXY ]] || TINYPROXY=/usr/sbin/tinyproxy
 [[ -x $TINYPROXY ]] || die "tinyproxy not found (apt-get install tinyproxy)"
@@ -190,18 +181,8 @@ fi
 TLS_NAME_BASE="https://$NAME_HOST:$((ORIGIN_PORT + 1))"
 
 # ------------------------------------------------------------------- helpers
-PASSED=0
-FAILED=0
 LOG="$WORK/case.log"
 
-pass() { PASSED=$((PASSED + 1)); printf 'ok   %s\n' "$*"; }
-fail() {
-    FAILED=$((FAILED + 1))
-    printf 'FAIL %s\n' "$*"
-    if [[ -s $LOG ]]; then
-        sed 's/^/     | /' "$LOG" | tail -n 15
-    fi
-}
 
 PROXY_VARIABLES=(http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY no_proxy NO_PROXY)
 UNSET=()
@@ -221,14 +202,7 @@ run_dp() {
     timeout -k 10 "$CASE_TIMEOUT" env "${UNSET[@]}" "${assignments[@]}" "$BIN" "$@" </dev/null >"$LOG" 2>&1 || RC=$?
 }
 
-describe_rc() {
-    case $1 in
-        124 | 137) echo "timed out after ${CASE_TIMEOUT}s" ;;
-        *) echo "exit code $1" ;;
-    esac
-}
 
-sha_of() { sha256sum <"$1" | awk '{print $1}'; }
 
 # expect_file LABEL FILE URL [NAME=VALUE...] -- ARGS...: downloads URL to a
 # fresh output with ARGS; passes when it exits 0 with FILE's bytes.

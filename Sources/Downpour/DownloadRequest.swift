@@ -15,6 +15,24 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         /// ``DownloadError/Code/invalidRequest`` error.
         case named(String, in: String)
 
+        /// Whether `name` stays inside the directory it is given with: a relative path without `..` components.
+        public static func staysInside(_ name: String) -> Bool {
+            let components = name.split(separator: "/", omittingEmptySubsequences: false)
+            return !name.isEmpty && !name.hasPrefix("/") && !name.hasSuffix("/") && !name.contains("\0")
+                && !components.contains { $0 == ".." }
+        }
+
+        /// Checks that a ``named(_:in:)`` name stays inside its directory.
+        ///
+        /// - Throws: ``DownloadError/Code/invalidRequest`` when it does not.
+        func validate() throws(DownloadError) {
+            if case .named(let name, _) = self, !Self.staysInside(name) {
+                throw .invalidRequest(
+                    "The file name '\(name)' must be a name or a relative path inside the directory."
+                )
+            }
+        }
+
         /// The output path, when it does not depend on the server.
         var fixedPath: String? {
             switch self {
@@ -30,7 +48,8 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     public var destination: Destination
     public var configuration: DownloadConfiguration
 
-    /// - Throws: ``DownloadError/Code/invalidRequest`` when the URL is not an absolute `http` or `https` URL.
+    /// - Throws: ``DownloadError/Code/invalidRequest`` when the URL is not an absolute `http` or `https` URL, or a
+    ///   ``Destination/named(_:in:)`` name leaves its directory.
     public init(
         url: URL,
         destination: Destination = .directory("."),
@@ -39,6 +58,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         throws(DownloadError)
     {
         try Self.validate(url)
+        try destination.validate()
         self.url = url
         self.destination = destination
         self.configuration = configuration

@@ -68,7 +68,11 @@ public struct Aria2Options: Sendable, Hashable {
             guard !value.isEmpty else { throw bad("a directory") }
             self.directory = value
         case "out":
-            self.output = try Self.checkedOutput(value)
+            // `out` must stay inside `dir`.
+            guard DownloadRequest.Destination.staysInside(value) else {
+                throw bad("a file name or a relative path inside the directory")
+            }
+            self.output = value
         case "header":
             guard let header = HTTPHeaderField(parsing: value) else { throw bad("'Name: value'") }
             try header.validate()
@@ -167,18 +171,5 @@ public struct Aria2Options: Sendable, Hashable {
             destination = .directory(self.directory)
         }
         return try DownloadRequest(url: first, destination: destination, configuration: self.configuration)
-    }
-
-    /// `out` must stay inside `dir`: a relative path without `..` components.
-    static func checkedOutput(_ value: String) throws(DownloadError) -> String {
-        let components = value.split(separator: "/", omittingEmptySubsequences: false)
-        guard !value.isEmpty, !value.hasPrefix("/"), !components.contains(where: { $0 == ".." }),
-            !value.contains("\0"), !value.hasSuffix("/")
-        else {
-            throw .invalidRequest(
-                "The option 'out' must be a file name or a relative path inside the directory, not '\(value)'."
-            )
-        }
-        return value
     }
 }

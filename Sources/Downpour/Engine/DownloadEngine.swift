@@ -34,9 +34,7 @@ struct DownloadEngine: Sendable {
     private func perform() async throws(DownloadError) -> DownloadResult {
         let configuration = self.request.configuration
         try configuration.validate()
-        if case .named(let name, _) = self.request.destination {
-            _ = try Aria2Options.checkedOutput(name)
-        }
+        try self.request.destination.validate()
         if let path = self.request.destination.fixedPath {
             // With a conditional GET an existing file is judged once the probe has said how new the remote is.
             try self.checkFree(path, replacing: configuration.overwrite || configuration.conditionalGet)
@@ -315,43 +313,38 @@ struct DownloadEngine: Sendable {
         remote: RemoteFile
     ) throws(DownloadError) -> (ByteRangeSet, [String]) {
         let resume = self.request.configuration.resume
-        let (ranges, notices) = try {
-            () throws(DownloadError) -> (ByteRangeSet, [String]) in
-            var notices: [String] = []
-            func startOver(_ notice: String?) throws(DownloadError) -> ByteRangeSet {
-                if let notice { notices.append(notice) }
-                journal.remove()
-                try file.startOver(length: remote.isSegmentable ? remote.length : nil)
-                return ByteRangeSet()
-            }
-            guard remote.isSegmentable, resume else {
-                return (try startOver(nil), notices)
-            }
-            switch journal.load() {
-            case .missing:
-                let notice =
-                    try file.size() > 0 ? "'\(file.path)' has no resume journal beside it; starting over." : nil
-                return (try startOver(notice), notices)
-            case .unreadable(let reason):
-                return (
-                    try startOver("The resume journal '\(journal.path)' cannot be trusted (\(reason)); starting over."),
-                    notices
-                )
-            case .loaded(let saved):
-                switch ResumeDecision(journal: saved, remote: remote, partSize: try file.size()) {
-                case .startOver(let reason):
-                    return (try startOver(reason), notices)
-                case .resume(let warning):
-                    if let warning { notices.append(warning) }
-                    if saved.sourceURL != self.request.url.absoluteString && saved.finalURL != remote.url.absoluteString
-                    {
-                        notices.append("Resuming from a different URL than the first run; length and validators match.")
-                    }
-                    return (saved.doneRanges, notices)
+        var notices: [String] = []
+        func startOver(_ notice: String?) throws(DownloadError) -> ByteRangeSet {
+            if let notice { notices.append(notice) }
+            journal.remove()
+            try file.startOver(length: remote.isSegmentable ? remote.length : nil)
+            return ByteRangeSet()
+        }
+        guard remote.isSegmentable, resume else {
+            return (try startOver(nil), notices)
+        }
+        switch journal.load() {
+        case .missing:
+            let notice =
+                try file.size() > 0 ? "'\(file.path)' has no resume journal beside it; starting over." : nil
+            return (try startOver(notice), notices)
+        case .unreadable(let reason):
+            return (
+                try startOver("The resume journal '\(journal.path)' cannot be trusted (\(reason)); starting over."),
+                notices
+            )
+        case .loaded(let saved):
+            switch ResumeDecision(journal: saved, remote: remote, partSize: try file.size()) {
+            case .startOver(let reason):
+                return (try startOver(reason), notices)
+            case .resume(let warning):
+                if let warning { notices.append(warning) }
+                if saved.sourceURL != self.request.url.absoluteString && saved.finalURL != remote.url.absoluteString {
+                    notices.append("Resuming from a different URL than the first run; length and validators match.")
                 }
+                return (saved.doneRanges, notices)
             }
-        }()
-        return (ranges, notices)
+        }
     }
 
     /// Downloads in ranges when the server allows, else as one stream, as the ``DownloadStateMachine`` says;

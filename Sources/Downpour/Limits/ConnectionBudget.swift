@@ -145,11 +145,4 @@ final class ConnectionBudget: Sendable {
         }
         for continuation in ready { continuation.resume() }
     }
-
-    /// Runs `body` holding one permit for `host`.
-    func withPermit<T>(host: String, _ body: () async throws -> T) async throws -> T {
-        try await self.acquire(host: host)
-        defer { self.release(host: host) }
-        return try await body()
-    }
 }
