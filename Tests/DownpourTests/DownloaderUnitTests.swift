@@ -251,3 +251,45 @@ struct OutputFileLockTests {
         second.close()
     }
 }
+
+@Suite("Final name")
+struct FinalNameTests {
+    @Test("the final rename never replaces a file that appeared meanwhile; with replacing it does")
+    func noReplace() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("move-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let part = directory + "/f.part"
+        let final = directory + "/f"
+        try Data("new".utf8).write(to: URL(fileURLWithPath: part))
+        try Data("theirs".utf8).write(to: URL(fileURLWithPath: final))
+        #expect {
+            try FileOperations.move(part, to: final, replacing: false)
+        } throws: { error in
+            (error as? DownloadError)?.code == .outputExists
+        }
+        #expect(try String(contentsOfFile: final, encoding: .utf8) == "theirs")
+        #expect(try String(contentsOfFile: part, encoding: .utf8) == "new")
+
+        try FileOperations.move(part, to: final, replacing: true)
+        #expect(try String(contentsOfFile: final, encoding: .utf8) == "new")
+        #expect(!FileManager.default.fileExists(atPath: part))
+
+        try Data("again".utf8).write(to: URL(fileURLWithPath: part))
+        try FileOperations.move(part, to: directory + "/g", replacing: false)
+        #expect(try String(contentsOfFile: directory + "/g", encoding: .utf8) == "again")
+        #expect(!FileManager.default.fileExists(atPath: part))
+    }
+
+    @Test(
+        "a name that leaves its directory is refused when the request is made",
+        arguments: ["../x", "/etc/x", "a/../../x", ""]
+    )
+    func escapingName(_ name: String) {
+        #expect {
+            try DownloadRequest(url: "http://127.0.0.1/f", destination: .named(name, in: "d"))
+        } throws: { error in
+            (error as? DownloadError)?.code == .invalidRequest
+        }
+    }
+}
