@@ -1,0 +1,77 @@
+import Downpour
+
+/// How `changePosition` counts (aria2's `POS_SET`, `POS_CUR`, `POS_END`).
+public enum PositionOrigin: String, Sendable, Hashable {
+    case set = "POS_SET"
+    case current = "POS_CUR"
+    case end = "POS_END"
+}
+
+/// The operations of a download queue with aria2's model: active downloads, a waiting queue in order (each
+/// possibly paused) and stopped results. ``DownloadManager`` is the real one; the RPC layer speaks to this
+/// protocol only.
+///
+/// Every operation that changes the queue returns only after the change is stored, so a caller that replies to a
+/// client after it returns never promises what a crash could lose. GIDs are given as text: a full GID or a
+/// unique prefix, any case.
+public protocol DownloadQueueService: Sendable {
+    /// Adds a download of one file at `uris` (mirrors) with `options` (aria2's names; `gid` forces the GID,
+    /// `pause=true` adds it paused). `position` inserts into the waiting queue (past the end appends).
+    /// - Throws: ``QueueError`` `invalidRequest` (no URI, a bad URI, a bad value for a known option),
+    ///   `duplicateGID`, `storage`.
+    func add(uris: [String], options: [QueueOption], position: Int?) async throws(QueueError) -> DownloadID
+
+    /// Pauses an active download (it stops, keeps its bytes and journal, and goes to the front of the waiting
+    /// queue, paused) or a waiting one (paused in place). `force` skips nothing today; aria2's clients use both.
+    func pause(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID
+    /// Pauses every active and waiting download.
+    func pauseAll(force: Bool) async throws(QueueError)
+    /// A paused download waits again.
+    func unpause(_ gid: String) async throws(QueueError) -> DownloadID
+    func unpauseAll() async throws(QueueError)
+    /// An active download stops and becomes a `removed` result (its `.part` and journal deleted); a waiting or
+    /// paused one leaves the queue with no result, as in aria2.
+    func remove(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID
+
+    /// Moves a waiting download; returns its new index in the waiting queue.
+    func changePosition(_ gid: String, by position: Int, from origin: PositionOrigin) async throws(QueueError) -> Int
+    /// Removes `remove` (one occurrence each) then inserts `add` at `position` (or appends) in the URIs of a
+    /// download that has not stopped; returns how many were removed and added.
+    func changeURIs(_ gid: String, remove: [String], add: [String], position: Int?) async throws(QueueError) -> (
+        removed: Int, added: Int
+    )
+    /// The options set for the download (also for stopped results).
+    func options(of gid: String) async throws(QueueError) -> [QueueOption]
+    /// Changes options of a download that has not stopped; an active one restarts with them where needed
+    /// (keeping its bytes).
+    func changeOptions(_ gid: String, _ options: [QueueOption]) async throws(QueueError)
+
+    /// The queue's own options and the defaults new downloads take (`dir`, `split`, `max-concurrent-downloads`,
+    /// `max-overall-download-limit`, ...), every one with its value.
+    func globalOptions() async -> [QueueOption]
+    /// Changes the queue's options; `max-concurrent-downloads` takes effect at once.
+    func changeGlobalOptions(_ options: [QueueOption]) async throws(QueueError)
+
+    /// One download, active, waiting or stopped.
+    func status(of gid: String) async throws(QueueError) -> DownloadStatus
+    /// The active downloads, in the order they started.
+    func activeDownloads() async -> [DownloadStatus]
+    /// Waiting and paused downloads at `range` of the waiting queue (clamped), in queue order.
+    func waitingDownloads(_ range: Range<Int>) async -> [DownloadStatus]
+    /// Stopped results at `range`, the least recently stopped first (clamped).
+    func stoppedDownloads(_ range: Range<Int>) async -> [DownloadStatus]
+    func globalStat() async -> GlobalStat
+
+    /// Forgets every stopped result.
+    func purgeResults() async throws(QueueError)
+    /// Forgets one stopped result.
+    func removeResult(_ gid: String) async throws(QueueError)
+
+    /// Every change from now on, for as many listeners as ask; a listener that does not read loses its oldest
+    /// events and never holds up the queue.
+    var events: AsyncStream<QueueEvent> { get }
+
+    /// Stops taking work: active downloads pause (journals saved), everything is stored, and the queue is left
+    /// as it was, so the next start resumes them.
+    func shutdown() async
+}
