@@ -8,7 +8,7 @@ let upcomingFeatures: [SwiftSetting] = [
 
 let package = Package(
     name: "Downpour",
-    platforms: [.macOS(.v13), .iOS(.v16)],
+    platforms: [.macOS(.v14), .iOS(.v17)],
     products: [
         .library(name: "Downpour", targets: ["Downpour"]),
         .library(name: "DownpourQueue", targets: ["DownpourQueue"]),
