@@ -53,9 +53,6 @@ enum Binary {
             !proxyVariables.contains($0.key.lowercased())
         }.merging(environment) { $1 }
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
-        if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        }
         process.standardOutput = output
         process.standardError = error
         process.standardInput = FileHandle.nullDevice
