@@ -62,11 +62,15 @@ mkdir -p "$SHOTS"
 
 # ---------------------------------------------------------------- test files
 # fast.bin at full speed; under slow/ 256 KiB/s per connection: slow.bin takes ~12 s on 2 connections
-# (time to pause and resume it), remove.bin ~24 s on one, extra.bin stays active for the layout pictures.
+# (time to pause and resume it), remove.bin ~24 s on one, extra.bin stays active for the layout pictures,
+# queue-a/b.bin are paused and reordered.
 head -c 16777216 /dev/urandom >"$WWW/fast.bin"
 head -c 6291456 /dev/urandom >"$WWW/slow/slow.bin"
 head -c 6291456 /dev/urandom >"$WWW/slow/remove.bin"
 head -c 25165824 /dev/urandom >"$WWW/slow/extra.bin"
+head -c 6291456 /dev/urandom >"$WWW/slow/queue-a.bin"
+head -c 6291456 /dev/urandom >"$WWW/slow/queue-b.bin"
+# late.bin is missing (404) until the browser test copies fast.bin there, then retries it.
 
 # --------------------------------------------------------------------- nginx
 # Port P: the files. In --aria2c mode also P+1: the page, with /jsonrpc proxied (WebSocket too) to aria2c
@@ -199,7 +203,9 @@ if [[ $MODE == daemon || $PUSH_DOUBLE -eq 1 ]]; then EXPECT_PUSH=(--expect-push)
 timeout -k 10 420 python3 "$ROOT/scripts/dashboard_test.py" \
     --page "$PAGE" --secret "$SECRET" --files "$FILES" --out-dir "$OUT" --shots "$SHOTS" \
     --fast "fast.bin=$(sha fast.bin)" --slow "slow/slow.bin=$(sha slow/slow.bin)" \
-    --remove "slow/remove.bin" --extra "slow/extra.bin" "${EXPECT_PUSH[@]}" </dev/null || rc=$?
+    --remove "slow/remove.bin" --extra "slow/extra.bin" \
+    --www "$WWW" --late "late.bin=$(sha fast.bin)" --late-source fast.bin \
+    --queue slow/queue-a.bin --queue slow/queue-b.bin "${EXPECT_PUSH[@]}" </dev/null || rc=$?
 
 if [[ $rc -ne 0 ]]; then
     echo "dashboard: $MODE log (last lines):"

@@ -370,6 +370,64 @@ class Test:
         self.shot("removed")
         return f"{base} removed"
 
+    def step_retry(self):
+        """A URL that fails (404) shows its error; once the file exists, Retry fetches it."""
+        name, sha = parse_file(self.args.late)
+        base = os.path.basename(name)
+        self.add(self.file_url(name))
+        r = self.wait(f"{base} to fail", lambda: (lambda r: r if r and r["status"] == "error" else None)(self.row(base)),
+                      timeout=60)
+        if not r["error"].strip():
+            raise StepFailed(f"the failed download shows no error message: {r}")
+        if r["badge"] != "Failed" or "Retry" not in [b["name"] for b in r["buttons"]]:
+            raise StepFailed(f"a failed download has no 'Failed' status or no Retry button: {r}")
+        self.shot("failed")
+        shutil.copyfile(os.path.join(self.args.www, self.args.late_source), os.path.join(self.args.www, name))
+        self.click_in_row(base, "Retry")
+        self.wait(f"{base} to complete after Retry",
+                  lambda: (lambda r: r if r and r["status"] == "complete" and r["value"] == 100 else None)(self.row(base)),
+                  timeout=self.args.timeout)
+        count = self.js("return [...document.querySelectorAll('li.dl .dl-name')].filter((n) => n.textContent === arguments[0]).length;", base)
+        if count != 1:
+            raise StepFailed(f"{count} rows for {base} after Retry (the failed one should be gone)")
+        path = self.out_path(name)
+        self.wait(f"{path} on disk", lambda: os.path.isfile(path), timeout=10)
+        got = sha256_of(path)
+        if got != sha:
+            raise StepFailed(f"{path}: sha256 {got}, expected {sha}")
+        return f"{base}: error shown ({r['error'].strip()!r}), Retry completed it, sha256 identical"
+
+    def step_reorder(self):
+        """Two paused downloads swap places in the queue with Move down."""
+        names = []
+        for spec in self.args.queue:
+            name, _ = parse_file(spec)
+            names.append(os.path.basename(name))
+            self.add(self.file_url(name), split=1)
+        for base in names:
+            self.wait(f"{base} listed", lambda b=base: self.row(b) is not None, timeout=30)
+            self.click_in_row(base, "Pause")
+            self.wait(f"{base} paused", lambda b=base: (self.row(b) or {}).get("status") == "paused", timeout=30)
+        order_js = ("return [...document.querySelectorAll('#waiting-list li.dl .dl-name')]"
+                    ".map((n) => n.textContent).filter((n) => arguments[0].includes(n));")
+        before = self.wait("both in the queue", lambda: (lambda o: o if len(o) == 2 else None)(self.js(order_js, names)),
+                           timeout=20)
+        self.click_in_row(before[0], "Move down")
+        after = self.wait("the order to change", lambda: (lambda o: o if o == before[::-1] else None)(self.js(order_js, names)),
+                          timeout=20)
+        self.shot("reordered")
+        for base in names:
+            self.click_in_row(base, "Remove")
+            self.wait(f"{base} gone", lambda b=base: self.row(b) is None, timeout=30)
+        return f"{before} → {after}"
+
+    def step_clear_finished(self):
+        self.button("Clear finished").click()
+        self.wait("the finished list empty",
+                  lambda: self.js("return document.querySelectorAll('#stopped-list li').length === 0;"), timeout=20)
+        self.shot("cleared")
+        return "finished list empty"
+
     def step_speed_limit(self):
         self.fill("limit", "2M")
         self.button("Set limit").click()
@@ -467,6 +525,10 @@ class Test:
             self.run_step("add and complete", self.step_add_complete)
             self.run_step("pause and resume", self.step_pause_resume)
             self.run_step("remove", self.step_remove)
+            if self.args.late:
+                self.run_step("failed and retried", self.step_retry)
+            if self.args.queue:
+                self.run_step("reorder the queue", self.step_reorder)
             self.run_step("speed limit", self.step_speed_limit)
             extra = None
             try:
@@ -479,6 +541,7 @@ class Test:
                 self.finish_extra(extra)
             except Exception as e:  # noqa: BLE001
                 print(f"note: could not remove the extra download: {e}", flush=True)
+            self.run_step("clear finished", self.step_clear_finished)
         finally:
             self.driver.quit()
             shutil.rmtree(self.profile, ignore_errors=True)
@@ -497,6 +560,10 @@ def main():
     p.add_argument("--slow", required=True, help="PATH=SHA256 of a rate-limited file (paused and resumed)")
     p.add_argument("--remove", required=True, help="PATH of a rate-limited file (removed)")
     p.add_argument("--extra", help="PATH of a rate-limited file kept active for the layout screenshots")
+    p.add_argument("--www", help="nginx's root (for --late: the file is put there after the first try fails)")
+    p.add_argument("--late", help="PATH=SHA256 of a file missing at first (404); copied from --late-source, then retried")
+    p.add_argument("--late-source", help="the file under --www that becomes --late")
+    p.add_argument("--queue", action="append", help="PATH of a rate-limited file for the reorder step (give two)")
     p.add_argument("--shots", default=".build/dashboard-screenshots", help="where screenshots go")
     p.add_argument("--expect-push", action="store_true",
                    help="require the daemon's push (downpour.subscribe), not the polling fallback")

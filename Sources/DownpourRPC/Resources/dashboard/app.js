@@ -546,7 +546,10 @@
     row.progress.setAttribute('aria-valuetext', percent === null ? 'unknown' : `${percent}%`);
 
     const parts = [];
-    parts.push(total > 0 ? `${fmtBytes(done)} / ${fmtBytes(total)}` : `${fmtBytes(done)} / size unknown`);
+    const stoppedEarly = (status === 'error' || status === 'removed') && total === 0 && done === 0;
+    if (!stoppedEarly) {
+      parts.push(total > 0 ? `${fmtBytes(done)} / ${fmtBytes(total)}` : `${fmtBytes(done)} / size unknown`);
+    }
     if (percent !== null && status !== 'complete') parts.push(`${percent}%`);
     if (status === 'active') {
       parts.push(fmtSpeed(speed));
