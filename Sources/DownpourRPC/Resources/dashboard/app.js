@@ -9,6 +9,7 @@
   const STORAGE_KEY = 'downpour.secret';
   const HISTORY_MS = 5 * 60 * 1000;
   const PUSH_STALE_MS = 4000;
+  const PUSH_RECONNECT_MS = 15000;
   const CALL_TIMEOUT_MS = 20000;
   const LIST_KEYS = [
     'gid', 'status', 'totalLength', 'completedLength', 'downloadSpeed', 'connections', 'dir', 'files',
@@ -245,8 +246,9 @@
   // --------------------------------------------------------------------------------------- connection flow
   function setConnection(text, kind) {
     const el = $('connection');
-    el.textContent = text;
-    el.className = `connection ${kind || ''}`;
+    if (el.textContent !== text) el.textContent = text; // a live region: say it only when it changes
+    const className = `connection ${kind || ''}`;
+    if (el.className !== className) el.className = className;
   }
 
   function showSignIn(message) {
@@ -362,6 +364,10 @@
     state.ticks++;
     if (state.mode === 'poll') {
       poll(gen);
+    } else if (state.mode === 'push' && Date.now() - state.lastPush > PUSH_RECONNECT_MS) {
+      setConnection('No update for a while, reconnecting…', 'down');
+      connect();
+      return;
     } else if (state.mode === 'push' && Date.now() - state.lastPush > PUSH_STALE_MS) {
       setConnection('Live (no update for a while…)', 'poll');
       poll(gen);
@@ -827,7 +833,8 @@
           await rpc.call('aria2.removeDownloadResult', [gid]);
         } else {
           await rpc.call('aria2.forceRemove', [gid]);
-          if (status === 'active') await dropResultWhenStopped(gid);
+          // aria2 keeps a result ("removed") only for an active one; a queued one is simply gone.
+          await dropResultWhenStopped(gid, status === 'active' ? 20 : 2);
         }
         break;
       case 'Retry': {
@@ -853,8 +860,8 @@
   }
 
   // A removed active download stops after a moment; its result is then dropped too, so it leaves the page.
-  async function dropResultWhenStopped(gid) {
-    for (let i = 0; i < 20; i++) {
+  async function dropResultWhenStopped(gid, tries) {
+    for (let i = 0; i < tries; i++) {
       try {
         await rpc.call('aria2.removeDownloadResult', [gid]);
         return;
