@@ -397,6 +397,24 @@ class Test:
             raise StepFailed(f"{path}: sha256 {got}, expected {sha}")
         return f"{base}: error shown ({r['error'].strip()!r}), Retry completed it, sha256 identical"
 
+    def step_escaping(self):
+        """A server-chosen name that is HTML stays text: shown as typed, never run."""
+        url = self.file_url("missing-%3Cimg%20src%3Dx%20onerror%3D%22window.__xss%3D1%22%3E.bin")
+        self.add(url)
+        find = ("for (const li of document.querySelectorAll('li.dl')) {"
+                " const n = li.querySelector('.dl-name').textContent;"
+                " if (n.startsWith('missing-')) return {name: n, status: li.dataset.status,"
+                " imgs: li.querySelectorAll('img').length}; } return null;")
+        r = self.wait("the download with an HTML name to fail",
+                      lambda: (lambda r: r if r and r["status"] == "error" else None)(self.js(find)), timeout=60)
+        if r["imgs"] or self.js("return window.__xss !== undefined;"):
+            raise StepFailed(f"a file name was parsed as HTML: {r}")
+        if "<img" not in r["name"]:
+            raise StepFailed(f"the name is not shown as text: {r['name']!r}")
+        self.click_in_row(r["name"], "Remove")
+        self.wait("it gone", lambda: self.js(find) is None, timeout=30)
+        return f"shown as text: {r['name']!r}"
+
     def step_reorder(self):
         """Two paused downloads swap places in the queue with Move down."""
         names = []
@@ -527,6 +545,7 @@ class Test:
             self.run_step("remove", self.step_remove)
             if self.args.late:
                 self.run_step("failed and retried", self.step_retry)
+            self.run_step("names are text", self.step_escaping)
             if self.args.queue:
                 self.run_step("reorder the queue", self.step_reorder)
             self.run_step("speed limit", self.step_speed_limit)
