@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# The daemon's dashboard in a real browser: nginx serves the test files (one at full speed, the others
+# rate-limited with limit_rate), the daemon serves the page and its JSON-RPC, and scripts/dashboard_test.py
+# drives headless Chromium through it. Screenshots of each step go to .build/dashboard-screenshots/.
+#
+# Usage: scripts/dashboard-interop.sh BINARY    the downpour binary; runs `BINARY daemon` (the real test)
+#        scripts/dashboard-interop.sh --aria2c  development: aria2c answers the RPC (no push, the page
+#                                               polls) and nginx serves the page and proxies /jsonrpc to it
+#        scripts/dashboard-interop.sh --aria2c --push-double
+#                                               development: the WebSocket goes to
+#                                               scripts/dev/dashboard_push_double.py, which adds Downpour's
+#                                               push (downpour.subscribe/onProgress) in front of aria2c
+#
+# Needs: nginx, curl, python3 with selenium, chromium and chromium-driver (Debian); aria2 for --aria2c.
+set -euo pipefail
+
+die() { echo "dashboard: $*" >&2; exit 2; }
+note() { echo "dashboard: $*" >&2; }
+
+ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
+DASH="$ROOT/Sources/DownpourRPC/Resources/dashboard"
+[[ -f $DASH/index.html ]] || die "no dashboard at $DASH"
+
+MODE=daemon
+PUSH_DOUBLE=0
+if [[ ${1:-} == --aria2c ]]; then
+    MODE=aria2c
+    [[ ${2:-} == --push-double ]] && PUSH_DOUBLE=1
+    ARIA2C=$(command -v aria2c) || die "aria2c not found (apt-get install aria2)"
+    set -- "$ARIA2C"
+fi
+# The binary ($1), nginx, pass/fail/sha_of.
+# shellcheck source=scripts/lib/interop.sh
+source "$ROOT/scripts/lib/interop.sh"
+command -v curl >/dev/null || die "curl not found (apt-get install curl)"
+python3 -c 'import selenium' 2>/dev/null || die "python3 cannot import selenium (pip install selenium)"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/downpour-dashboard.XXXXXX")
+SHOTS="$ROOT/.build/dashboard-screenshots"
+NGINX_PID=""
+SERVER_PID=""
+DOUBLE_PID=""
+
+cleanup() {
+    local rc=$?
+    stop_pid "$DOUBLE_PID" "push double"
+    stop_pid "$SERVER_PID" "$MODE"
+    stop_pid "$NGINX_PID" nginx
+    rm -rf -- "$WORK"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+WWW="$WORK/www"
+OUT="$WORK/out"
+STATE="$WORK/state"
+mkdir -p "$WWW/slow" "$OUT" "$STATE"
+rm -rf -- "$SHOTS"
+mkdir -p "$SHOTS"
+
+# ---------------------------------------------------------------- test files
+# fast.bin at full speed; under slow/ 256 KiB/s per connection: slow.bin takes ~12 s on 2 connections
+# (time to pause and resume it), remove.bin ~24 s on one, extra.bin stays active for the layout pictures,
+# queue-a/b.bin are paused and reordered.
+head -c 16777216 /dev/urandom >"$WWW/fast.bin"
+head -c 6291456 /dev/urandom >"$WWW/slow/slow.bin"
+head -c 6291456 /dev/urandom >"$WWW/slow/remove.bin"
+head -c 25165824 /dev/urandom >"$WWW/slow/extra.bin"
+head -c 6291456 /dev/urandom >"$WWW/slow/queue-a.bin"
+head -c 6291456 /dev/urandom >"$WWW/slow/queue-b.bin"
+# late.bin is missing (404) until the browser test copies fast.bin there, then retries it.
+
+# --------------------------------------------------------------------- nginx
+# Port P: the files. In --aria2c mode also P+1: the page, with /jsonrpc proxied (WebSocket too) to aria2c
+# on P+2, as the daemon serves them from one origin; with --push-double the WebSocket goes to the double
+# on P+3 instead.
+write_conf() {
+    local port=$1
+    {
+        nginx_conf_head "$WORK" 256
+        cat <<EOF
+    server {
+        listen 127.0.0.1:$port;
+        server_name localhost;
+        root $WWW;
+        location /slow/ {
+            limit_rate 256k;
+        }
+    }
+EOF
+        if [[ $MODE == aria2c ]]; then
+            cat <<EOF
+    map \$http_upgrade \$connection_upgrade {
+        default upgrade;
+        '' close;
+    }
+    map \$http_upgrade \$jsonrpc_upstream {
+        default 127.0.0.1:$((port + 2 + PUSH_DOUBLE));
+        '' 127.0.0.1:$((port + 2));
+    }
+    server {
+        listen 127.0.0.1:$((port + 1));
+        server_name localhost;
+        types {
+            text/html html;
+            text/css css;
+            text/javascript js;
+        }
+        location = / {
+            root $DASH;
+            try_files /index.html =404;
+        }
+        location /dashboard/ {
+            alias $DASH/;
+        }
+        location = /jsonrpc {
+            proxy_pass http://\$jsonrpc_upstream;
+            proxy_http_version 1.1;
+            proxy_set_header Upgrade \$http_upgrade;
+            proxy_set_header Connection \$connection_upgrade;
+            proxy_read_timeout 1h;
+        }
+    }
+EOF
+        fi
+        echo "}"
+    } >"$WORK/nginx.conf"
+}
+
+start_nginx() {
+    write_conf "$1"
+    launch_nginx "$WORK" "$WORK/nginx.conf" "http://127.0.0.1:$1/fast.bin"
+}
+
+start_on_free_port start_nginx 4 "$WORK"
+FILES="http://127.0.0.1:$PORT"
+echo "dashboard: $("$NGINX" -v 2>&1) on $FILES (pid $NGINX_PID)"
+
+# ------------------------------------------------------------ the RPC server
+SECRET="dash-$RANDOM$RANDOM"
+SERVER_LOG="$WORK/server.log"
+if [[ $MODE == aria2c ]]; then
+    "$BIN" --no-conf --enable-rpc --rpc-listen-port="$((PORT + 2))" --rpc-secret="$SECRET" \
+        --rpc-allow-origin-all -d "$OUT" --auto-file-renaming=false --allow-overwrite=false \
+        --file-allocation=none --min-split-size=1M --max-connection-per-server=16 \
+        --console-log-level=warn --summary-interval=0 </dev/null >"$SERVER_LOG" 2>&1 &
+    SERVER_PID=$!
+    PAGE="http://127.0.0.1:$((PORT + 1))/"
+    for ((i = 0; i < 50; i++)); do
+        curl -sf -o /dev/null --max-time 2 "$PAGE" &&
+            curl -s --max-time 2 -d '{"id":1,"method":"system.listMethods"}' "${PAGE}jsonrpc" | grep -q result &&
+            break
+        kill -0 "$SERVER_PID" 2>/dev/null || { cat "$SERVER_LOG" >&2; die "aria2c exited"; }
+        sleep 0.2
+    done
+    echo "dashboard: $("$BIN" --version | head -n 1) behind nginx at $PAGE (pid $SERVER_PID)"
+    if [[ $PUSH_DOUBLE -eq 1 ]]; then
+        python3 "$ROOT/scripts/dev/dashboard_push_double.py" --listen "$((PORT + 3))" \
+            --aria2 "http://127.0.0.1:$((PORT + 2))/jsonrpc" --secret "$SECRET" </dev/null >"$WORK/double.log" 2>&1 &
+        DOUBLE_PID=$!
+        for ((i = 0; i < 50; i++)); do
+            grep -qs 'push double on' "$WORK/double.log" && break
+            kill -0 "$DOUBLE_PID" 2>/dev/null || { cat "$WORK/double.log" >&2; die "the push double exited"; }
+            sleep 0.1
+        done
+        echo "dashboard: push double on port $((PORT + 3)) (pid $DOUBLE_PID)"
+    fi
+else
+    "$BIN" daemon --rpc-listen-port 0 --rpc-secret "$SECRET" --state-dir "$STATE" -d "$OUT" \
+        </dev/null >"$SERVER_LOG" 2>&1 &
+    SERVER_PID=$!
+    DPORT=""
+    for ((i = 0; i < 300; i++)); do
+        DPORT=$(grep -o -m 1 'http://127\.0\.0\.1:[0-9]*/jsonrpc' "$SERVER_LOG" 2>/dev/null |
+            head -n 1 | sed 's#^http://127\.0\.0\.1:\([0-9]*\)/jsonrpc$#\1#' || true)
+        [[ -n $DPORT ]] && break
+        kill -0 "$SERVER_PID" 2>/dev/null || { sed 's/^/     | /' "$SERVER_LOG" >&2; die "the daemon exited"; }
+        sleep 0.1
+    done
+    [[ -n $DPORT ]] || { sed 's/^/     | /' "$SERVER_LOG" >&2; die "the daemon printed no http://127.0.0.1:PORT/jsonrpc in 30 s"; }
+    PAGE="http://127.0.0.1:$DPORT/"
+    curl -sf -o /dev/null --max-time 5 "$PAGE" || die "the daemon does not serve the page at $PAGE"
+    echo "dashboard: daemon $BIN at $PAGE (pid $SERVER_PID)"
+fi
+
+# Without the secret the page is served but tells nothing: the RPC refuses.
+refusal=$(curl -s --max-time 5 -d '{"jsonrpc":"2.0","id":1,"method":"aria2.tellActive","params":[]}' \
+    "${PAGE}jsonrpc" || true)
+if [[ $refusal == *Unauthorized* ]]; then
+    pass "the RPC refuses a call without the secret"
+else
+    fail "the RPC answered a call without the secret: ${refusal:0:200}"
+fi
+
+# ------------------------------------------------------------------ the page
+sha() { sha_of "$WWW/$1"; }
+LOG="$WORK/case.log"
+rc=0
+EXPECT_PUSH=()
+if [[ $MODE == daemon || $PUSH_DOUBLE -eq 1 ]]; then EXPECT_PUSH=(--expect-push); fi
+timeout -k 10 420 python3 "$ROOT/scripts/dashboard_test.py" \
+    --page "$PAGE" --secret "$SECRET" --files "$FILES" --out-dir "$OUT" --shots "$SHOTS" \
+    --fast "fast.bin=$(sha fast.bin)" --slow "slow/slow.bin=$(sha slow/slow.bin)" \
+    --remove "slow/remove.bin" --extra "slow/extra.bin" \
+    --www "$WWW" --late "late.bin=$(sha fast.bin)" --late-source fast.bin \
+    --queue slow/queue-a.bin --queue slow/queue-b.bin "${EXPECT_PUSH[@]}" </dev/null || rc=$?
+
+if [[ $rc -ne 0 ]]; then
+    echo "dashboard: $MODE log (last lines):"
+    tail -n 20 "$SERVER_LOG" | sed 's/^/     | /' || true
+    echo "dashboard: nginx error log (last lines):"
+    tail -n 10 "$WORK/error.log" 2>/dev/null | sed 's/^/     | /' || true
+fi
+echo "dashboard: screenshots in $SHOTS"
+if [[ $rc -ne 0 || $FAILED -gt 0 ]]; then
+    echo "dashboard: FAILED (browser test exit $rc, $FAILED shell check(s) failed)"
+    exit 1
+fi
+echo "dashboard: all checks passed"
