@@ -39,6 +39,11 @@ public final class QueueEventBroadcaster: Sendable {
         return stream
     }
 
+    /// How many listeners there are now.
+    var listenerCount: Int {
+        self.listeners.withLockedValue { $0.continuations.count }
+    }
+
     /// Sends `event` to every listener; never waits.
     public func send(_ event: QueueEvent) {
         let continuations = self.listeners.withLockedValue { Array($0.continuations.values) }

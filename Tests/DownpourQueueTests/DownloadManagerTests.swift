@@ -391,3 +391,44 @@ struct DownloadManagerTests {
         await downloader.shutdown()
     }
 }
+
+extension DownloadManagerTests {
+    @Test("changing options of an active download restarts it keeping its bytes; max-download-limit does not restart")
+    func changeOptionsRestarts() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let downloader = makeTestDownloader()
+        try await RangeTestServer.withServer(content: Self.big, faults: [Self.throttle]) { server in
+            let manager = try makeManager(in: directory, downloader: downloader)
+            let log = EventLog(manager.events)
+            try await manager.start()
+            let gid = try await manager.add(uris: [server.url("/o.bin")], options: Self.out("o.bin"), position: nil)
+            try await Self.waitForBytes(manager, gid, 1024 * 1024)
+
+            try await manager.changeOptions(gid.description, [QueueOption(name: "max-download-limit", value: "10M")])
+            #expect(log.count(of: .started(gid)) == 1)
+
+            // Held, the download cannot finish before the restart lands.
+            server.holdBodies()
+            try await manager.changeOptions(gid.description, [QueueOption(name: "split", value: "2")])
+            try await log.wait(for: .started(gid), times: 2)
+            #expect(log.count(of: .paused(gid)) == 0)
+            #expect(try await manager.status(of: gid.description).status == .active)
+            let done = try await manager.status(of: gid.description).completedLength
+            let requestsBefore = server.statistics().requests.count
+            server.releaseBodies()
+            try await log.wait(for: .completed(gid))
+            #expect(try sha256Hex(ofFileAt: directory.file("o.bin")) == sha256Hex(Self.big))
+            let asked = requestedBytes(server, path: "/o.bin", from: requestsBefore, total: Self.big.count)
+            #expect(asked <= Self.big.count - Int(done) + 1024 * 1024, "asked for \(asked) bytes, \(done) were done")
+            #expect(
+                try await manager.options(of: gid.description) == [
+                    QueueOption(name: "out", value: "o.bin"), QueueOption(name: "max-download-limit", value: "10M"),
+                    QueueOption(name: "split", value: "2"),
+                ]
+            )
+            await manager.shutdown()
+        }
+        await downloader.shutdown()
+    }
+}
