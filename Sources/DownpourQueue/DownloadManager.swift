@@ -146,6 +146,12 @@ public actor DownloadManager: DownloadQueueService {
             }
         }
         let entry = QueueEntry(gid: gid, uris: uris, options: kept)
+        if uris.count > 1 {
+            self.logger.info(
+                "Mirrors are kept but not used yet; the first URI is downloaded",
+                metadata: ["gid": "\(gid)", "uris": "\(uris.count)"]
+            )
+        }
         _ = try self.makeRequest(for: QueuedDownload(entry: entry))
         for uri in uris.dropFirst() { try Self.checkURI(uri) }
         var next = self.queue
@@ -694,7 +700,8 @@ public actor DownloadManager: DownloadQueueService {
             totalLength: download.totalLength,
             completedLength: download.completedLength
         )
-        if state == .active, let run = self.runs[gid] {
+        // Before its probe is done a run knows nothing yet: what was recorded stands until then.
+        if state == .active, let run = self.runs[gid], run.download.state != .queued, run.download.state != .probing {
             let progress = run.download.progress
             status.totalLength = progress.totalBytes ?? download.totalLength
             status.completedLength = progress.completedBytes
