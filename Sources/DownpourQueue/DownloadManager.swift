@@ -471,7 +471,11 @@ public actor DownloadManager: DownloadQueueService {
         let task = Task {
             // A run stopped for a pause or a restart must let go of the file before the next one takes it.
             await previous?.value
-            guard !Task.isCancelled else { return }
+            guard !Task.isCancelled else {
+                // Stopped before it began: nothing ran, nothing to record.
+                self.forgetRun(gid, token: token)
+                return
+            }
             await Self.execute(download, token: token, manager: self)
         }
         self.runs[gid] = Run(download: download, task: task, token: token)
@@ -511,6 +515,10 @@ public actor DownloadManager: DownloadQueueService {
             await manager.runEnded(download.id, token: token, outcome: outcome)
             group.cancelAll()
         }
+    }
+
+    private func forgetRun(_ gid: DownloadID, token: Int) {
+        if self.runs[gid]?.token == token { self.runs[gid] = nil }
     }
 
     private func runStarted(_ gid: DownloadID, token: Int, start: DownloadStart) {
