@@ -2,6 +2,7 @@ import Downpour
 import DownpourQueue
 import DownpourTestSupport
 import Foundation
+import GRDB
 import Testing
 
 /// Real downloads through the queue, against ``RangeTestServer``. Nothing here measures time: the tests wait for
@@ -429,6 +430,37 @@ extension DownloadManagerTests {
             )
             await manager.shutdown()
         }
+        await downloader.shutdown()
+    }
+}
+
+extension DownloadManagerTests {
+    @Test("a change the store cannot write is not made")
+    func storageFailure() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let downloader = makeTestDownloader()
+        let manager = try makeManager(in: directory, downloader: downloader)
+        try await manager.start()
+        let paused = [QueueOption(name: "pause", value: "true")]
+        let first = try await manager.add(uris: ["http://127.0.0.1:9/a.bin"], options: paused, position: nil)
+        // Another connection breaks the schema under the manager.
+        try await DatabaseQueue(path: directory.stateDirectory + "/" + QueueStore.fileName).write { db in
+            try db.execute(sql: "DROP TABLE result")
+        }
+        await #expect {
+            _ = try await manager.add(uris: ["http://127.0.0.1:9/b.bin"], options: paused, position: nil)
+        } throws: { error in
+            (error as? QueueError)?.reason == .storage
+        }
+        await #expect {
+            _ = try await manager.remove(first.description, force: false)
+        } throws: { error in
+            (error as? QueueError)?.reason == .storage
+        }
+        #expect(await manager.waitingDownloads(0..<5).map(\.gid) == [first])
+        #expect(try await manager.status(of: first.description).status == .paused)
+        await manager.shutdown()
         await downloader.shutdown()
     }
 }
