@@ -26,7 +26,8 @@ public final class QueueStore: Sendable {
         public var stopped: [StoppedResult]
         /// How many downloads ever stopped.
         public var stoppedTotal: Int
-        /// The queue's options as last saved (`max-concurrent-downloads`, defaults for new downloads ...).
+        /// The queue's options as last saved, in order (`max-concurrent-downloads`, defaults for new downloads ...);
+        /// a name may repeat (`header`).
         public var options: [QueueOption]
     }
 
@@ -98,7 +99,8 @@ public final class QueueStore: Sendable {
                         completedLength INTEGER NOT NULL
                     );
                     CREATE TABLE queueOption (
-                        name TEXT PRIMARY KEY NOT NULL,
+                        position INTEGER PRIMARY KEY NOT NULL,
+                        name TEXT NOT NULL,
                         value TEXT NOT NULL
                     );
                     CREATE TABLE counter (
@@ -155,7 +157,7 @@ public final class QueueStore: Sendable {
                         completedLength: row["completedLength"]
                     )
                 }
-                let options = try Row.fetchAll(db, sql: "SELECT name, value FROM queueOption ORDER BY name").map {
+                let options = try Row.fetchAll(db, sql: "SELECT name, value FROM queueOption ORDER BY position").map {
                     QueueOption(name: $0["name"], value: $0["value"])
                 }
                 let stoppedTotal =
@@ -226,10 +228,10 @@ public final class QueueStore: Sendable {
                     arguments: [queue.stoppedTotal]
                 )
                 try db.execute(sql: "DELETE FROM queueOption")
-                for option in options {
+                for (position, option) in options.enumerated() {
                     try db.execute(
-                        sql: "INSERT OR REPLACE INTO queueOption (name, value) VALUES (?, ?)",
-                        arguments: [option.name, option.value]
+                        sql: "INSERT INTO queueOption (position, name, value) VALUES (?, ?, ?)",
+                        arguments: [position, option.name, option.value]
                     )
                 }
             }
