@@ -109,6 +109,17 @@ let package = Package(
             swiftSettings: upcomingFeatures
         ),
         .testTarget(
+            name: "DownpourQueueTests",
+            dependencies: [
+                "Downpour", "DownpourQueue", "DownpourTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: upcomingFeatures
+        ),
+        .testTarget(
             name: "DownpourCLITests",
             dependencies: [
                 "DownpourCLI",

@@ -1,0 +1,748 @@
+import Downpour
+import Foundation
+import Logging
+
+/// The download queue that runs: aria2's model (``DownloadQueue``) kept in a ``QueueStore`` and carried out with a
+/// ``Downloader``.
+///
+/// ```swift
+/// let store = try QueueStore(directory: stateDirectory)
+/// let manager = DownloadManager(
+///     downloader: downloader,
+///     store: store,
+///     defaults: .init(directory: "/downloads", options: [QueueOption(name: "split", value: "8")]),
+///     logger: logger
+/// )
+/// try await manager.start()
+/// let gid = try await manager.add(uris: ["https://example.com/big.iso"], options: [], position: nil)
+/// ```
+///
+/// Every change is committed to the store before the method that made it returns; if the store cannot be written
+/// the change is not made (``QueueError`` `storage`). Each active download runs in a task of its own. Pausing an
+/// active download cancels its run (the `.part` file and its journal stay); unpausing starts a new run of the same
+/// request, which resumes from the journal. The resolved path of each file is stored when its run starts, so a run
+/// after a restart continues the same `.part`. ``shutdown()`` stops the runs the same way and leaves them
+/// recorded as active: the next ``start()`` resumes them.
+///
+/// Options a download or ``changeGlobalOptions(_:)`` gives by a name the queue does not know are ignored (logged
+/// at debug level), as aria2's RPC does; a bad value for a known name is refused with
+/// ``QueueError`` `invalidRequest` naming the option.
+public actor DownloadManager: DownloadQueueService {
+    /// The queue-level option names (the rest of the global options are defaults for downloads).
+    static let queueOptionNames: Set<String> = [
+        "max-concurrent-downloads", "max-download-result", "max-overall-download-limit",
+    ]
+    /// Options a download takes at `add` that are about the queue, not the request.
+    static let placementOptionNames: Set<String> = ["gid", "pause"]
+
+    private struct Run {
+        var download: Download
+        var task: Task<Void, Never>
+        var token: Int
+        var stopRequested = false
+    }
+
+    private let downloader: Downloader
+    private let store: QueueStore
+    private let defaults: Defaults
+    private let logger: Logger
+    private let broadcaster = QueueEventBroadcaster()
+
+    private var queue = DownloadQueue()
+    /// Global options changed by clients (stored); they override ``Defaults/options``.
+    private var overrides: [QueueOption] = []
+    private var runs: [DownloadID: Run] = [:]
+    private var nextToken = 0
+    private var isStarted = false
+    private var isShutDown = false
+
+    /// A manager over `store`; nothing is read or started until ``start()``.
+    ///
+    /// - Parameters:
+    ///   - downloader: Runs the downloads; `max-overall-download-limit` goes to its configuration.
+    ///   - store: Where the queue is kept.
+    ///   - defaults: The directory, configuration and global options new downloads start from.
+    ///   - logger: For what the queue does (info and below).
+    public init(downloader: Downloader, store: QueueStore, defaults: Defaults = Defaults(), logger: Logger) {
+        self.downloader = downloader
+        self.store = store
+        self.defaults = defaults
+        self.logger = logger
+    }
+
+    /// Loads the stored queue and starts what should run: the downloads that were active when the queue last
+    /// stopped, then waiting ones while there is room.
+    ///
+    /// - Throws: ``QueueError`` `storage` when the store cannot be read, `invalidRequest` when a global option has
+    ///   a bad value.
+    public func start() async throws(QueueError) {
+        guard !self.isStarted else { return }
+        let contents = try self.store.load()
+        self.overrides = contents.options
+        let globals = self.effectiveGlobals
+        for option in globals { try self.validateGlobal(option) }
+        let maxConcurrent = Self.lastValue("max-concurrent-downloads", in: globals).flatMap { Int($0) } ?? 5
+        let maxResults = Self.lastValue("max-download-result", in: globals).flatMap { Int($0) } ?? 1000
+        var queue = DownloadQueue(
+            active: contents.active,
+            waiting: contents.waiting,
+            stopped: contents.stopped,
+            stoppedTotal: contents.stoppedTotal,
+            maxConcurrentDownloads: maxConcurrent,
+            maxDownloadResult: maxResults
+        )
+        if let limit = Self.lastValue("max-overall-download-limit", in: globals) {
+            try self.setOverallLimit(limit)
+        }
+        let actions = queue.startUp()
+        try self.store.save(queue, options: self.overrides)
+        self.queue = queue
+        self.isStarted = true
+        self.logger.info(
+            "Queue started",
+            metadata: [
+                "active": "\(queue.active.count)", "waiting": "\(queue.waiting.count)",
+                "stopped": "\(queue.stopped.count)",
+            ]
+        )
+        self.perform(actions)
+    }
+
+    // MARK: - DownloadQueueService
+
+    public func add(uris: [String], options: [QueueOption], position: Int?) async throws(QueueError) -> DownloadID {
+        try self.checkRunning()
+        guard !uris.isEmpty else {
+            throw QueueError(.invalidRequest, message: "A download needs at least one URI.")
+        }
+        var gid = DownloadID()
+        while self.queue.contains(gid) || gid.value == 0 { gid = DownloadID() }
+        var paused = false
+        var kept: [QueueOption] = []
+        for option in options {
+            switch option.name {
+            case "gid":
+                guard let forced = DownloadID(option.value), forced.value != 0 else {
+                    throw QueueError(
+                        .invalidRequest,
+                        message: "The option 'gid' takes 16 hexadecimal digits (not all zero), not '\(option.value)'.",
+                        option: "gid"
+                    )
+                }
+                gid = forced
+            case "pause":
+                switch option.value.lowercased() {
+                case "true": paused = true
+                case "false": paused = false
+                default:
+                    throw QueueError(
+                        .invalidRequest,
+                        message: "The option 'pause' takes true or false, not '\(option.value)'.",
+                        option: "pause"
+                    )
+                }
+            default:
+                kept.append(option)
+            }
+        }
+        let entry = QueueEntry(gid: gid, uris: uris, options: kept)
+        if uris.count > 1 {
+            self.logger.info(
+                "Mirrors are kept but not used yet; the first URI is downloaded",
+                metadata: ["gid": "\(gid)", "uris": "\(uris.count)"]
+            )
+        }
+        _ = try self.makeRequest(for: QueuedDownload(entry: entry))
+        for uri in uris.dropFirst() { try Self.checkURI(uri) }
+        var next = self.queue
+        let actions = try next.add(entry, paused: paused, position: position)
+        try self.commit(next)
+        self.logger.info("Download added", metadata: ["gid": "\(gid)", "uri": "\(uris[0])", "paused": "\(paused)"])
+        self.perform(actions)
+        return gid
+    }
+
+    public func pause(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID {
+        try self.checkRunning()
+        let id = try self.queue.resolve(gid)
+        var next = self.queue
+        self.noteProgress(of: id, in: &next)
+        let actions = try next.pause(id)
+        try self.commit(next)
+        self.perform(actions)
+        return id
+    }
+
+    public func pauseAll(force: Bool) async throws(QueueError) {
+        try self.checkRunning()
+        var next = self.queue
+        for id in next.active { self.noteProgress(of: id, in: &next) }
+        let actions = next.pauseAll()
+        try self.commit(next)
+        self.perform(actions)
+    }
+
+    public func unpause(_ gid: String) async throws(QueueError) -> DownloadID {
+        try self.checkRunning()
+        let id = try self.queue.resolve(gid)
+        var next = self.queue
+        let actions = try next.unpause(id)
+        try self.commit(next)
+        self.perform(actions)
+        return id
+    }
+
+    public func unpauseAll() async throws(QueueError) {
+        try self.checkRunning()
+        var next = self.queue
+        let actions = next.unpauseAll()
+        try self.commit(next)
+        self.perform(actions)
+    }
+
+    public func remove(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID {
+        try self.checkRunning()
+        let id = try self.queue.resolve(gid)
+        var next = self.queue
+        self.noteProgress(of: id, in: &next)
+        let actions = try next.remove(id)
+        try self.commit(next)
+        self.perform(actions)
+        return id
+    }
+
+    public func changePosition(
+        _ gid: String,
+        by position: Int,
+        from origin: PositionOrigin
+    ) async throws(QueueError)
+        -> Int
+    {
+        try self.checkRunning()
+        let id = try self.queue.resolve(gid)
+        var next = self.queue
+        let (index, actions) = try next.changePosition(id, by: position, from: origin)
+        try self.commit(next)
+        self.perform(actions)
+        return index
+    }
+
+    public func changeURIs(
+        _ gid: String,
+        remove: [String],
+        add: [String],
+        position: Int?
+    ) async throws(QueueError) -> (
+        removed: Int, added: Int
+    ) {
+        try self.checkRunning()
+        let id = try self.queue.resolve(gid)
+        for uri in add { try Self.checkURI(uri) }
+        var next = self.queue
+        let (removed, added, actions) = try next.changeURIs(id, remove: remove, add: add, position: position)
+        guard next.downloads[id]?.entry.uris.isEmpty == false else {
+            throw QueueError(
+                .invalidRequest,
+                gid: gid,
+                message: "Download \(id) would be left with no URI; add one before removing the last."
+            )
+        }
+        try self.commit(next)
+        self.perform(actions)
+        return (removed, added)
+    }
+
+    public func options(of gid: String) async throws(QueueError) -> [QueueOption] {
+        let id = try self.queue.resolve(gid)
+        if let download = self.queue.downloads[id] { return download.entry.options }
+        return self.queue.result(of: id)?.entry.options ?? []
+    }
+
+    public func changeOptions(_ gid: String, _ options: [QueueOption]) async throws(QueueError) {
+        try self.checkRunning()
+        let id = try self.queue.resolve(gid)
+        guard var download = self.queue.downloads[id] else {
+            throw QueueError(
+                .cannotChangeOption,
+                gid: gid,
+                message: "Download \(id) has stopped; its options cannot change."
+            )
+        }
+        let changes = options.filter { option in
+            if Self.placementOptionNames.contains(option.name) {
+                self.logger.debug("Option cannot change after add; ignored", metadata: ["option": "\(option.name)"])
+                return false
+            }
+            return true
+        }
+        let names = Set(changes.map(\.name))
+        download.entry.options = download.entry.options.filter { !names.contains($0.name) } + changes
+        _ = try self.makeRequest(for: download)
+        var next = self.queue
+        let actions = try next.changeOptions(id, changes)
+        try self.commit(next)
+        if actions.isEmpty, let run = self.runs[id], names.contains("max-download-limit"),
+            let limit = Self.lastValue("max-download-limit", in: changes), let rate = ByteCount.parse(limit)
+        {
+            run.download.setMaximumRate(rate == 0 ? nil : rate)
+        }
+        self.perform(actions)
+    }
+
+    public func globalOptions() async -> [QueueOption] {
+        var options = Aria2Options(directory: self.defaults.directory, configuration: self.defaults.configuration)
+        for option in self.effectiveGlobals where Aria2Options.supportedNames.contains(option.name) {
+            try? options.apply(name: option.name, value: option.value)
+        }
+        let configuration = options.configuration
+        var values: [(String, String)] = [
+            ("dir", options.directory),
+            ("max-concurrent-downloads", "\(self.queue.maxConcurrentDownloads)"),
+            ("max-download-result", "\(self.queue.maxDownloadResult)"),
+            ("max-overall-download-limit", "\(self.downloader.configuration.maximumOverallRate ?? 0)"),
+            ("split", "\(configuration.connections)"),
+            ("max-connection-per-server", "\(configuration.connections)"),
+            ("min-split-size", "\(configuration.minimumSplitSize)"),
+            ("max-download-limit", "\(configuration.maximumRate ?? 0)"),
+            ("max-tries", "\(configuration.retry.maximumTries)"),
+            ("retry-wait", Self.seconds(configuration.retry.wait)),
+            ("timeout", Self.seconds(configuration.timeouts.idleRead)),
+            ("connect-timeout", Self.seconds(configuration.timeouts.connect)),
+            ("lowest-speed-limit", "\(configuration.slowConnections.lowestSpeed ?? 0)"),
+            ("user-agent", configuration.userAgent),
+            ("allow-overwrite", "\(configuration.overwrite)"),
+            ("continue", "\(configuration.resume)"),
+            ("check-certificate", "\(configuration.tls.verifyCertificates)"),
+            ("remote-time", "\(configuration.setsRemoteTime)"),
+            ("conditional-get", "\(configuration.conditionalGet)"),
+        ]
+        let listed = Set(values.map(\.0))
+        for option in self.effectiveGlobals where !listed.contains(option.name) {
+            values.append((option.name, option.value))
+        }
+        return values.map { QueueOption(name: $0.0, value: $0.1) }
+    }
+
+    public func changeGlobalOptions(_ options: [QueueOption]) async throws(QueueError) {
+        try self.checkRunning()
+        var accepted: [QueueOption] = []
+        for option in options {
+            if Self.queueOptionNames.contains(option.name) || option.name == "dir"
+                || Aria2Options.supportedNames.contains(option.name)
+            {
+                try self.validateGlobal(option)
+                accepted.append(option)
+            } else {
+                self.logger.debug("Unsupported global option ignored", metadata: ["option": "\(option.name)"])
+            }
+        }
+        guard !accepted.isEmpty else { return }
+        let names = Set(accepted.map(\.name))
+        let overrides = self.overrides.filter { !names.contains($0.name) } + accepted
+        var next = self.queue
+        var actions: [QueueAction] = []
+        if let value = Self.lastValue("max-concurrent-downloads", in: accepted), let count = Int(value) {
+            actions += next.setMaxConcurrentDownloads(count)
+        }
+        if let value = Self.lastValue("max-download-result", in: accepted), let count = Int(value) {
+            actions += next.setMaxDownloadResult(count)
+        }
+        if !actions.contains(.emit(.optionsChanged)) { actions.append(.emit(.optionsChanged)) }
+        try self.store.save(next, options: overrides)
+        self.queue = next
+        self.overrides = overrides
+        if let limit = Self.lastValue("max-overall-download-limit", in: accepted) {
+            try self.setOverallLimit(limit)
+        }
+        self.logger.info("Global options changed", metadata: ["options": "\(names.sorted())"])
+        self.perform(actions)
+    }
+
+    public func status(of gid: String) async throws(QueueError) -> DownloadStatus {
+        let id = try self.queue.resolve(gid)
+        guard let status = self.makeStatus(id) else {
+            throw QueueError(.notFound, gid: gid, message: "No download has the GID \(gid).")
+        }
+        return status
+    }
+
+    public func activeDownloads() async -> [DownloadStatus] {
+        self.queue.active.compactMap { self.makeStatus($0) }
+    }
+
+    public func waitingDownloads(_ range: Range<Int>) async -> [DownloadStatus] {
+        let waiting = self.queue.waiting
+        return waiting[range.clamped(to: waiting.indices)].compactMap { self.makeStatus($0.gid) }
+    }
+
+    public func stoppedDownloads(_ range: Range<Int>) async -> [DownloadStatus] {
+        let stopped = self.queue.stopped
+        return stopped[range.clamped(to: stopped.indices)].map { self.makeStatus(result: $0) }
+    }
+
+    public func globalStat() async -> GlobalStat {
+        let speed = self.queue.active.reduce(Int64(0)) { total, gid in
+            total + Int64(self.runs[gid]?.download.progress.bytesPerSecond ?? 0)
+        }
+        return GlobalStat(
+            downloadSpeed: speed,
+            numActive: self.queue.active.count,
+            numWaiting: self.queue.waiting.count,
+            numStopped: self.queue.stopped.count,
+            numStoppedTotal: self.queue.stoppedTotal
+        )
+    }
+
+    public func purgeResults() async throws(QueueError) {
+        try self.checkRunning()
+        var next = self.queue
+        let actions = next.purgeResults()
+        try self.commit(next)
+        self.perform(actions)
+    }
+
+    public func removeResult(_ gid: String) async throws(QueueError) {
+        try self.checkRunning()
+        let id = try self.queue.resolve(gid)
+        var next = self.queue
+        let actions = try next.removeResult(id)
+        try self.commit(next)
+        self.perform(actions)
+    }
+
+    public nonisolated var events: AsyncStream<QueueEvent> {
+        self.broadcaster.subscribe()
+    }
+
+    public func shutdown() async {
+        guard self.isStarted, !self.isShutDown else { return }
+        self.isShutDown = true
+        var next = self.queue
+        for id in next.active { self.noteProgress(of: id, in: &next) }
+        let actions = next.shutdown()
+        self.queue = next
+        self.perform(actions)
+        // The runs end with their bytes and journals saved; none of them changes the queue now.
+        while let (_, run) = self.runs.first {
+            await run.task.value
+            if self.runs[run.download.id]?.token == run.token { self.runs[run.download.id] = nil }
+        }
+        do {
+            try self.store.save(self.queue, options: self.overrides)
+        } catch {
+            self.logger.error("The queue could not be stored at shutdown", metadata: ["error": "\(error.message)"])
+        }
+        self.logger.info("Queue shut down", metadata: ["active": "\(self.queue.active.count)"])
+        self.broadcaster.finish()
+    }
+
+    // MARK: - Runs
+
+    private func perform(_ actions: [QueueAction]) {
+        for action in actions {
+            switch action {
+            case .start(let gid): self.startRun(gid)
+            case .stop(let gid, let reason): self.stopRun(gid, reason: reason)
+            case .emit(let event): self.broadcaster.send(event)
+            }
+        }
+    }
+
+    private func startRun(_ gid: DownloadID) {
+        guard let queued = self.queue.downloads[gid] else { return }
+        let request: DownloadRequest
+        do {
+            request = try self.makeRequest(for: queued)
+        } catch {
+            // The options were good when set; a global default changed since. It cannot run as it is.
+            self.logger.info("Download cannot start", metadata: ["gid": "\(gid)", "error": "\(error.message)"])
+            var next = self.queue
+            let actions = next.finish(gid, outcome: .failed(code: 28, message: error.message))
+            self.commitOrLog(next)
+            self.perform(actions)
+            return
+        }
+        let previous = self.runs[gid]?.task
+        self.nextToken += 1
+        let token = self.nextToken
+        var logger = self.logger
+        logger[metadataKey: "gid"] = "\(gid)"
+        let download = self.downloader.download(request, id: gid, logger: logger)
+        let task = Task {
+            // A run stopped for a pause or a restart must let go of the file before the next one takes it.
+            await previous?.value
+            guard !Task.isCancelled else {
+                // Stopped before it began: nothing ran, nothing to record.
+                self.forgetRun(gid, token: token)
+                return
+            }
+            await Self.execute(download, token: token, manager: self)
+        }
+        self.runs[gid] = Run(download: download, task: task, token: token)
+        logger.info("Download started", metadata: ["url": "\(request.url)"])
+    }
+
+    private func stopRun(_ gid: DownloadID, reason: QueueAction.StopReason) {
+        guard var run = self.runs[gid] else { return }
+        run.stopRequested = true
+        self.runs[gid] = run
+        switch reason {
+        case .remove:
+            run.download.cancel(keepingPartialFile: false)
+        case .pause, .shutdown, .restart:
+            run.download.cancel(keepingPartialFile: true)
+            run.task.cancel()
+        }
+        self.logger.info("Download stopping", metadata: ["gid": "\(gid)", "reason": "\(reason)"])
+    }
+
+    private nonisolated static func execute(_ download: Download, token: Int, manager: DownloadManager) async {
+        let events = download.events
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await event in events {
+                    if case .started(let start) = event {
+                        await manager.runStarted(download.id, token: token, start: start)
+                    }
+                }
+            }
+            let outcome: Result<DownloadResult, DownloadError>
+            do throws(DownloadError) {
+                outcome = .success(try await download.run())
+            } catch {
+                outcome = .failure(error)
+            }
+            await manager.runEnded(download.id, token: token, outcome: outcome)
+            group.cancelAll()
+        }
+    }
+
+    private func forgetRun(_ gid: DownloadID, token: Int) {
+        if self.runs[gid]?.token == token { self.runs[gid] = nil }
+    }
+
+    private func runStarted(_ gid: DownloadID, token: Int, start: DownloadStart) {
+        guard self.runs[gid]?.token == token, self.queue.downloads[gid] != nil else { return }
+        var next = self.queue
+        next.record(
+            gid,
+            path: start.destinationPath,
+            totalLength: start.remoteFile.length ?? 0,
+            completedLength: start.resumedBytes
+        )
+        self.commitOrLog(next)
+    }
+
+    private func runEnded(_ gid: DownloadID, token: Int, outcome: Result<DownloadResult, DownloadError>) {
+        guard let run = self.runs[gid], run.token == token else { return }
+        self.runs[gid] = nil
+        var next = self.queue
+        let actions: [QueueAction]
+        switch outcome {
+        case .success(let result):
+            actions = next.finish(gid, outcome: .complete(path: result.path, length: result.length))
+            self.logger.info("Download complete", metadata: ["gid": "\(gid)", "path": "\(result.path)"])
+        case .failure(let error):
+            let progress = run.download.progress
+            next.record(gid, totalLength: progress.totalBytes, completedLength: progress.completedBytes)
+            if run.stopRequested {
+                actions = []
+            } else {
+                let code = Aria2ErrorCode.code(for: error)
+                actions = next.finish(gid, outcome: .failed(code: code, message: error.message))
+                self.logger.info(
+                    "Download failed",
+                    metadata: ["gid": "\(gid)", "code": "\(code)", "error": "\(error.message)"]
+                )
+            }
+        }
+        guard next != self.queue else { return }
+        self.commitOrLog(next)
+        self.perform(actions)
+    }
+
+    // MARK: - Helpers
+
+    private func checkRunning() throws(QueueError) {
+        guard self.isStarted else {
+            throw QueueError(.storage, message: "The queue has not been started; call start() first.")
+        }
+        guard !self.isShutDown else {
+            throw QueueError(.storage, message: "The queue has shut down; it takes no more changes.")
+        }
+    }
+
+    private func commit(_ next: DownloadQueue) throws(QueueError) {
+        try self.store.save(next, options: self.overrides)
+        self.queue = next
+    }
+
+    /// For changes the queue makes by itself (a run started or ended): the queue moves on even if the store
+    /// fails, since the download did what it did.
+    private func commitOrLog(_ next: DownloadQueue) {
+        do {
+            try self.store.save(next, options: self.overrides)
+        } catch {
+            self.logger.error("The queue could not be stored", metadata: ["error": "\(error.message)"])
+        }
+        self.queue = next
+    }
+
+    private func noteProgress(of gid: DownloadID, in queue: inout DownloadQueue) {
+        guard let run = self.runs[gid] else { return }
+        let progress = run.download.progress
+        queue.record(gid, totalLength: progress.totalBytes, completedLength: progress.completedBytes)
+    }
+
+    private var effectiveGlobals: [QueueOption] {
+        let overridden = Set(self.overrides.map(\.name))
+        return self.defaults.options.filter { !overridden.contains($0.name) } + self.overrides
+    }
+
+    /// The request for a download: the defaults, then the global options, then its own; the path its last run
+    /// resolved, if any, so that a new run continues the same `.part`.
+    private func makeRequest(for download: QueuedDownload) throws(QueueError) -> DownloadRequest {
+        var options = Aria2Options(directory: self.defaults.directory, configuration: self.defaults.configuration)
+        for option in self.effectiveGlobals
+        where option.name == "dir" || Aria2Options.supportedNames.contains(option.name) {
+            try Self.apply(option, to: &options)
+        }
+        for option in download.entry.options {
+            if Aria2Options.supportedNames.contains(option.name) {
+                try Self.apply(option, to: &options)
+            } else if !Self.placementOptionNames.contains(option.name) {
+                self.logger.debug(
+                    "Unsupported option ignored",
+                    metadata: ["gid": "\(download.entry.gid)", "option": "\(option.name)"]
+                )
+            }
+        }
+        let uri = download.entry.uris[0]
+        do {
+            var request = try options.request(uris: [uri])
+            if let path = download.path {
+                let url = URL(fileURLWithPath: path)
+                request.destination = .named(url.lastPathComponent, in: url.deletingLastPathComponent().path)
+                request.configuration.resume = true
+            }
+            return request
+        } catch {
+            throw QueueError(.invalidRequest, message: error.message)
+        }
+    }
+
+    private static func apply(_ option: QueueOption, to options: inout Aria2Options) throws(QueueError) {
+        do {
+            try options.apply(name: option.name, value: option.value)
+        } catch {
+            throw QueueError(.invalidRequest, message: error.message, option: option.name)
+        }
+    }
+
+    private static func checkURI(_ uri: String) throws(QueueError) {
+        do {
+            _ = try DownloadRequest(url: uri)
+        } catch {
+            throw QueueError(.invalidRequest, message: error.message)
+        }
+    }
+
+    private func validateGlobal(_ option: QueueOption) throws(QueueError) {
+        func bad(_ what: String) -> QueueError {
+            QueueError(
+                .invalidRequest,
+                message: "The option '\(option.name)' takes \(what), not '\(option.value)'.",
+                option: option.name
+            )
+        }
+        switch option.name {
+        case "max-concurrent-downloads":
+            guard let count = Int(option.value), count >= 1 else { throw bad("a whole number of at least 1") }
+        case "max-download-result":
+            guard let count = Int(option.value), count >= 0 else { throw bad("a whole number of at least 0") }
+        case "max-overall-download-limit":
+            guard let rate = ByteCount.parse(option.value), rate >= 0 else {
+                throw bad("a rate such as 0, 512K or 10M")
+            }
+        default:
+            if option.name == "dir" || Aria2Options.supportedNames.contains(option.name) {
+                var scratch = Aria2Options()
+                try Self.apply(option, to: &scratch)
+            }
+        }
+    }
+
+    private func setOverallLimit(_ value: String) throws(QueueError) {
+        guard let rate = ByteCount.parse(value), rate >= 0 else {
+            throw QueueError(
+                .invalidRequest,
+                message: "The option 'max-overall-download-limit' takes a rate such as 0, 512K or 10M, not '\(value)'.",
+                option: "max-overall-download-limit"
+            )
+        }
+        var configuration = self.downloader.configuration
+        configuration.maximumOverallRate = rate == 0 ? nil : rate
+        do {
+            try self.downloader.setConfiguration(configuration)
+        } catch {
+            throw QueueError(.invalidRequest, message: error.message, option: "max-overall-download-limit")
+        }
+    }
+
+    private func directory(of entry: QueueEntry) -> String {
+        Self.lastValue("dir", in: entry.options) ?? Self.lastValue("dir", in: self.effectiveGlobals)
+            ?? self.defaults.directory
+    }
+
+    private func makeStatus(_ gid: DownloadID) -> DownloadStatus? {
+        guard let download = self.queue.downloads[gid], let state = self.queue.status(of: gid) else {
+            return self.queue.result(of: gid).map { self.makeStatus(result: $0) }
+        }
+        var status = DownloadStatus(
+            gid: gid,
+            status: state,
+            uris: download.entry.uris,
+            options: download.entry.options,
+            directory: self.directory(of: download.entry),
+            path: download.path,
+            totalLength: download.totalLength,
+            completedLength: download.completedLength
+        )
+        // Before its probe is done a run knows nothing yet: what was recorded stands until then.
+        if state == .active, let run = self.runs[gid], run.download.state != .queued, run.download.state != .probing {
+            let progress = run.download.progress
+            status.totalLength = progress.totalBytes ?? download.totalLength
+            status.completedLength = progress.completedBytes
+            status.downloadSpeed = Int64(progress.bytesPerSecond)
+            status.connections = progress.activeConnections
+            status.connectionProgress = progress.connections
+            status.completedRanges = progress.completedRanges
+        }
+        return status
+    }
+
+    private func makeStatus(result: StoppedResult) -> DownloadStatus {
+        DownloadStatus(
+            gid: result.gid,
+            status: result.status,
+            uris: result.entry.uris,
+            options: result.entry.options,
+            directory: self.directory(of: result.entry),
+            path: result.path,
+            totalLength: result.totalLength,
+            completedLength: result.completedLength,
+            completedRanges: result.errorCode == 0 && result.totalLength > 0 ? [0..<result.totalLength] : [],
+            errorCode: result.errorCode,
+            errorMessage: result.errorMessage
+        )
+    }
+
+    private static func lastValue(_ name: String, in options: [QueueOption]) -> String? {
+        options.last { $0.name == name }?.value
+    }
+
+    private static func seconds(_ duration: Duration) -> String {
+        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        return milliseconds % 1000 == 0 ? "\(milliseconds / 1000)" : "\(Double(milliseconds) / 1000)"
+    }
+}

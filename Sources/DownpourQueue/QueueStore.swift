@@ -1,0 +1,258 @@
+import Downpour
+import Foundation
+import GRDB
+
+/// The queue on disk: an SQLite database (`downpour.sqlite` in the state directory, WAL mode) that keeps the
+/// downloads that have not stopped (in order, with their state, resolved path and lengths), the stopped results,
+/// the queue's options and the count of stopped downloads.
+///
+/// ``save(_:options:)`` writes everything that changed in one transaction and returns when it is committed;
+/// ``load()`` gives back the same GIDs in the same order, paused ones paused, the ones that were running active.
+///
+/// ```swift
+/// let store = try QueueStore(directory: "/var/lib/downpour")
+/// let stored = try store.load()
+/// ```
+///
+/// Writes block the calling thread for the length of one small transaction.
+public final class QueueStore: Sendable {
+    /// What ``load()`` gives back.
+    public struct Contents: Sendable {
+        /// The downloads that were running, in the order they started.
+        public var active: [QueuedDownload]
+        /// The waiting queue, in order, each with whether it is paused.
+        public var waiting: [(QueuedDownload, isPaused: Bool)]
+        /// The stopped results, the least recently stopped first.
+        public var stopped: [StoppedResult]
+        /// How many downloads ever stopped.
+        public var stoppedTotal: Int
+        /// The queue's options as last saved, in order (`max-concurrent-downloads`, defaults for new downloads ...);
+        /// a name may repeat (`header`).
+        public var options: [QueueOption]
+    }
+
+    /// The database file's name in the state directory.
+    public static let fileName = "downpour.sqlite"
+
+    /// The file's path.
+    public let path: String
+    private let database: DatabasePool
+
+    /// Opens (creating it if need be) `downpour.sqlite` in `directory`, which is created too.
+    ///
+    /// - Throws: ``QueueError`` `storage` when the directory or the database cannot be opened or migrated.
+    public convenience init(directory: String) throws(QueueError) {
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw QueueError(
+                .storage,
+                message: "The state directory '\(directory)' cannot be created: \(error.localizedDescription)"
+            )
+        }
+        try self.init(path: directory.hasSuffix("/") ? directory + Self.fileName : directory + "/" + Self.fileName)
+    }
+
+    /// Opens (creating it if need be) the database at `path` and brings its schema up to date.
+    ///
+    /// - Throws: ``QueueError`` `storage` when it cannot be opened or migrated.
+    public init(path: String) throws(QueueError) {
+        self.path = path
+        do {
+            var configuration = Configuration()
+            configuration.label = "downpour.queue"
+            self.database = try DatabasePool(path: path, configuration: configuration)
+            try Self.migrator.migrate(self.database)
+        } catch {
+            throw QueueError(
+                .storage,
+                message: "The queue database '\(path)' cannot be opened: \(error). Check the file and its directory."
+            )
+        }
+    }
+
+    /// The schema, one named migration per change. Never edit a migration that has shipped; add one.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1-queue") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE entry (
+                        gid TEXT PRIMARY KEY NOT NULL,
+                        uris TEXT NOT NULL,
+                        options TEXT NOT NULL,
+                        position INTEGER NOT NULL,
+                        state TEXT NOT NULL CHECK (state IN ('active', 'waiting', 'paused')),
+                        path TEXT,
+                        totalLength INTEGER NOT NULL DEFAULT 0
+                    );
+                    CREATE TABLE result (
+                        sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+                        gid TEXT NOT NULL UNIQUE,
+                        uris TEXT NOT NULL,
+                        options TEXT NOT NULL,
+                        status TEXT NOT NULL,
+                        errorCode INTEGER NOT NULL,
+                        errorMessage TEXT NOT NULL,
+                        path TEXT,
+                        totalLength INTEGER NOT NULL,
+                        completedLength INTEGER NOT NULL
+                    );
+                    CREATE TABLE queueOption (
+                        position INTEGER PRIMARY KEY NOT NULL,
+                        name TEXT NOT NULL,
+                        value TEXT NOT NULL
+                    );
+                    CREATE TABLE counter (
+                        name TEXT PRIMARY KEY NOT NULL,
+                        value INTEGER NOT NULL
+                    );
+                    INSERT INTO counter (name, value) VALUES ('stoppedTotal', 0);
+                    """
+            )
+        }
+        migrator.registerMigration("v2-entry-completed-length") { db in
+            try db.execute(sql: "ALTER TABLE entry ADD COLUMN completedLength INTEGER NOT NULL DEFAULT 0")
+        }
+        return migrator
+    }
+
+    /// Reads the queue.
+    ///
+    /// - Throws: ``QueueError`` `storage` when the database cannot be read or holds what cannot be decoded.
+    public func load() throws(QueueError) -> Contents {
+        do {
+            return try self.database.read { db in
+                var active: [QueuedDownload] = []
+                var waiting: [(QueuedDownload, isPaused: Bool)] = []
+                for row in try Row.fetchAll(db, sql: "SELECT * FROM entry ORDER BY position") {
+                    let entry = QueueEntry(
+                        gid: try Self.gid(row["gid"]),
+                        uris: try Self.decode([String].self, row["uris"]),
+                        options: try Self.decode([QueueOption].self, row["options"])
+                    )
+                    let download = QueuedDownload(
+                        entry: entry,
+                        path: row["path"],
+                        totalLength: row["totalLength"],
+                        completedLength: row["completedLength"]
+                    )
+                    switch row["state"] as String {
+                    case "active": active.append(download)
+                    case "paused": waiting.append((download, isPaused: true))
+                    default: waiting.append((download, isPaused: false))
+                    }
+                }
+                let stopped = try Row.fetchAll(db, sql: "SELECT * FROM result ORDER BY sequence").map { row in
+                    StoppedResult(
+                        entry: QueueEntry(
+                            gid: try Self.gid(row["gid"]),
+                            uris: try Self.decode([String].self, row["uris"]),
+                            options: try Self.decode([QueueOption].self, row["options"])
+                        ),
+                        errorCode: row["errorCode"],
+                        errorMessage: row["errorMessage"],
+                        path: row["path"],
+                        totalLength: row["totalLength"],
+                        completedLength: row["completedLength"]
+                    )
+                }
+                let options = try Row.fetchAll(db, sql: "SELECT name, value FROM queueOption ORDER BY position").map {
+                    QueueOption(name: $0["name"], value: $0["value"])
+                }
+                let stoppedTotal =
+                    try Int.fetchOne(db, sql: "SELECT value FROM counter WHERE name = 'stoppedTotal'") ?? 0
+                return Contents(
+                    active: active,
+                    waiting: waiting,
+                    stopped: stopped,
+                    stoppedTotal: stoppedTotal,
+                    options: options
+                )
+            }
+        } catch {
+            throw QueueError(.storage, message: "The queue database '\(self.path)' cannot be read: \(error).")
+        }
+    }
+
+    /// Stores `queue` and `options` in one transaction: every download that has not stopped (replacing what was
+    /// there), the results (new ones appended, forgotten ones deleted), the count of stopped downloads, and the
+    /// options (replacing them all). Returns when the transaction is committed.
+    ///
+    /// - Throws: ``QueueError`` `storage` when the transaction fails; nothing is changed then.
+    public func save(_ queue: DownloadQueue, options: [QueueOption]) throws(QueueError) {
+        do {
+            try self.database.write { db in
+                try db.execute(sql: "DELETE FROM entry")
+                var position = 0
+                func insert(_ gid: DownloadID, state: String) throws {
+                    guard let download = queue.downloads[gid] else { return }
+                    try db.execute(
+                        sql: """
+                            INSERT INTO entry (gid, uris, options, position, state, path, totalLength, completedLength)
+                            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                            """,
+                        arguments: [
+                            gid.description, try Self.encode(download.entry.uris),
+                            try Self.encode(download.entry.options), position, state, download.path,
+                            download.totalLength, download.completedLength,
+                        ]
+                    )
+                    position += 1
+                }
+                for gid in queue.active { try insert(gid, state: "active") }
+                for item in queue.waiting { try insert(item.gid, state: item.isPaused ? "paused" : "waiting") }
+
+                let kept = Set(queue.stopped.map(\.gid.description))
+                let stored = try String.fetchAll(db, sql: "SELECT gid FROM result")
+                for gid in stored where !kept.contains(gid) {
+                    try db.execute(sql: "DELETE FROM result WHERE gid = ?", arguments: [gid])
+                }
+                let storedSet = Set(stored)
+                for result in queue.stopped where !storedSet.contains(result.gid.description) {
+                    try db.execute(
+                        sql: """
+                            INSERT INTO result (gid, uris, options, status, errorCode, errorMessage, path, totalLength,
+                                completedLength)
+                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            """,
+                        arguments: [
+                            result.gid.description, try Self.encode(result.entry.uris),
+                            try Self.encode(result.entry.options), result.status.rawValue, result.errorCode,
+                            result.errorMessage, result.path, result.totalLength, result.completedLength,
+                        ]
+                    )
+                }
+                try db.execute(
+                    sql: "UPDATE counter SET value = ? WHERE name = 'stoppedTotal'",
+                    arguments: [queue.stoppedTotal]
+                )
+                try db.execute(sql: "DELETE FROM queueOption")
+                for (position, option) in options.enumerated() {
+                    try db.execute(
+                        sql: "INSERT INTO queueOption (position, name, value) VALUES (?, ?, ?)",
+                        arguments: [position, option.name, option.value]
+                    )
+                }
+            }
+        } catch {
+            throw QueueError(
+                .storage,
+                message: "The queue database '\(self.path)' cannot be written: \(error). The change was not made."
+            )
+        }
+    }
+
+    private static func encode(_ value: some Encodable) throws -> String {
+        String(decoding: try JSONEncoder().encode(value), as: UTF8.self)
+    }
+
+    private static func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
+        try JSONDecoder().decode(type, from: Data(text.utf8))
+    }
+
+    private static func gid(_ text: String) throws -> DownloadID {
+        guard let gid = DownloadID(text) else { throw StoredValueError(description: "'\(text)' is not a GID") }
+        return gid
+    }
+}

@@ -1,0 +1,44 @@
+import Downpour
+
+/// A stopped download as the queue remembers it: complete, failed or removed, with aria2's error code.
+public struct StoppedResult: Sendable, Hashable {
+    public var entry: QueueEntry
+    /// aria2's error code (§4 of the reference): 0 complete, 31 removed, anything else an error.
+    public var errorCode: Int
+    /// What went wrong; "" when complete or removed.
+    public var errorMessage: String
+    /// The file's path, when it was known.
+    public var path: String?
+    public var totalLength: Int64
+    public var completedLength: Int64
+
+    public init(
+        entry: QueueEntry,
+        errorCode: Int,
+        errorMessage: String = "",
+        path: String? = nil,
+        totalLength: Int64 = 0,
+        completedLength: Int64 = 0
+    ) {
+        self.entry = entry
+        self.errorCode = errorCode
+        self.errorMessage = errorMessage
+        self.path = path
+        self.totalLength = totalLength
+        self.completedLength = completedLength
+    }
+
+    public var gid: DownloadID { self.entry.gid }
+
+    /// aria2's status for the code: `complete` for 0, `removed` for 31, `error` for the rest.
+    public var status: QueueStatus {
+        switch self.errorCode {
+        case 0: .complete
+        case Self.removedCode: .removed
+        default: .error
+        }
+    }
+
+    /// aria2's code for a download a user removed while it ran.
+    public static let removedCode = 31
+}

@@ -1,0 +1,466 @@
+import Downpour
+import DownpourQueue
+import DownpourTestSupport
+import Foundation
+import GRDB
+import Testing
+
+/// Real downloads through the queue, against ``RangeTestServer``. Nothing here measures time: the tests wait for
+/// events and read the server's request log; `holdBodies` keeps downloads in flight where a test needs them to be.
+@Suite("DownloadManager", .timeLimit(.minutes(5)))
+struct DownloadManagerTests {
+    static let small = makeTestContent(count: 300 * 1024 + 5, seed: 31)
+    static let big = makeTestContent(count: 4 * 1024 * 1024 + 777, seed: 32)
+    /// 4 connections at 256 KiB/s each: the big file takes about 4 s, long enough to stop it part way.
+    static let throttle = RangeTestServer.Fault.throttle(bytesPerSecond: 256 * 1024)
+
+    static func out(_ name: String) -> [QueueOption] { [QueueOption(name: "out", value: name)] }
+
+    /// Waits until a download has `bytes` on disk.
+    static func waitForBytes(_ manager: DownloadManager, _ gid: DownloadID, _ bytes: Int64) async throws {
+        try await waitUntil("\(gid) has \(bytes) bytes") {
+            let status = try await manager.status(of: gid.description)
+            #expect(status.status == .active, "stopped before it was interrupted: \(status)")
+            guard status.status == .active else { throw GaveUpWaiting(condition: "\(gid) active") }
+            return status.completedLength >= bytes
+        }
+    }
+
+    @Test("no more than max-concurrent-downloads run at once; the rest start as slots free up")
+    func maxConcurrent() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let downloader = makeTestDownloader()
+        try await RangeTestServer.withServer(content: Self.small) { server in
+            let manager = try makeManager(
+                in: directory,
+                downloader: downloader,
+                options: [QueueOption(name: "max-concurrent-downloads", value: "2")]
+            )
+            let log = EventLog(manager.events)
+            try await manager.start()
+            server.holdBodies()
+            var gids: [DownloadID] = []
+            for index in 0..<4 {
+                gids.append(
+                    try await manager.add(
+                        uris: [server.url("/f\(index).bin")],
+                        options: Self.out("f\(index).bin"),
+                        position: nil
+                    )
+                )
+            }
+            try await log.wait(for: .started(gids[1]))
+            #expect(await manager.activeDownloads().map(\.gid) == Array(gids[0..<2]))
+            #expect(await manager.waitingDownloads(0..<10).map(\.gid) == Array(gids[2..<4]))
+            #expect(await manager.waitingDownloads(0..<10).map(\.status) == [.waiting, .waiting])
+            #expect(log.count(of: .started(gids[2])) == 0)
+            // Bodies held: the first two files are asked for, and only they.
+            try await waitUntil("GETs of the first two files") {
+                let gets = server.statistics().requests.filter { $0.method == "GET" }
+                return Set(gets.map(\.uri)).isSuperset(of: ["/f0.bin", "/f1.bin"])
+            }
+            #expect(Set(server.statistics().requests.map(\.uri)) == ["/f0.bin", "/f1.bin"])
+            #expect(await manager.activeDownloads().map(\.gid) == Array(gids[0..<2]))
+
+            server.releaseBodies()
+            for gid in gids { try await log.wait(for: .completed(gid)) }
+            // At no point were more than two running: a start always followed a completion.
+            var running = 0
+            for event in log.events {
+                if case .started = event { running += 1 }
+                if case .completed = event { running -= 1 }
+                #expect(running <= 2, "\(log.events)")
+            }
+            for index in 0..<4 {
+                #expect(try sha256Hex(ofFileAt: directory.file("f\(index).bin")) == sha256Hex(Self.small))
+            }
+            let stat = await manager.globalStat()
+            #expect(stat.numActive == 0 && stat.numWaiting == 0 && stat.numStopped == 4 && stat.numStoppedTotal == 4)
+            #expect(await manager.stoppedDownloads(0..<10).map(\.errorCode) == [0, 0, 0, 0])
+            await manager.shutdown()
+        }
+        await downloader.shutdown()
+    }
+
+    @Test("changing max-concurrent-downloads starts more at once")
+    func raiseMaxConcurrent() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let downloader = makeTestDownloader()
+        try await RangeTestServer.withServer(content: Self.small) { server in
+            let manager = try makeManager(
+                in: directory,
+                downloader: downloader,
+                options: [QueueOption(name: "max-concurrent-downloads", value: "1")]
+            )
+            let log = EventLog(manager.events)
+            try await manager.start()
+            server.holdBodies()
+            var gids: [DownloadID] = []
+            for index in 0..<3 {
+                gids.append(
+                    try await manager.add(
+                        uris: [server.url("/g\(index).bin")],
+                        options: Self.out("g\(index).bin"),
+                        position: nil
+                    )
+                )
+            }
+            try await log.wait(for: .started(gids[0]))
+            #expect(await manager.activeDownloads().map(\.gid) == [gids[0]])
+
+            try await manager.changeGlobalOptions([QueueOption(name: "max-concurrent-downloads", value: "3")])
+            // Still held: the two others started because of the option, not because the first finished.
+            try await log.wait(for: .started(gids[2]))
+            #expect(await manager.activeDownloads().map(\.gid) == gids)
+            #expect(log.count(of: .completed(gids[0])) == 0)
+            #expect(await manager.globalOptions().contains(QueueOption(name: "max-concurrent-downloads", value: "3")))
+
+            server.releaseBodies()
+            for gid in gids { try await log.wait(for: .completed(gid)) }
+            await manager.shutdown()
+        }
+        await downloader.shutdown()
+    }
+
+    @Test("pause an active download, unpause: only the missing bytes are fetched, the file is identical")
+    func pauseThenUnpause() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let downloader = makeTestDownloader()
+        try await RangeTestServer.withServer(content: Self.big, faults: [Self.throttle]) { server in
+            let manager = try makeManager(in: directory, downloader: downloader)
+            let log = EventLog(manager.events)
+            try await manager.start()
+            let gid = try await manager.add(uris: [server.url("/big.bin")], options: Self.out("big.bin"), position: nil)
+            try await Self.waitForBytes(manager, gid, 2 * 1024 * 1024)
+            // Held, the download cannot finish before the pause lands.
+            server.holdBodies()
+            #expect(try await manager.pause(gid.description, force: false) == gid)
+            try await log.wait(for: .paused(gid))
+            let paused = try await manager.status(of: gid.description)
+            #expect(paused.status == .paused)
+            #expect(paused.path == directory.file("big.bin"))
+            #expect(await manager.waitingDownloads(0..<5).map(\.gid) == [gid])
+            try await waitUntil("the run let go of the file: \(directory.contents())") {
+                directory.contents() == ["big.bin.part", "big.bin.part.downpour"]
+                    && server.statistics().openConnections == 0
+            }
+            let done = try await manager.status(of: gid.description).completedLength
+            #expect(done >= 2 * 1024 * 1024)
+            let requestsBefore = server.statistics().requests.count
+
+            server.releaseBodies()
+            #expect(try await manager.unpause(gid.description) == gid)
+            try await log.wait(for: .completed(gid))
+            #expect(log.count(of: .started(gid)) == 2)
+            #expect(try sha256Hex(ofFileAt: directory.file("big.bin")) == sha256Hex(Self.big))
+            #expect(directory.contents() == ["big.bin"])
+            // The second run asked for what was missing (and little more: tails cut by splits), not the whole file.
+            let asked = requestedBytes(server, path: "/big.bin", from: requestsBefore, total: Self.big.count)
+            #expect(asked <= Self.big.count - Int(done) + 1024 * 1024, "asked for \(asked) bytes, \(done) were done")
+            let result = try await manager.status(of: gid.description)
+            #expect(result.status == .complete && result.errorCode == 0 && result.totalLength == Int64(Self.big.count))
+            await manager.shutdown()
+        }
+        await downloader.shutdown()
+    }
+
+    @Test("remove an active download: a removed result (31), no .part left")
+    func removeActive() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let downloader = makeTestDownloader()
+        try await RangeTestServer.withServer(content: Self.big) { server in
+            let manager = try makeManager(in: directory, downloader: downloader)
+            let log = EventLog(manager.events)
+            try await manager.start()
+            server.holdBodies()
+            let gid = try await manager.add(uris: [server.url("/r.bin")], options: Self.out("r.bin"), position: nil)
+            try await waitUntil("the .part exists: \(directory.contents())") {
+                directory.contents().contains("r.bin.part")
+            }
+            #expect(try await manager.remove(String(gid.description.prefix(8)).uppercased(), force: false) == gid)
+            try await log.wait(for: .stopped(gid))
+            let status = try await manager.status(of: gid.description)
+            #expect(status.status == .removed)
+            #expect(status.errorCode == 31)
+            #expect(status.errorMessage == "")
+            try await waitUntil("nothing left: \(directory.contents())") { directory.contents().isEmpty }
+            #expect(await manager.globalStat().numStopped == 1)
+            server.releaseBodies()
+            await manager.shutdown()
+        }
+        await downloader.shutdown()
+    }
+
+    @Test("remove a waiting download: it leaves the queue with no result")
+    func removeWaiting() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let downloader = makeTestDownloader()
+        try await RangeTestServer.withServer(content: Self.small) { server in
+            let manager = try makeManager(
+                in: directory,
+                downloader: downloader,
+                options: [QueueOption(name: "max-concurrent-downloads", value: "1")]
+            )
+            let log = EventLog(manager.events)
+            try await manager.start()
+            server.holdBodies()
+            let first = try await manager.add(uris: [server.url("/w0.bin")], options: Self.out("w0.bin"), position: nil)
+            let second = try await manager.add(
+                uris: [server.url("/w1.bin")],
+                options: Self.out("w1.bin"),
+                position: nil
+            )
+            let third = try await manager.add(
+                uris: [server.url("/w2.bin")],
+                options: Self.out("w2.bin") + [QueueOption(name: "pause", value: "true")],
+                position: 0
+            )
+            #expect(await manager.waitingDownloads(0..<5).map(\.gid) == [third, second])
+            #expect(await manager.waitingDownloads(0..<5).map(\.status) == [.paused, .waiting])
+            #expect(try await manager.remove(second.description, force: false) == second)
+            #expect(try await manager.remove(third.description, force: true) == third)
+            for gid in [second, third] {
+                await #expect {
+                    _ = try await manager.status(of: gid.description)
+                } throws: { error in
+                    (error as? QueueError)?.reason == .notFound
+                }
+            }
+            let stat = await manager.globalStat()
+            #expect(stat.numWaiting == 0 && stat.numStopped == 0 && stat.numStoppedTotal == 0)
+            #expect(log.count(of: .stopped(second)) == 0)
+            server.releaseBodies()
+            try await log.wait(for: .completed(first))
+            #expect(log.count(of: .started(second)) == 0)
+            #expect(!server.statistics().requests.contains { $0.uri == "/w1.bin" || $0.uri == "/w2.bin" })
+            await manager.shutdown()
+        }
+        await downloader.shutdown()
+    }
+
+    @Test("a 404 becomes an error result with aria2's code 3")
+    func notFound() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let downloader = makeTestDownloader()
+        try await RangeTestServer.withServer(content: Self.small) { server in
+            let manager = try makeManager(in: directory, downloader: downloader)
+            let log = EventLog(manager.events)
+            try await manager.start()
+            let gid = try await manager.add(uris: [server.url("/status/404")], options: [], position: nil)
+            try await log.wait(for: .failed(gid))
+            let status = try await manager.status(of: gid.description)
+            #expect(status.status == .error)
+            #expect(status.errorCode == 3)
+            #expect(status.errorMessage?.isEmpty == false)
+            #expect(await manager.stoppedDownloads(0..<1).map(\.gid) == [gid])
+            try await manager.removeResult(gid.description)
+            #expect(await manager.globalStat().numStopped == 0)
+            #expect(await manager.globalStat().numStoppedTotal == 1)
+            await manager.shutdown()
+        }
+        await downloader.shutdown()
+    }
+
+    @Test("options: unknown names are ignored, a bad value for a known one is refused and names it")
+    func options() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let downloader = makeTestDownloader()
+        let manager = try makeManager(in: directory, downloader: downloader)
+        try await manager.start()
+        let gid = try await manager.add(
+            uris: ["http://127.0.0.1:9/x.bin"],
+            options: [
+                QueueOption(name: "pause", value: "true"), QueueOption(name: "bt-max-peers", value: "5"),
+                QueueOption(name: "split", value: "2"), QueueOption(name: "gid", value: "00000000000000ab"),
+            ],
+            position: nil
+        )
+        #expect(gid == DownloadID(value: 0xab))
+        #expect(try await manager.status(of: "00000000000000AB").status == .paused)
+        #expect(
+            try await manager.options(of: "00000000000000ab")
+                == [QueueOption(name: "bt-max-peers", value: "5"), QueueOption(name: "split", value: "2")]
+        )
+        for (name, value) in [("split", "many"), ("gid", "xyz"), ("pause", "maybe"), ("out", "../escape")] {
+            await #expect {
+                _ = try await manager.add(
+                    uris: ["http://127.0.0.1:9/y.bin"],
+                    options: [QueueOption(name: name, value: value)],
+                    position: nil
+                )
+            } throws: { error in
+                let error = error as? QueueError
+                return error?.reason == .invalidRequest && error?.option == name
+            }
+        }
+        await #expect {
+            _ = try await manager.add(
+                uris: ["http://127.0.0.1:9/z.bin"],
+                options: [QueueOption(name: "gid", value: "00000000000000ab")],
+                position: nil
+            )
+        } throws: { error in
+            (error as? QueueError)?.reason == .duplicateGID
+        }
+        await #expect {
+            try await manager.changeGlobalOptions([QueueOption(name: "max-concurrent-downloads", value: "0")])
+        } throws: { error in
+            (error as? QueueError)?.option == "max-concurrent-downloads"
+        }
+        try await manager.changeGlobalOptions([
+            QueueOption(name: "rpc-secret-thing", value: "x"), QueueOption(name: "split", value: "3"),
+            QueueOption(name: "max-overall-download-limit", value: "1M"),
+        ])
+        let globals = await manager.globalOptions()
+        #expect(globals.contains(QueueOption(name: "split", value: "3")))
+        #expect(globals.contains(QueueOption(name: "dir", value: directory.path)))
+        #expect(globals.contains(QueueOption(name: "max-overall-download-limit", value: "\(1024 * 1024)")))
+        #expect(!globals.contains { $0.name == "rpc-secret-thing" })
+        #expect(downloader.configuration.maximumOverallRate == Int64(1024 * 1024))
+        await manager.shutdown()
+        await downloader.shutdown()
+    }
+
+    @Test(
+        "a new manager over the same file after shutdown keeps GIDs, order, paused and results, and finishes the interrupted download"
+    )
+    func restart() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let downloader = makeTestDownloader()
+        let one = [QueueOption(name: "max-concurrent-downloads", value: "1")]
+        try await RangeTestServer.withServer(content: Self.big, faults: [Self.throttle]) { server in
+            let first = try makeManager(in: directory, downloader: downloader, options: one)
+            let firstLog = EventLog(first.events)
+            try await first.start()
+            let failed = try await first.add(uris: [server.url("/status/404")], options: [], position: nil)
+            try await firstLog.wait(for: .failed(failed))
+            let running = try await first.add(uris: [server.url("/a.bin")], options: Self.out("a.bin"), position: nil)
+            let paused = try await first.add(
+                uris: [server.url("/b.bin")],
+                options: Self.out("b.bin") + [QueueOption(name: "pause", value: "true")],
+                position: nil
+            )
+            let waiting = try await first.add(uris: [server.url("/c.bin")], options: Self.out("c.bin"), position: nil)
+            try await Self.waitForBytes(first, running, 1024 * 1024)
+            // Held, the download cannot finish before the shutdown lands.
+            server.holdBodies()
+            await first.shutdown()
+            #expect(directory.contents() == ["a.bin.part", "a.bin.part.downpour"])
+            await #expect {
+                _ = try await first.add(uris: [server.url("/d.bin")], options: [], position: nil)
+            } throws: { error in
+                (error as? QueueError)?.reason == .storage
+            }
+
+            let stored = try QueueStore(directory: directory.stateDirectory).load()
+            let interrupted = try #require(stored.active.first)
+            #expect(interrupted.entry.gid == running)
+            #expect(interrupted.path == directory.file("a.bin"))
+            #expect(interrupted.completedLength >= 1024 * 1024)
+            let requestsBefore = server.statistics().requests.count
+
+            let second = try makeManager(in: directory, downloader: downloader, options: one)
+            let secondLog = EventLog(second.events)
+            try await second.start()
+            #expect(await second.activeDownloads().map(\.gid) == [running])
+            #expect(await second.waitingDownloads(0..<5).map(\.gid) == [paused, waiting])
+            #expect(await second.waitingDownloads(0..<5).map(\.status) == [.paused, .waiting])
+            let result = try await second.status(of: failed.description)
+            #expect(result.status == .error && result.errorCode == 3)
+            #expect(await second.globalStat().numStoppedTotal == 1)
+
+            server.releaseBodies()
+            try await secondLog.wait(for: .completed(running))
+            try await secondLog.wait(for: .completed(waiting))
+            #expect(try sha256Hex(ofFileAt: directory.file("a.bin")) == sha256Hex(Self.big))
+            #expect(try sha256Hex(ofFileAt: directory.file("c.bin")) == sha256Hex(Self.big))
+            let asked = requestedBytes(server, path: "/a.bin", from: requestsBefore, total: Self.big.count)
+            let done = Int(interrupted.completedLength)
+            #expect(asked <= Self.big.count - done + 1024 * 1024, "asked for \(asked) bytes, \(done) were done")
+            #expect(try await second.status(of: paused.description).status == .paused)
+            #expect(await second.stoppedDownloads(0..<5).map(\.gid) == [failed, running, waiting])
+            await second.shutdown()
+        }
+        await downloader.shutdown()
+    }
+}
+
+extension DownloadManagerTests {
+    @Test("changing options of an active download restarts it keeping its bytes; max-download-limit does not restart")
+    func changeOptionsRestarts() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let downloader = makeTestDownloader()
+        try await RangeTestServer.withServer(content: Self.big, faults: [Self.throttle]) { server in
+            let manager = try makeManager(in: directory, downloader: downloader)
+            let log = EventLog(manager.events)
+            try await manager.start()
+            let gid = try await manager.add(uris: [server.url("/o.bin")], options: Self.out("o.bin"), position: nil)
+            try await Self.waitForBytes(manager, gid, 1024 * 1024)
+
+            try await manager.changeOptions(gid.description, [QueueOption(name: "max-download-limit", value: "10M")])
+            #expect(log.count(of: .started(gid)) == 1)
+
+            // Held, the download cannot finish before the restart lands.
+            server.holdBodies()
+            try await manager.changeOptions(gid.description, [QueueOption(name: "split", value: "2")])
+            try await log.wait(for: .started(gid), times: 2)
+            #expect(log.count(of: .paused(gid)) == 0)
+            #expect(try await manager.status(of: gid.description).status == .active)
+            let done = try await manager.status(of: gid.description).completedLength
+            let requestsBefore = server.statistics().requests.count
+            server.releaseBodies()
+            try await log.wait(for: .completed(gid))
+            #expect(try sha256Hex(ofFileAt: directory.file("o.bin")) == sha256Hex(Self.big))
+            let asked = requestedBytes(server, path: "/o.bin", from: requestsBefore, total: Self.big.count)
+            #expect(asked <= Self.big.count - Int(done) + 1024 * 1024, "asked for \(asked) bytes, \(done) were done")
+            #expect(
+                try await manager.options(of: gid.description) == [
+                    QueueOption(name: "out", value: "o.bin"), QueueOption(name: "max-download-limit", value: "10M"),
+                    QueueOption(name: "split", value: "2"),
+                ]
+            )
+            await manager.shutdown()
+        }
+        await downloader.shutdown()
+    }
+}
+
+extension DownloadManagerTests {
+    @Test("a change the store cannot write is not made")
+    func storageFailure() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let downloader = makeTestDownloader()
+        let manager = try makeManager(in: directory, downloader: downloader)
+        try await manager.start()
+        let paused = [QueueOption(name: "pause", value: "true")]
+        let first = try await manager.add(uris: ["http://127.0.0.1:9/a.bin"], options: paused, position: nil)
+        // Another connection breaks the schema under the manager.
+        try await DatabaseQueue(path: directory.stateDirectory + "/" + QueueStore.fileName).write { db in
+            try db.execute(sql: "DROP TABLE result")
+        }
+        await #expect {
+            _ = try await manager.add(uris: ["http://127.0.0.1:9/b.bin"], options: paused, position: nil)
+        } throws: { error in
+            (error as? QueueError)?.reason == .storage
+        }
+        await #expect {
+            _ = try await manager.remove(first.description, force: false)
+        } throws: { error in
+            (error as? QueueError)?.reason == .storage
+        }
+        #expect(await manager.waitingDownloads(0..<5).map(\.gid) == [first])
+        #expect(try await manager.status(of: first.description).status == .paused)
+        await manager.shutdown()
+        await downloader.shutdown()
+    }
+}

@@ -1,0 +1,143 @@
+import Downpour
+import Foundation
+import GRDB
+import Testing
+
+@testable import DownpourQueue
+
+@Suite("QueueStore")
+struct QueueStoreTests {
+    static func gid(_ value: UInt64) -> DownloadID { DownloadID(value: value) }
+
+    static func sampleQueue() throws -> DownloadQueue {
+        var queue = DownloadQueue(maxConcurrentDownloads: 2, maxDownloadResult: 10)
+        for value in 1...6 as ClosedRange<UInt64> {
+            _ = try queue.add(
+                QueueEntry(
+                    gid: gid(value),
+                    uris: ["http://example.com/\(value)", "http://mirror.example.com/\(value)"],
+                    options: [
+                        QueueOption(name: "split", value: "\(value)"), QueueOption(name: "header", value: "A: b"),
+                    ]
+                ),
+                paused: value == 4
+            )
+        }
+        // Active 1, 2; waiting 3, 4 (paused), 5, 6.
+        queue.record(gid(1), path: "/downloads/one.bin", totalLength: 1000, completedLength: 300)
+        _ = queue.finish(gid(2), outcome: .failed(code: 3, message: "Not found (404)."))
+        // 3 started in 2's place; remove it: a removed result. 5 starts.
+        _ = try queue.remove(gid(3))
+        _ = try queue.pause(gid(1))
+        // 6 started in 1's place; it completes. Nothing more to start: 1 and 4 are paused.
+        _ = queue.finish(gid(6), outcome: .complete(path: "/downloads/six.bin", length: 66))
+        return queue
+    }
+
+    static func expectSame(_ loaded: QueueStore.Contents, as queue: DownloadQueue) {
+        #expect(loaded.active.map(\.entry.gid) == queue.active)
+        #expect(loaded.waiting.map { WaitingItem(gid: $0.0.entry.gid, isPaused: $0.isPaused) } == queue.waiting)
+        #expect(loaded.stopped == queue.stopped)
+        #expect(loaded.stoppedTotal == queue.stoppedTotal)
+        for download in loaded.active + loaded.waiting.map(\.0) {
+            #expect(download == queue.downloads[download.entry.gid])
+        }
+    }
+
+    @Test("a queue saved and loaded is the same queue, in a WAL-mode file")
+    func roundTrip() throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let queue = try Self.sampleQueue()
+        #expect(queue.active == [Self.gid(5)])
+        #expect(queue.waiting.map(\.isPaused) == [true, true])
+        let options = [
+            QueueOption(name: "max-concurrent-downloads", value: "2"), QueueOption(name: "header", value: "A: 1"),
+            QueueOption(name: "dir", value: "/d"), QueueOption(name: "header", value: "B: 2"),
+        ]
+
+        let store = try QueueStore(directory: directory.path + "/state")
+        try store.save(queue, options: options)
+        let loaded = try store.load()
+        Self.expectSame(loaded, as: queue)
+        #expect(loaded.options == options)
+        #expect(loaded.stopped.map(\.status) == [.error, .removed, .complete])
+        #expect(loaded.waiting.first?.0.path == "/downloads/one.bin")
+        #expect(loaded.waiting.first?.0.completedLength == 300)
+
+        let mode = try DatabaseQueue(path: store.path).read { db in
+            try String.fetchOne(db, sql: "PRAGMA journal_mode")
+        }
+        #expect(mode == "wal")
+    }
+
+    @Test("a reopened file gives back what was saved; later saves append and forget results")
+    func reopen() throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        var queue = try Self.sampleQueue()
+        do {
+            let store = try QueueStore(directory: directory.path)
+            try store.save(queue, options: [])
+        }
+        let reopened = try QueueStore(directory: directory.path)
+        Self.expectSame(try reopened.load(), as: queue)
+
+        _ = try queue.removeResult(Self.gid(3))
+        _ = try queue.unpause(Self.gid(4))
+        _ = try queue.changePosition(Self.gid(1), by: 0, from: .end)
+        _ = queue.finish(Self.gid(5), outcome: .complete(path: "/downloads/five.bin", length: 5))
+        try reopened.save(queue, options: [QueueOption(name: "max-download-result", value: "10")])
+        let loaded = try QueueStore(directory: directory.path).load()
+        Self.expectSame(loaded, as: queue)
+        #expect(loaded.stopped.map(\.gid) == [Self.gid(2), Self.gid(6), Self.gid(5)])
+        #expect(loaded.stoppedTotal == 4)
+    }
+
+    @Test("a database of the first schema is migrated and keeps its rows")
+    func migration() throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let path = directory.file(QueueStore.fileName)
+        do {
+            let database = try DatabaseQueue(path: path)
+            try QueueStore.migrator.migrate(database, upTo: "v1-queue")
+            try database.write { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO entry (gid, uris, options, position, state, path, totalLength)
+                        VALUES ('00000000000000aa', '["http://example.com/a"]', '[{"name":"out","value":"a.bin"}]',
+                            0, 'paused', '/d/a.bin', 42)
+                        """
+                )
+                try db.execute(sql: "UPDATE counter SET value = 7 WHERE name = 'stoppedTotal'")
+            }
+        }
+        let store = try QueueStore(path: path)
+        let loaded = try store.load()
+        #expect(loaded.active.isEmpty)
+        let (download, isPaused) = try #require(loaded.waiting.first)
+        #expect(isPaused)
+        #expect(download.entry.gid == DownloadID(value: 0xaa))
+        #expect(download.entry.options == [QueueOption(name: "out", value: "a.bin")])
+        #expect(download.path == "/d/a.bin")
+        #expect(download.totalLength == 42)
+        #expect(download.completedLength == 0)
+        #expect(loaded.stoppedTotal == 7)
+        let applied = try DatabaseQueue(path: path).read { db in try QueueStore.migrator.appliedMigrations(db) }
+        #expect(applied == ["v1-queue", "v2-entry-completed-length"])
+    }
+
+    @Test("a file that is not a database is refused with a storage error")
+    func notADatabase() throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let path = directory.file(QueueStore.fileName)
+        try Data(repeating: 0x41, count: 4096).write(to: URL(fileURLWithPath: path))
+        #expect {
+            _ = try QueueStore(path: path)
+        } throws: { error in
+            (error as? QueueError)?.reason == .storage
+        }
+    }
+}

@@ -1,0 +1,97 @@
+import Downpour
+import DownpourQueue
+import DownpourTestSupport
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import Testing
+
+/// Configuration for tests: short waits so retries do not slow the suite, frequent progress and journal saves.
+func testConfiguration(connections: Int = 4, minimumSplitSize: Int64 = 256 * 1024) -> DownloadConfiguration {
+    var configuration = DownloadConfiguration()
+    configuration.connections = connections
+    configuration.minimumSplitSize = minimumSplitSize
+    configuration.retry = .init(maximumTries: 5, wait: .milliseconds(10), maximumWait: .seconds(2))
+    configuration.timeouts = .init(connect: .seconds(10), idleRead: .seconds(60))
+    configuration.writeBufferSize = 64 * 1024
+    configuration.progressInterval = .milliseconds(20)
+    configuration.journalInterval = .milliseconds(100)
+    return configuration
+}
+
+/// A downloader of its own for a test (a test may change its overall limit), with no connection limits that would
+/// make one test wait for another.
+func makeTestDownloader() -> Downloader {
+    Downloader(configuration: .init(maximumConnections: 10_000, maximumConnectionsPerHost: 10_000))
+}
+
+/// A manager over the store in `directory`'s state directory, saving files into `directory`.
+func makeManager(
+    in directory: ScratchDirectory,
+    downloader: Downloader,
+    configuration: DownloadConfiguration = testConfiguration(),
+    options: [QueueOption] = []
+) throws -> DownloadManager {
+    DownloadManager(
+        downloader: downloader,
+        store: try QueueStore(directory: directory.stateDirectory),
+        defaults: .init(directory: directory.path, configuration: configuration, options: options),
+        logger: Logger(label: "downpour.queue.tests", factory: { _ in SwiftLogNoOpLogHandler() })
+    )
+}
+
+/// Every event a manager sends from the moment it is made, kept for the test to look at.
+final class EventLog: Sendable {
+    private let box: NIOLockedValueBox<[QueueEvent]>
+    private let task: Task<Void, Never>
+
+    init(_ stream: AsyncStream<QueueEvent>) {
+        let box = NIOLockedValueBox<[QueueEvent]>([])
+        self.box = box
+        self.task = Task {
+            for await event in stream { box.withLockedValue { $0.append(event) } }
+        }
+    }
+
+    var events: [QueueEvent] { self.box.withLockedValue { $0 } }
+
+    func count(of event: QueueEvent) -> Int { self.events.filter { $0 == event }.count }
+
+    /// Waits until `event` has been sent `times` times in all.
+    func wait(for event: QueueEvent, times: Int = 1, limit: Duration = .seconds(120)) async throws {
+        try await waitUntil("\(event) × \(times); got \(self.events)", limit: limit) {
+            self.count(of: event) >= times
+        }
+    }
+}
+
+struct GaveUpWaiting: Error, CustomStringConvertible {
+    var condition: String
+    var description: String { "gave up waiting for \(self.condition)" }
+}
+
+/// Polls `condition` every few milliseconds until it holds; throws ``GaveUpWaiting`` after `limit`, which only
+/// guards against a hang.
+func waitUntil(
+    _ what: @autoclosure () -> String,
+    limit: Duration = .seconds(120),
+    _ condition: () async throws -> Bool
+)
+    async throws
+{
+    let clock = ContinuousClock()
+    let deadline = clock.now + limit
+    while !(try await condition()) {
+        guard clock.now < deadline else { throw GaveUpWaiting(condition: what()) }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+}
+
+/// The bytes asked for by GET requests for `path`, from `index` of the request log on.
+func requestedBytes(_ server: RangeTestServer, path: String, from index: Int = 0, total: Int) -> Int {
+    let requests = server.statistics().requests
+    guard index < requests.count else { return 0 }
+    return requests[index...].filter { $0.method == "GET" && $0.uri == path }.reduce(0) { sum, request in
+        sum + (request.requestedRange.map { min($0.upperBound, total) - $0.lowerBound } ?? total)
+    }
+}
