@@ -481,3 +481,27 @@ import Testing
         #expect(try await harness.result("aria2.getGlobalStat")["numWaiting"] == "100")
     }
 }
+
+@Suite struct StatusStructTests {
+    @Test(arguments: [(QueueStatus.complete, "0"), (.removed, "31"), (.error, "1")])
+    func stoppedWithoutACodeGetsAria2s(status: QueueStatus, code: String) {
+        let snapshot = DownloadStatus(gid: DownloadID(value: 1), status: status, uris: [], options: [], directory: "/d")
+        let object = StatusStruct.make(snapshot, keys: ["errorCode", "errorMessage", "files"])
+        #expect(object["errorCode"] == .string(code))
+        #expect(object["errorMessage"] == "")
+        #expect(object["files"]?[0]?["uris"] == [])
+    }
+
+    @Test func neverNull() {
+        let snapshot = DownloadStatus(
+            gid: DownloadID(value: 1),
+            status: .active,
+            uris: ["http://a"],
+            options: [],
+            directory: "/d"
+        )
+        let text = JSONWriter.string(StatusStruct.make(snapshot))
+        #expect(!text.contains("null"))
+        #expect(!text.contains("errorCode"))
+    }
+}

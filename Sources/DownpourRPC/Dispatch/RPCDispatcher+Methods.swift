@@ -199,7 +199,7 @@ extension RPCDispatcher {
                 continue
             }
             let inner = spec["params"]?.arrayValue ?? []
-            switch await self.call(name, params: inner, effects: &effects, inMulticall: true) {
+            switch await self.call(name, params: inner, effects: &effects) {
             case .success(let result): results.append(.array([result]))
             case .failure(let error): results.append(error.json)
             }

@@ -167,7 +167,7 @@ public struct RPCDispatcher: Sendable {
         case .array(let array)?: params = array
         default: return Response(id: id, error: .invalidParams)
         }
-        switch await self.call(method, params: params, effects: &effects, inMulticall: false) {
+        switch await self.call(method, params: params, effects: &effects) {
         case .success(let result): return Response(id: id, result: result)
         case .failure(let error): return Response(id: id, error: error)
         }
@@ -179,8 +179,7 @@ public struct RPCDispatcher: Sendable {
     func call(
         _ name: String,
         params: [JSONValue],
-        effects: inout Effects,
-        inMulticall: Bool
+        effects: inout Effects
     ) async -> Result<JSONValue, RPCError> {
         var params = params
         var token: String?

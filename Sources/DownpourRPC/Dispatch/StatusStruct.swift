@@ -35,12 +35,23 @@ enum StatusStruct {
             object.append("connections", Self.number(Int64(status.status == .active ? status.connections : 0)))
         }
         if isStopped {
-            if wants("errorCode") { object.append("errorCode", Self.number(Int64(status.errorCode ?? 1))) }
+            if wants("errorCode") {
+                object.append("errorCode", Self.number(Int64(status.errorCode ?? Self.defaultErrorCode(status.status))))
+            }
             if wants("errorMessage") { object.append("errorMessage", .string(status.errorMessage ?? "")) }
         }
         if wants("dir") { object.append("dir", .string(status.directory)) }
         if wants("files") { object.append("files", Self.files(status)) }
         return .object(object)
+    }
+
+    /// The code of a stopped download whose status came without one: 0 complete, 31 removed, 1 (unknown) else.
+    static func defaultErrorCode(_ status: QueueStatus) -> Int {
+        switch status {
+        case .complete: return 0
+        case .removed: return 31
+        default: return 1
+        }
     }
 
     static func isStopped(_ status: QueueStatus) -> Bool {
