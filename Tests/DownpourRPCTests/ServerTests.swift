@@ -60,6 +60,28 @@ import Darwin
         }
     }
 
+    @Test func wrongTokenRepliesAreHeldBack() async throws {
+        let delay = Duration.milliseconds(300)
+        try await LoopbackServer.with(RPCServerConfiguration(port: 0, secret: "s", unauthorizedDelay: delay)) {
+            server in
+            let clock = ContinuousClock()
+            let start = clock.now
+            let (response, body) = try await server.send(
+                .POST,
+                body: #"{"id":1,"method":"aria2.getVersion","params":["token:x"]}"#
+            )
+            // Only a lower bound: the reply cannot come before the delay, however loaded the machine.
+            #expect(clock.now - start >= delay)
+            #expect(response.status.code == 400)
+            #expect(body == #"{"id":1,"jsonrpc":"2.0","error":{"code":1,"message":"Unauthorized"}}"#)
+            let (good, _) = try await server.send(
+                .POST,
+                body: #"{"id":1,"method":"aria2.getVersion","params":["token:s"]}"#
+            )
+            #expect(good.status.code == 200)
+        }
+    }
+
     @Test func otherPathsAre404() async throws {
         try await LoopbackServer.with { server in
             let rpc = try await server.send(.POST, path: "/rpc", body: "{}").0
