@@ -37,7 +37,12 @@ public protocol DownloadQueueService: Sendable {
     func changePosition(_ gid: String, by position: Int, from origin: PositionOrigin) async throws(QueueError) -> Int
     /// Removes `remove` (one occurrence each) then inserts `add` at `position` (or appends) in the URIs of a
     /// download that has not stopped; returns how many were removed and added.
-    func changeURIs(_ gid: String, remove: [String], add: [String], position: Int?) async throws(QueueError) -> (
+    func changeURIs(
+        _ gid: String,
+        remove: [String],
+        add: [String],
+        position: Int?
+    ) async throws(QueueError) -> (
         removed: Int, added: Int
     )
     /// The options set for the download (also for stopped results).
