@@ -39,9 +39,24 @@ import Testing
                 await Task.yield()
             }
             let input = Self.request(&random)
-            let reply = await harness.dispatcher.handle(body: input)
-            let text = String(decoding: reply.body, as: UTF8.self)
-            let json = try #require(try? JSONParser.parse(reply.body), "iteration \(iteration): \(text)")
+            let reply: RPCReply
+            var body: ArraySlice<UInt8>
+            if random.next(below: 10) == 0 {
+                // The same request as a GET query, sometimes as JSONP.
+                let callback = random.next(below: 2) == 0 ? "&jsoncallback=cb" : ""
+                let query = "params=\(GETRequestTests.percentEncoded(GETRequestTests.base64(input)))\(callback)"
+                reply = await harness.dispatcher.handle(query: Substring(query))
+                body = reply.body[...]
+                if !callback.isEmpty {
+                    #expect(body.starts(with: Array("cb(".utf8)) && body.last == UInt8(ascii: ")"))
+                    body = body.dropFirst(3).dropLast()
+                }
+            } else {
+                reply = await harness.dispatcher.handle(body: input)
+                body = reply.body[...]
+            }
+            let text = String(decoding: body, as: UTF8.self)
+            let json = try #require(try? JSONParser.parse(body), "iteration \(iteration): \(text)")
             let wasBatch = (try? JSONParser.parse(input))?.arrayValue != nil
             if wasBatch {
                 let responses = try #require(json.arrayValue, "iteration \(iteration)")

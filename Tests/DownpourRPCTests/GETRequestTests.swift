@@ -9,8 +9,11 @@ import Testing
     let harness = RPCHarness()
 
     static func base64(_ text: String) -> String {
+        Self.base64(Array(text.utf8))
+    }
+
+    static func base64(_ bytes: [UInt8]) -> String {
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
-        let bytes = Array(text.utf8)
         var output = ""
         var index = 0
         while index < bytes.count {
