@@ -1,0 +1,243 @@
+import Downpour
+import DownpourQueue
+
+extension RPCDispatcher {
+    /// Runs a method whose token has been checked; `params` are those after the token.
+    func run(_ method: RPCMethod, _ params: RPCParameters, effects: inout Effects) async throws(RPCError) -> JSONValue {
+        switch method {
+        case .addUri:
+            let uris = try params.strings(at: 0, required: true) ?? []
+            let options = try params.object(at: 1).map(OptionsStruct.options(from:)) ?? []
+            let position = try params.position(at: 2)
+            guard !uris.isEmpty else { throw RPCError.method("URI is not provided.") }
+            let gid = try await Self.queue(nil) { () async throws(QueueError) in
+                try await self.service.add(uris: uris, options: options, position: position)
+            }
+            return .string(gid.description)
+        case .addTorrent:
+            throw RPCError.method("BitTorrent is not supported: Downpour downloads over HTTP and HTTPS only.")
+        case .addMetalink:
+            throw RPCError.method("Metalink is not supported yet")
+        case .getPeers:
+            let gid = try params.requiredString(at: 0)
+            let status = try await self.status(of: gid)
+            if StatusStruct.isStopped(status.status) {
+                throw RPCError.method("No peer data is available for GID#\(status.gid)")
+            }
+            return []
+        case .remove, .forceRemove:
+            let gid = try params.requiredString(at: 0)
+            let removed = try await Self.queue(gid) { () async throws(QueueError) in
+                try await self.service.remove(gid, force: method == .forceRemove)
+            }
+            return .string(removed.description)
+        case .pause, .forcePause:
+            let gid = try params.requiredString(at: 0)
+            let paused = try await Self.queue(gid) { () async throws(QueueError) in
+                try await self.service.pause(gid, force: method == .forcePause)
+            }
+            return .string(paused.description)
+        case .pauseAll, .forcePauseAll:
+            try await Self.queue(nil) { () async throws(QueueError) in
+                try await self.service.pauseAll(force: method == .forcePauseAll)
+            }
+            return "OK"
+        case .unpause:
+            let gid = try params.requiredString(at: 0)
+            let unpaused = try await Self.queue(gid) { () async throws(QueueError) in
+                try await self.service.unpause(gid)
+            }
+            return .string(unpaused.description)
+        case .unpauseAll:
+            try await Self.queue(nil) { () async throws(QueueError) in try await self.service.unpauseAll() }
+            return "OK"
+        case .changePosition:
+            let gid = try params.requiredString(at: 0)
+            let position = try params.requiredInteger(at: 1)
+            let how = try params.requiredString(at: 2)
+            guard let origin = PositionOrigin(rawValue: how) else { throw RPCError.method("Illegal argument.") }
+            let index = try await Self.queue(gid) { () async throws(QueueError) in
+                try await self.service.changePosition(gid, by: Int(clamping: position), from: origin)
+            }
+            return .integer(Int64(index))
+        case .tellStatus:
+            let gid = try params.requiredString(at: 0)
+            let keys = try params.strings(at: 1).map(Set.init)
+            return StatusStruct.make(try await self.status(of: gid), keys: keys)
+        case .getUris:
+            let gid = try params.requiredString(at: 0)
+            let status = try await self.status(of: gid)
+            if StatusStruct.isStopped(status.status) {
+                throw RPCError.method("No URI data is available for GID#\(status.gid)")
+            }
+            return .array(StatusStruct.uris(status))
+        case .getFiles:
+            let gid = try params.requiredString(at: 0)
+            return StatusStruct.files(try await self.status(of: gid))
+        case .getServers:
+            let gid = try params.requiredString(at: 0)
+            let status = try await self.status(of: gid)
+            guard status.status == .active else {
+                throw RPCError.method("No active download for GID#\(status.gid)")
+            }
+            return Self.servers(status)
+        case .tellActive:
+            let keys = try params.strings(at: 0).map(Set.init)
+            return .array(await self.service.activeDownloads().map { StatusStruct.make($0, keys: keys) })
+        case .tellWaiting, .tellStopped:
+            let offset = try params.requiredInteger(at: 0)
+            let num = try params.requiredInteger(at: 1)
+            let keys = try params.strings(at: 2).map(Set.init)
+            guard num >= 0 else { throw RPCError.method("The parameter num must be zero or positive integer.") }
+            guard num > 0 else { return [] }
+            let stat = await self.service.globalStat()
+            let waiting = method == .tellWaiting
+            let page = Pagination(offset: offset, num: num, size: waiting ? stat.numWaiting : stat.numStopped)
+            guard !page.range.isEmpty else { return [] }
+            var entries =
+                waiting
+                ? await self.service.waitingDownloads(page.range) : await self.service.stoppedDownloads(page.range)
+            if page.isReversed { entries.reverse() }
+            return .array(entries.map { StatusStruct.make($0, keys: keys) })
+        case .getOption:
+            let gid = try params.requiredString(at: 0)
+            let options = try await Self.queue(gid) { () async throws(QueueError) in
+                try await self.service.options(of: gid)
+            }
+            return OptionsStruct.object(from: options)
+        case .changeUri:
+            return try await self.changeURI(params)
+        case .changeOption:
+            let gid = try params.requiredString(at: 0)
+            let options = OptionsStruct.options(from: try params.object(at: 1, required: true) ?? JSONObject())
+            try await Self.queue(gid) { () async throws(QueueError) in
+                try await self.service.changeOptions(gid, options)
+            }
+            return "OK"
+        case .getGlobalOption:
+            return OptionsStruct.object(from: await self.service.globalOptions().filter { $0.name != "rpc-secret" })
+        case .changeGlobalOption:
+            let options = OptionsStruct.options(from: try params.object(at: 0, required: true) ?? JSONObject())
+            try await Self.queue(nil) { () async throws(QueueError) in
+                try await self.service.changeGlobalOptions(options)
+            }
+            return "OK"
+        case .purgeDownloadResult:
+            try await Self.queue(nil) { () async throws(QueueError) in try await self.service.purgeResults() }
+            return "OK"
+        case .removeDownloadResult:
+            let gid = try params.requiredString(at: 0)
+            try await Self.queue(gid) { () async throws(QueueError) in try await self.service.removeResult(gid) }
+            return "OK"
+        case .getVersion:
+            return [
+                "version": .string(Self.aria2Version),
+                "enabledFeatures": .array(Self.enabledFeatures.map(JSONValue.string)),
+            ]
+        case .getSessionInfo:
+            return ["sessionId": .string(self.sessionID)]
+        case .shutdown, .forceShutdown:
+            effects.shutdown = (effects.shutdown ?? false) || method == .forceShutdown
+            return "OK"
+        case .getGlobalStat:
+            let stat = await self.service.globalStat()
+            return [
+                "downloadSpeed": StatusStruct.number(stat.downloadSpeed),
+                "uploadSpeed": "0",
+                "numActive": StatusStruct.number(Int64(stat.numActive)),
+                "numWaiting": StatusStruct.number(Int64(stat.numWaiting)),
+                "numStopped": StatusStruct.number(Int64(stat.numStopped)),
+                "numStoppedTotal": StatusStruct.number(Int64(stat.numStoppedTotal)),
+            ]
+        case .saveSession:
+            // The queue stores every change before it answers (``DownloadQueueService``), so there is no session
+            // file to write: the store is always up to date.
+            return "OK"
+        case .multicall:
+            return try await self.multicall(params, effects: &effects)
+        case .listMethods:
+            return .array(RPCMethod.allCases.map { .string($0.rawValue) })
+        case .listNotifications:
+            return .array(RPCMethod.notificationNames.map(JSONValue.string))
+        }
+    }
+
+    /// `aria2.changeUri(gid, fileIndex, delUris, addUris[, position])` → `[deleted, added]` as integers.
+    private func changeURI(_ params: RPCParameters) async throws(RPCError) -> JSONValue {
+        let gid = try params.requiredString(at: 0)
+        let fileIndex = try params.requiredInteger(at: 1)
+        let remove = try params.strings(at: 2, required: true) ?? []
+        let add = try params.strings(at: 3, required: true) ?? []
+        let position = try params.position(at: 4)
+        guard fileIndex >= 1 else { throw RPCError.method("fileIndex must be greater than or equal to 1.") }
+        // Resolve the GID first, so an unknown one is reported as such before the index is judged.
+        _ = try await self.status(of: gid)
+        guard fileIndex == 1 else { throw RPCError.method("fileIndex is out of range") }
+        let counts = try await Self.queue(gid) { () async throws(QueueError) in
+            try await self.service.changeURIs(gid, remove: remove, add: add, position: position)
+        }
+        return [.integer(Int64(counts.removed)), .integer(Int64(counts.added))]
+    }
+
+    /// `system.multicall([{methodName, params}, ...])`: each result in a one-element array, each error as a
+    /// bare `{code, message}`; each call checks its own token.
+    private func multicall(_ params: RPCParameters, effects: inout Effects) async throws(RPCError) -> JSONValue {
+        let calls = try params.array(at: 0, required: true) ?? []
+        var results: [JSONValue] = []
+        results.reserveCapacity(calls.count)
+        for call in calls {
+            guard case .object(let spec) = call else {
+                results.append(RPCError.method("system.multicall expected struct.").json)
+                continue
+            }
+            guard case .string(let name)? = spec["methodName"] else {
+                results.append(RPCError.method("Missing methodName.").json)
+                continue
+            }
+            if name == RPCMethod.multicall.rawValue {
+                results.append(RPCError.method("Recursive system.multicall forbidden.").json)
+                continue
+            }
+            let inner = spec["params"]?.arrayValue ?? []
+            switch await self.call(name, params: inner, effects: &effects) {
+            case .success(let result): results.append(.array([result]))
+            case .failure(let error): results.append(error.json)
+            }
+        }
+        return .array(results)
+    }
+
+    private func status(of gid: String) async throws(RPCError) -> DownloadStatus {
+        try await Self.queue(gid) { () async throws(QueueError) in try await self.service.status(of: gid) }
+    }
+
+    /// `aria2.getServers` for an active download: its one file, one server entry per open connection.
+    static func servers(_ status: DownloadStatus) -> JSONValue {
+        let uri = status.uris.first ?? ""
+        let servers: [JSONValue] = status.connectionProgress.map { connection in
+            [
+                "uri": .string(uri),
+                "currentUri": .string(uri),
+                "downloadSpeed": StatusStruct.number(Self.wholeBytes(connection.bytesPerSecond)),
+            ]
+        }
+        return [["index": "1", "servers": .array(servers)]]
+    }
+
+    private static func wholeBytes(_ rate: Double) -> Int64 {
+        guard rate.isFinite, rate > 0 else { return 0 }
+        return Int64(min(rate, 9e18))
+    }
+
+    /// Runs a queue operation, turning its refusal into aria2's words.
+    static func queue<T>(
+        _ gid: String?,
+        _ body: () async throws(QueueError) -> T
+    ) async throws(RPCError) -> T {
+        do {
+            return try await body()
+        } catch {
+            throw RPCError(error, gid: gid)
+        }
+    }
+}

@@ -1,0 +1,241 @@
+import DownpourQueue
+import HTTPTypes
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// aria2's JSON-RPC over HTTP and WebSocket on `/jsonrpc`, for AriaNg, aria2p, Motrix and scripts (§1 of
+/// `shared/aria2-rpc.md`): `POST` (any content type), `GET` with base64 `params` and JSONP, a WebSocket on the
+/// same path that also pushes aria2's notifications, CORS when asked. A `Service`: run it in a
+/// `ServiceGroup`, whose graceful shutdown stops it.
+///
+/// ```swift
+/// let server = try RPCServer(
+///     service: manager,
+///     configuration: RPCServerConfiguration(port: 6800, secret: secret),
+///     logger: logger,
+///     onShutdown: { force in await stopDaemon(force: force) }
+/// )
+/// let group = ServiceGroup(services: [manager, server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+/// try await group.run()
+/// ```
+public struct RPCServer: Service {
+    /// How it listens.
+    public let configuration: RPCServerConfiguration
+    /// The dispatcher every transport hands its requests to.
+    public let dispatcher: RPCDispatcher
+    /// The open WebSocket sessions.
+    public let hub: WebSocketHub
+    let service: any DownloadQueueService
+    let logger: Logger
+    let onServerRunning: @Sendable (_ port: Int) async -> Void
+
+    /// - Parameters:
+    ///   - service: the queue.
+    ///   - configuration: port, interfaces, secret, CORS, limits.
+    ///   - logger: for the server's own messages (at info and below).
+    ///   - onShutdown: called once the reply to `aria2.shutdown` / `aria2.forceShutdown` (`force`) has been
+    ///     sent; the daemon then stops (e.g. with its service group's graceful shutdown).
+    ///   - onServerRunning: called with the bound port once the server listens.
+    /// - Throws: ``RPCServerError`` when the configuration is refused (``RPCServerConfiguration/validate()``).
+    public init(
+        service: any DownloadQueueService,
+        configuration: RPCServerConfiguration = RPCServerConfiguration(),
+        logger: Logger = Logger(label: "downpour.rpc"),
+        onShutdown: @escaping RPCDispatcher.ShutdownHandler = { _ in },
+        onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
+    ) throws(RPCServerError) {
+        try configuration.validate()
+        self.configuration = configuration
+        self.service = service
+        self.dispatcher = RPCDispatcher(service: service, secret: configuration.secret, onShutdown: onShutdown)
+        self.hub = WebSocketHub()
+        self.logger = logger
+        self.onServerRunning = onServerRunning
+    }
+
+    /// Listens until the service group shuts down gracefully (or the task is cancelled).
+    /// - Throws: ``RPCServerError`` (the configuration), or the error binding the port.
+    public func run() async throws {
+        try self.configuration.validate()
+        let events = self.service.events
+        let application = Application(
+            router: self.router(),
+            server: .http1WebSocketUpgrade(
+                webSocketRouter: self.webSocketRouter(),
+                configuration: .init(
+                    ws: .init(
+                        maxFrameSize: self.configuration.maximumRequestSize,
+                        autoPing: .enabled(timePeriod: .seconds(30))
+                    )
+                )
+            ),
+            configuration: ApplicationConfiguration(
+                address: .hostname(self.configuration.bindAddress, port: self.configuration.port),
+                serverName: nil
+            ),
+            onServerRunning: { [onServerRunning, logger, configuration] channel in
+                let port = channel.localAddress?.port ?? configuration.port
+                logger.info(
+                    "JSON-RPC listening",
+                    metadata: ["address": "\(configuration.bindAddress)", "port": "\(port)"]
+                )
+                await onServerRunning(port)
+            },
+            logger: self.logger
+        )
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask {
+                await self.forwardNotifications(from: events)
+            }
+            try await application.run()
+            group.cancelAll()
+        }
+    }
+
+    /// Turns the queue's events into aria2's notifications for every WebSocket session.
+    func forwardNotifications(from events: AsyncStream<QueueEvent>) async {
+        for await event in events {
+            guard let notification = RPCNotification(event) else { continue }
+            self.hub.broadcast(String(decoding: notification.json, as: UTF8.self), on: .aria2Notifications)
+        }
+    }
+
+    // MARK: HTTP
+
+    func router() -> Router<RPCRequestContext> {
+        let router = Router(context: RPCRequestContext.self)
+        router.post("jsonrpc") { request, context in
+            try await self.post(request, context: context)
+        }
+        router.get("jsonrpc") { request, _ in
+            let reply = await self.dispatcher.handle(query: Substring(request.uri.query ?? ""))
+            return await self.response(for: reply)
+        }
+        router.on("jsonrpc", method: .options) { request, _ in
+            self.preflight(request)
+        }
+        return router
+    }
+
+    private func post(_ request: Request, context: RPCRequestContext) async throws -> Response {
+        let limit = self.configuration.maximumRequestSize
+        if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit {
+            return self.tooLarge(context)
+        }
+        var request = request
+        let body: ByteBuffer
+        do {
+            body = try await request.collectBody(upTo: limit)
+        } catch is NIOTooManyBytesError {
+            return self.tooLarge(context)
+        }
+        let reply = await self.dispatcher.handle(body: body.readableBytesView)
+        return await self.response(for: reply)
+    }
+
+    /// 413 and the connection closed once it is sent: the rest of the body is never read.
+    private func tooLarge(_ context: RPCRequestContext) -> Response {
+        let channel = context.channel
+        var headers = self.commonHeaders()
+        headers[.connection] = "close"
+        headers[.contentLength] = "0"
+        return Response(
+            status: .contentTooLarge,
+            headers: headers,
+            body: ResponseBody(contentLength: 0) { writer in
+                try await writer.finish(nil)
+                channel.close(promise: nil)
+            }
+        )
+    }
+
+    private func response(for reply: RPCReply) async -> Response {
+        if reply.isUnauthorized, self.configuration.unauthorizedDelay > .zero {
+            try? await Task.sleep(for: self.configuration.unauthorizedDelay)
+        }
+        var headers = self.commonHeaders()
+        headers[.contentType] = reply.contentType
+        let buffer = ByteBuffer(bytes: reply.body)
+        let body: ResponseBody
+        if let afterReply = reply.afterReply {
+            body = ResponseBody(contentLength: buffer.readableBytes) { writer in
+                try await writer.write(buffer)
+                try await writer.finish(nil)
+                Task { await afterReply() }
+            }
+        } else {
+            body = ResponseBody(byteBuffer: buffer)
+        }
+        return Response(status: HTTPResponse.Status(code: reply.httpStatus), headers: headers, body: body)
+    }
+
+    private func commonHeaders() -> HTTPFields {
+        var headers = HTTPFields()
+        headers[.cacheControl] = "no-cache"
+        if self.configuration.allowOriginAll { headers[.accessControlAllowOrigin] = "*" }
+        return headers
+    }
+
+    /// A CORS preflight (§1.2): answered only with ``RPCServerConfiguration/allowOriginAll``, echoing the asked
+    /// headers; `Access-Control-Allow-Private-Network` when Chrome asks for it (aria2 lacks that).
+    private func preflight(_ request: Request) -> Response {
+        var headers = HTTPFields()
+        headers[.contentLength] = "0"
+        if self.configuration.allowOriginAll, request.headers[.origin] != nil,
+            request.headers[.accessControlRequestMethod] != nil
+        {
+            headers[.accessControlAllowOrigin] = "*"
+            headers[.accessControlAllowMethods] = "POST, GET, OPTIONS"
+            headers[.accessControlMaxAge] = "1728000"
+            if let asked = request.headers[.accessControlRequestHeaders] {
+                headers[.accessControlAllowHeaders] = asked
+            }
+            if request.headers[Self.requestPrivateNetwork]?.lowercased() == "true" {
+                headers[Self.allowPrivateNetwork] = "true"
+            }
+        }
+        return Response(status: .ok, headers: headers)
+    }
+
+    static let requestPrivateNetwork = HTTPField.Name("Access-Control-Request-Private-Network")!
+    static let allowPrivateNetwork = HTTPField.Name("Access-Control-Allow-Private-Network")!
+
+    // MARK: WebSocket
+
+    func webSocketRouter() -> Router<RPCRequestContext> {
+        let router = Router(context: RPCRequestContext.self)
+        router.ws("jsonrpc") { inbound, outbound, _ in
+            try await self.serveWebSocket(inbound: inbound, outbound: outbound)
+        }
+        return router
+    }
+
+    /// One WebSocket session: each text frame a request or batch, answered in order with one text frame; pushed
+    /// frames from the hub in between.
+    private func serveWebSocket(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
+        let (session, pushed) = self.hub.open()
+        defer { self.hub.close(session) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await frame in pushed {
+                    try await outbound.write(.text(frame))
+                }
+            }
+            for try await message in inbound.messages(maxSize: self.configuration.maximumRequestSize) {
+                guard case .text(let text) = message else { continue }
+                let reply = await self.dispatcher.handle(body: text.utf8)
+                if reply.isUnauthorized, self.configuration.unauthorizedDelay > .zero {
+                    try? await Task.sleep(for: self.configuration.unauthorizedDelay)
+                }
+                try await outbound.write(.text(String(decoding: reply.body, as: UTF8.self)))
+                if let afterReply = reply.afterReply {
+                    Task { await afterReply() }
+                }
+            }
+            group.cancelAll()
+        }
+    }
+}

@@ -1,0 +1,51 @@
+import Downpour
+import DownpourQueue
+import Testing
+
+@testable import DownpourRPC
+
+/// §1.7: aria2's notification frames.
+@Suite struct NotificationTests {
+    @Test func mapsQueueEvents() {
+        let gid = DownloadID(value: 0x2089_b05e_cca3_d829)
+        #expect(RPCNotification(.started(gid))?.method == "aria2.onDownloadStart")
+        #expect(RPCNotification(.paused(gid))?.method == "aria2.onDownloadPause")
+        #expect(RPCNotification(.stopped(gid))?.method == "aria2.onDownloadStop")
+        #expect(RPCNotification(.completed(gid))?.method == "aria2.onDownloadComplete")
+        #expect(RPCNotification(.failed(gid))?.method == "aria2.onDownloadError")
+        #expect(RPCNotification(.added(gid)) == nil)
+        #expect(RPCNotification(.changed(gid)) == nil)
+        #expect(RPCNotification(.resultsRemoved(nil)) == nil)
+        #expect(RPCNotification(.resultsRemoved(gid)) == nil)
+        #expect(RPCNotification(.optionsChanged) == nil)
+    }
+
+    @Test func frameHasNoIDResultOrError() throws {
+        let frame = try #require(RPCNotification(.started(DownloadID(value: 0x2089_b05e_cca3_d829)))).json
+        #expect(
+            String(decoding: frame, as: UTF8.self)
+                == #"{"jsonrpc":"2.0","method":"aria2.onDownloadStart","params":[{"gid":"2089b05ecca3d829"}]}"#
+        )
+    }
+
+    @Test func hubPushesToSubscribedSessions() async {
+        let hub = WebSocketHub(bufferSize: 2)
+        let (first, firstStream) = hub.open()
+        let (second, secondStream) = hub.open(channels: [])
+        hub.broadcast("a", on: .aria2Notifications)
+        hub.broadcast("b", on: .aria2Notifications)
+        hub.broadcast("c", on: .aria2Notifications)
+        hub.subscribe(second, to: .aria2Notifications)
+        hub.broadcast("d", on: .aria2Notifications)
+        #expect(hub.sessionCount == 2)
+        hub.close(first)
+        hub.close(second)
+        #expect(hub.sessionCount == 0)
+        var received: [String] = []
+        for await frame in firstStream { received.append(frame) }
+        #expect(received == ["c", "d"])
+        received = []
+        for await frame in secondStream { received.append(frame) }
+        #expect(received == ["d"])
+    }
+}

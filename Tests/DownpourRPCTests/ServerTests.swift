@@ -1,0 +1,322 @@
+import AsyncHTTPClient
+import Downpour
+import DownpourQueue
+import HummingbirdWSClient
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOWebSocket
+import Testing
+
+@testable import DownpourRPC
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The server over real loopback connections.
+@Suite struct ServerTests {
+    @Test func postAnswersWithAria2sHeaders() async throws {
+        try await LoopbackServer.with { server in
+            let (response, body) = try await server.send(
+                .POST,
+                body: #"{"jsonrpc":"2.0","id":"q","method":"aria2.getVersion"}"#
+            )
+            #expect(response.status.code == 200)
+            #expect(response.headers["Content-Type"] == ["application/json-rpc"])
+            #expect(response.headers["Cache-Control"] == ["no-cache"])
+            #expect(response.headers["Access-Control-Allow-Origin"].isEmpty)
+            #expect(try JSONParser.parse(body)["result"]?["version"] == "1.37.0")
+
+            let (error, errorBody) = try await server.send(
+                .POST,
+                headers: [("Content-Type", "application/json")],
+                body: #"{"id":1,"method":"aria2.tellStatus","params":["zz"]}"#
+            )
+            #expect(error.status.code == 400)
+            #expect(errorBody == #"{"id":1,"jsonrpc":"2.0","error":{"code":1,"message":"Invalid GID zz"}}"#)
+            let (parse, _) = try await server.send(.POST, body: "{")
+            #expect(parse.status.code == 500)
+            let (batch, batchBody) = try await server.send(.POST, body: #"[{"id":1,"method":"x"}]"#)
+            #expect(batch.status.code == 200)
+            #expect(try JSONParser.parse(batchBody)[0]?["error"]?["message"] == "No such method: x")
+        }
+    }
+
+    @Test func getWithBase64AndJSONP() async throws {
+        try await LoopbackServer.with { server in
+            let params = "WyJ0b2tlbjp4IixbImdpZCJdXQ%3D%3D"  // ["token:x",["gid"]]
+            let (response, body) = try await server.send(
+                .GET,
+                path: "/jsonrpc?jsonrpc=2.0&method=aria2.tellActive&id=QXJpYU5n&params=\(params)&jsoncallback=cb"
+            )
+            #expect(response.status.code == 200)
+            #expect(response.headers["Content-Type"] == ["text/javascript"])
+            #expect(body == #"cb({"id":"QXJpYU5n","jsonrpc":"2.0","result":[]})"#)
+        }
+    }
+
+    @Test func wrongTokenRepliesAreHeldBack() async throws {
+        let delay = Duration.milliseconds(300)
+        try await LoopbackServer.with(RPCServerConfiguration(port: 0, secret: "s", unauthorizedDelay: delay)) {
+            server in
+            let clock = ContinuousClock()
+            let start = clock.now
+            let (response, body) = try await server.send(
+                .POST,
+                body: #"{"id":1,"method":"aria2.getVersion","params":["token:x"]}"#
+            )
+            // Only a lower bound: the reply cannot come before the delay, however loaded the machine.
+            #expect(clock.now - start >= delay)
+            #expect(response.status.code == 400)
+            #expect(body == #"{"id":1,"jsonrpc":"2.0","error":{"code":1,"message":"Unauthorized"}}"#)
+            let (good, _) = try await server.send(
+                .POST,
+                body: #"{"id":1,"method":"aria2.getVersion","params":["token:s"]}"#
+            )
+            #expect(good.status.code == 200)
+        }
+    }
+
+    @Test func otherPathsAre404() async throws {
+        try await LoopbackServer.with { server in
+            let rpc = try await server.send(.POST, path: "/rpc", body: "{}").0
+            #expect(rpc.status.code == 404)
+            let root = try await server.send(.GET, path: "/").0
+            #expect(root.status.code == 404)
+            let below = try await server.send(.POST, path: "/jsonrpc/x", body: "{}").0
+            #expect(below.status.code == 404)
+        }
+    }
+
+    @Test func corsOnlyWhenAllowed() async throws {
+        let preflightHeaders = [
+            ("Origin", "http://ariang.example"), ("Access-Control-Request-Method", "POST"),
+            ("Access-Control-Request-Headers", "content-type, x-custom"),
+            ("Access-Control-Request-Private-Network", "true"),
+        ]
+        try await LoopbackServer.with(RPCServerConfiguration(port: 0, allowOriginAll: true, unauthorizedDelay: .zero)) {
+            server in
+            let (post, _) = try await server.send(
+                .POST,
+                headers: [("Origin", "http://a")],
+                body: #"{"id":1,"method":"system.listMethods"}"#
+            )
+            #expect(post.headers["Access-Control-Allow-Origin"] == ["*"])
+            let (get, _) = try await server.send(.GET, path: "/jsonrpc?method=aria2.getVersion&id=1")
+            #expect(get.headers["Access-Control-Allow-Origin"] == ["*"])
+            let (preflight, _) = try await server.send(.OPTIONS, headers: preflightHeaders)
+            #expect(preflight.status.code == 200)
+            #expect(preflight.headers["Access-Control-Allow-Origin"] == ["*"])
+            #expect(preflight.headers["Access-Control-Allow-Methods"] == ["POST, GET, OPTIONS"])
+            #expect(preflight.headers["Access-Control-Allow-Headers"] == ["content-type, x-custom"])
+            #expect(preflight.headers["Access-Control-Max-Age"] == ["1728000"])
+            #expect(preflight.headers["Access-Control-Allow-Private-Network"] == ["true"])
+        }
+        try await LoopbackServer.with { server in
+            let (post, _) = try await server.send(
+                .POST,
+                headers: [("Origin", "http://a")],
+                body: #"{"id":1,"method":"system.listMethods"}"#
+            )
+            #expect(post.headers["Access-Control-Allow-Origin"].isEmpty)
+            let (preflight, _) = try await server.send(.OPTIONS, headers: preflightHeaders)
+            #expect(preflight.headers["Access-Control-Allow-Origin"].isEmpty)
+            #expect(preflight.headers["Access-Control-Allow-Private-Network"].isEmpty)
+        }
+    }
+
+    @Test func requestsOverTheLimitAreRefusedUnread() async throws {
+        try await LoopbackServer.with(
+            RPCServerConfiguration(port: 0, maximumRequestSize: 1024, unauthorizedDelay: .zero)
+        ) {
+            server in
+            // Announced too large: refused before a byte of the body is sent.
+            let answer = try await RawHTTP.exchange(
+                port: server.port,
+                "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: 3000000\r\n\r\n"
+            )
+            #expect(answer.hasPrefix("HTTP/1.1 413"))
+            #expect(answer.lowercased().contains("connection: close"))
+            // Exactly the limit is taken.
+            let fits = #"{"id":1,"method":"system.listNotifications","params":[]}"#
+            let padded = fits + String(repeating: " ", count: 1024 - fits.utf8.count)
+            let (fitting, _) = try await server.send(.POST, body: padded)
+            #expect(fitting.status.code == 200)
+            // Chunked, no length announced: refused once past the limit.
+            let chunk = String(repeating: " ", count: 2048)
+            let chunked = try await RawHTTP.exchange(
+                port: server.port,
+                "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n800\r\n\(chunk)\r\n"
+            )
+            #expect(chunked.hasPrefix("HTTP/1.1 413"))
+            #expect(chunked.lowercased().contains("connection: close"))
+        }
+    }
+
+    @Test func defaultLimitIsTwoMiB() async throws {
+        try await LoopbackServer.with { server in
+            let answer = try await RawHTTP.exchange(
+                port: server.port,
+                "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: \(2 * 1024 * 1024 + 1)\r\n\r\n"
+            )
+            #expect(answer.hasPrefix("HTTP/1.1 413"))
+        }
+    }
+
+    @Test func listenAllNeedsASecret() throws {
+        #expect(throws: RPCServerError.listenAllWithoutSecret) {
+            try RPCServer(service: InMemoryQueue(), configuration: RPCServerConfiguration(listenAll: true))
+        }
+        #expect(throws: RPCServerError.listenAllWithoutSecret) {
+            try RPCServer(service: InMemoryQueue(), configuration: RPCServerConfiguration(listenAll: true, secret: ""))
+        }
+        let server = try RPCServer(
+            service: InMemoryQueue(),
+            configuration: RPCServerConfiguration(listenAll: true, secret: "s")
+        )
+        #expect(server.configuration.bindAddress == "0.0.0.0")
+        #expect(RPCServerConfiguration().bindAddress == "127.0.0.1")
+        #expect(RPCServerConfiguration().port == 6800)
+    }
+
+    @Test func shutdownIsCalledAfterTheReply() async throws {
+        try await LoopbackServer.with { server in
+            let (response, body) = try await server.send(.POST, body: #"{"id":1,"method":"aria2.forceShutdown"}"#)
+            #expect(response.status.code == 200)
+            #expect(body == #"{"id":1,"jsonrpc":"2.0","result":"OK"}"#)
+            var shutdowns = server.shutdowns.makeAsyncIterator()
+            #expect(await shutdowns.next() == true)
+        }
+    }
+
+    @Test func webSocketRequestsAndNotifications() async throws {
+        try await LoopbackServer.with(RPCServerConfiguration(port: 0, secret: "s", unauthorizedDelay: .zero)) {
+            server in
+            let frames = NIOLockedValueBox<[String]>([])
+            let queue = server.queue
+            try await WebSocketClient.connect(
+                url: "ws://127.0.0.1:\(server.port)/jsonrpc",
+                logger: Logger(label: "test.ws")
+            ) { inbound, outbound, _ in
+                var messages = inbound.messages(maxSize: 1 << 20).makeAsyncIterator()
+                try await outbound.write(
+                    .text(#"{"id":1,"method":"aria2.addUri","params":["token:s",["http://a/f"]]}"#)
+                )
+                guard case .text(let reply)? = try await messages.next() else { return }
+                frames.withLockedValue { $0.append(reply) }
+                guard let gid = try JSONParser.parse(reply)["result"]?.stringValue.flatMap(DownloadID.init) else {
+                    return
+                }
+                try await outbound.write(.text(#"[{"id":2,"method":"aria2.getGlobalStat","params":["token:bad"]}]"#))
+                guard case .text(let unauthorized)? = try await messages.next() else { return }
+                frames.withLockedValue { $0.append(unauthorized) }
+                await queue.start(gid)
+                guard case .text(let notification)? = try await messages.next() else { return }
+                frames.withLockedValue { $0.append(notification) }
+                try await outbound.write(.text("{"))
+                guard case .text(let parseError)? = try await messages.next() else { return }
+                frames.withLockedValue { $0.append(parseError) }
+                try await outbound.close(.normalClosure, reason: nil)
+            }
+            let received = frames.withLockedValue { $0 }
+            try #require(received.count == 4)
+            let gid = try #require(try JSONParser.parse(received[0])["result"]?.stringValue)
+            #expect(received[1] == #"[{"id":2,"jsonrpc":"2.0","error":{"code":1,"message":"Unauthorized"}}]"#)
+            #expect(received[2] == #"{"jsonrpc":"2.0","method":"aria2.onDownloadStart","params":[{"gid":"\#(gid)"}]}"#)
+            #expect(received[3] == #"{"id":null,"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error."}}"#)
+        }
+    }
+
+    @Test func notificationsReachEverySocket() async throws {
+        try await LoopbackServer.with { server in
+            let received = NIOLockedValueBox<[String]>([])
+            let queue = server.queue
+            let gid = try await queue.add(uris: ["http://a/f"], options: [], position: nil)
+            let hub = server.server.hub
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<2 {
+                    group.addTask {
+                        try await WebSocketClient.connect(
+                            url: "ws://127.0.0.1:\(server.port)/jsonrpc",
+                            logger: Logger(label: "ws")
+                        ) {
+                            inbound,
+                            outbound,
+                            _ in
+                            var messages = inbound.messages(maxSize: 1 << 20).makeAsyncIterator()
+                            guard case .text(let frame)? = try await messages.next() else { return }
+                            received.withLockedValue { $0.append(frame) }
+                            try await outbound.close(.normalClosure, reason: nil)
+                        }
+                    }
+                }
+                // Both sessions are open once the hub counts them.
+                while hub.sessionCount < 2 { try await Task.sleep(for: .milliseconds(10)) }
+                await queue.start(gid)
+                try await group.waitForAll()
+            }
+            let expected = #"{"jsonrpc":"2.0","method":"aria2.onDownloadStart","params":[{"gid":"\#(gid)"}]}"#
+            #expect(received.withLockedValue { $0 } == [expected, expected])
+        }
+    }
+}
+
+/// One HTTP exchange over a plain socket: sends `request` as it is, reads until the server closes (or 64 KiB).
+enum RawHTTP {
+    /// Runs on NIO's thread pool: a blocking socket on the concurrency pool's few threads could starve the
+    /// server's handlers that run there.
+    static func exchange(port: Int, _ request: String) async throws -> String {
+        try await NIOThreadPool.singleton.runIfActive {
+            try Self.blockingExchange(port: port, request)
+        }
+    }
+
+    struct SocketError: Error {
+        var call: String
+        var errno: Int32
+    }
+
+    private static func blockingExchange(port: Int, _ request: String) throws -> String {
+        #if canImport(Glibc)
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let descriptor = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard descriptor >= 0 else { throw SocketError(call: "socket", errno: errno) }
+        defer { close(descriptor) }
+        // A safety net so a server that never answers fails the test instead of hanging it (not a time limit on
+        // the server: two minutes).
+        var timeout = timeval(tv_sec: 120, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else { throw SocketError(call: "connect", errno: errno) }
+        let bytes = Array(request.utf8)
+        var sent = 0
+        while sent < bytes.count {
+            let count = bytes[sent...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { throw SocketError(call: "send", errno: errno) }
+            sent += count
+        }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while received.count < 65536 {
+            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if count <= 0 { break }
+            received += buffer[0..<count]
+        }
+        return String(decoding: received, as: UTF8.self)
+    }
+}
