@@ -65,6 +65,12 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            resources: [
+                // Compiled into the binary, so that a copied `downpour` serves its page with no files beside it.
+                .embedInCode("Resources/dashboard/index.html"),
+                .embedInCode("Resources/dashboard/app.js"),
+                .embedInCode("Resources/dashboard/style.css"),
+            ],
             swiftSettings: upcomingFeatures
         ),
         .executableTarget(
@@ -72,6 +78,7 @@ let package = Package(
             dependencies: [
                 "Downpour", "DownpourQueue", "DownpourRPC",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

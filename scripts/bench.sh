@@ -19,6 +19,9 @@
 #   ratelimit    4 x 50 MiB under --max-overall-download-limit 20M, and 100 MiB
 #                under --max-download-limit 10M (downpour, aria2c): rate / limit
 #   rss          downpour -x 4 on 1 GiB and 4 GiB: peak RSS of each
+#   daemon       downpour daemon vs aria2c --enable-rpc (scripts/bench/rpc_bench.py):
+#                10,000 addUri in multicall batches of 100, tellWaiting/tellStatus
+#                latency with 10,000 waiting, peak RSS, 1,000 x 64 KiB over RPC
 #
 # Before every run the script syncs and waits --settle seconds (default 1), so
 # that the kernel's writeback of the previous run's file does not land in the
@@ -51,7 +54,7 @@ CSV="bench-results.csv"
 RUN_TIMEOUT=""
 LOSSY_CC=""
 SETTLE=1
-ALL_CASES=(unthrottled throttled straggler lossy manyfiles ratelimit rss)
+ALL_CASES=(unthrottled throttled straggler lossy manyfiles ratelimit rss daemon)
 
 while [[ $# -gt 0 ]]; do
     arg=$1
@@ -845,6 +848,14 @@ case_ratelimit() {
     summarize ratelimit "ratelimit: $RL_FILES x $(human "$part") at once under --max-overall-download-limit $RL_OVERALL, and $(human "$big") ($big bytes) under --max-download-limit $RL_PER; nginx on 127.0.0.1, no limits; $REPS rep(s), medians"
     for ((i = 1; i <= RL_FILES; i++)); do rm -f -- "$WWW/rl-$i.bin"; done
     drop_file "$DATA_NAME"
+}
+
+# daemon: the two RPC daemons side by side (see scripts/bench/rpc_bench.py).
+case_daemon() {
+    gen_many
+    PYTHONDONTWRITEBYTECODE=1 python3 "$HELPERS/rpc_bench.py" --downpour "$BIN" --base "$BASE" \
+        --many-dir "$WWW/many" --manifest "$WORK/many.sha256" --work "$WORK" --reps "$REPS"
+    rm -rf -- "$WWW/many"
 }
 
 # --------------------------------------------------------------------- main

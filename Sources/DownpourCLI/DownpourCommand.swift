@@ -23,7 +23,7 @@ struct DownpourCommand: AsyncParsableCommand {
             130 stopped at once by a second Ctrl-C.
             """,
         version: "0.1.0",
-        subcommands: [GetCommand.self]
+        subcommands: [GetCommand.self, DaemonCommand.self]
     )
 }
 

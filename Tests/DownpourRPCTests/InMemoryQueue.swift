@@ -1,7 +1,6 @@
+import Downpour
 import DownpourQueue
 import NIOConcurrencyHelpers
-
-@testable import Downpour
 
 /// A small, real ``DownloadQueueService`` for the RPC tests: aria2's three lists (active, waiting with paused
 /// flags, stopped results) in memory, GID prefixes, events. Downloads start, progress and stop only when a test
@@ -103,7 +102,8 @@ actor InMemoryQueue: DownloadQueueService {
                 ConnectionProgress(
                     id: $0 + 1,
                     receivedBytes: 0,
-                    bytesPerSecond: Double(item.speed) / Double(item.connections)
+                    bytesPerSecond: Double(item.speed) / Double(item.connections),
+                    remainingRange: nil
                 )
             },
             completedRanges: item.completedRanges,

@@ -96,6 +96,13 @@ public struct ConnectionProgress: Sendable, Hashable {
     public var bytesPerSecond: Double
     /// The bytes it still has to fetch, when it is working on a range.
     public var remainingRange: Range<Int64>?
+
+    public init(id: Int, receivedBytes: Int64, bytesPerSecond: Double, remainingRange: Range<Int64>?) {
+        self.id = id
+        self.receivedBytes = receivedBytes
+        self.bytesPerSecond = bytesPerSecond
+        self.remainingRange = remainingRange
+    }
 }
 
 /// A finished download.

@@ -192,6 +192,9 @@ public struct RPCDispatcher: Sendable {
             effects.isUnauthorized = true
             return .failure(.unauthorized)
         }
+        if name == Self.subscribeMethod {
+            return .failure(.method("\(name) works only on the WebSocket at /jsonrpc, where the progress is pushed."))
+        }
         guard let method else { return .failure(.method("No such method: \(name)")) }
         do throws(RPCError) {
             return .success(try await self.run(method, RPCParameters(values: params), effects: &effects))

@@ -6,4 +6,6 @@
 public enum PushChannel: Sendable, Hashable {
     /// `aria2.onDownloadStart` and the other notifications of aria2.
     case aria2Notifications
+    /// `downpour.onProgress`: the dashboard's push, to sessions that called `downpour.subscribe` only.
+    case progress
 }

@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdWebSocket
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import ServiceLifecycle
 
@@ -30,6 +31,8 @@ public struct RPCServer: Service {
     public let hub: WebSocketHub
     let service: any DownloadQueueService
     let logger: Logger
+    /// Counts the queue's changes, for the progress push's `queueVersion`.
+    let queueVersion = NIOLockedValueBox(0)
     let onServerRunning: @Sendable (_ port: Int) async -> Void
 
     /// - Parameters:
@@ -90,6 +93,9 @@ public struct RPCServer: Service {
             group.addTask {
                 await self.forwardNotifications(from: events)
             }
+            group.addTask {
+                await self.pushProgress()
+            }
             try await application.run()
             group.cancelAll()
         }
@@ -98,8 +104,28 @@ public struct RPCServer: Service {
     /// Turns the queue's events into aria2's notifications for every WebSocket session.
     func forwardNotifications(from events: AsyncStream<QueueEvent>) async {
         for await event in events {
+            self.queueVersion.withLockedValue { $0 += 1 }
             guard let notification = RPCNotification(event) else { continue }
             self.hub.broadcast(String(decoding: notification.json, as: UTF8.self), on: .aria2Notifications)
+        }
+    }
+
+    /// Sends ``ProgressPush`` frames to the sessions that asked for them, every ``ProgressPush/interval``, until
+    /// the task is cancelled.
+    func pushProgress() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: ProgressPush.interval)
+            guard self.hub.hasSubscribers(on: .progress) else { continue }
+            let stat = await self.service.globalStat()
+            let active = await self.service.activeDownloads()
+            let limit = await self.service.globalOptions().last { $0.name == "max-overall-download-limit" }
+            let frame = ProgressPush.frame(
+                stat: stat,
+                maximumOverallRate: limit.flatMap { Int64($0.value) } ?? 0,
+                queueVersion: self.queueVersion.withLockedValue { $0 },
+                active: active
+            )
+            self.hub.broadcast(frame, on: .progress)
         }
     }
 
@@ -116,6 +142,11 @@ public struct RPCServer: Service {
         }
         router.on("jsonrpc", method: .options) { request, _ in
             self.preflight(request)
+        }
+        for path in DashboardAssets.byPath.keys {
+            router.get(RouterPath(path)) { _, _ in
+                self.dashboard(path)
+            }
         }
         return router
     }
@@ -200,6 +231,19 @@ public struct RPCServer: Service {
         return Response(status: .ok, headers: headers)
     }
 
+    /// A file of the dashboard. It holds no data, so it is served without the secret; the page asks for it.
+    private func dashboard(_ path: String) -> Response {
+        guard let asset = DashboardAssets.byPath[path] else { return Response(status: .notFound) }
+        var headers = HTTPFields()
+        headers[.contentType] = asset.contentType
+        headers[.cacheControl] = "no-cache"
+        headers[Self.contentTypeOptions] = "nosniff"
+        // Another site must not frame the page's buttons; a <meta> policy cannot say this.
+        headers[.contentSecurityPolicy] = "frame-ancestors 'none'"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: asset.bytes)))
+    }
+
+    static let contentTypeOptions = HTTPField.Name("X-Content-Type-Options")!
     static let requestPrivateNetwork = HTTPField.Name("Access-Control-Request-Private-Network")!
     static let allowPrivateNetwork = HTTPField.Name("Access-Control-Allow-Private-Network")!
 
@@ -226,7 +270,17 @@ public struct RPCServer: Service {
             }
             for try await message in inbound.messages(maxSize: self.configuration.maximumRequestSize) {
                 guard case .text(let text) = message else { continue }
-                let reply = await self.dispatcher.handle(body: text.utf8)
+                let reply: RPCReply
+                if text.contains(RPCDispatcher.subscribeMethod),
+                    case .object(let request)? = try? JSONParser.parse(text),
+                    request["method"] == .string(RPCDispatcher.subscribeMethod)
+                {
+                    let answer = self.dispatcher.subscribe(request)
+                    if answer.subscribed { self.hub.subscribe(session, to: .progress) }
+                    reply = answer.reply
+                } else {
+                    reply = await self.dispatcher.handle(body: text.utf8)
+                }
                 if reply.isUnauthorized, self.configuration.unauthorizedDelay > .zero {
                     try? await Task.sleep(for: self.configuration.unauthorizedDelay)
                 }

@@ -58,6 +58,11 @@ public final class WebSocketHub: Sendable {
         for receiver in receivers { receiver.yield(frame) }
     }
 
+    /// Whether any session is subscribed to `channel`.
+    public func hasSubscribers(on channel: PushChannel) -> Bool {
+        self.state.withLockedValue { state in state.sessions.values.contains { $0.channels.contains(channel) } }
+    }
+
     /// How many sessions are open.
     public var sessionCount: Int { self.state.withLockedValue { $0.sessions.count } }
 }

@@ -1,0 +1,305 @@
+import ArgumentParser
+import Downpour
+import DownpourQueue
+import DownpourRPC
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import ServiceLifecycle
+import UnixSignals
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+struct DaemonCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "daemon",
+        abstract: "Run a download queue that aria2's clients (AriaNg, aria2p, Motrix, scripts) drive over JSON-RPC.",
+        discussion: """
+            The daemon speaks aria2's JSON-RPC at http://127.0.0.1:PORT/jsonrpc (POST, GET and WebSocket, with \
+            aria2's notifications), so a client made for aria2 works with it unchanged. The queue (every download, \
+            its order, paused or not, and the results of finished ones) is stored in STATE-DIR/downpour.sqlite \
+            and each change is stored before the reply goes out: after a crash or kill -9 the daemon starts with \
+            the same queue, and interrupted downloads continue from the bytes on disk.
+
+            The state directory is --state-dir, else $XDG_STATE_HOME/downpour, else ~/.local/state/downpour. \
+            SIGTERM, SIGINT and aria2.shutdown pause the active downloads (their bytes kept), store the queue and \
+            exit 0.
+
+            Security: the daemon listens on 127.0.0.1 only, unless --rpc-listen-all, which needs a secret. With a \
+            secret, every aria2.* call must carry "token:SECRET" as its first parameter, as aria2 asks. A file name \
+            given over RPC (out) stays inside its directory.
+            """
+    )
+
+    @Option(
+        name: .customLong("rpc-listen-port"),
+        help: ArgumentHelp("The port to listen on (0: any free port, printed at start).", valueName: "port")
+    )
+    var port: Int = 6800
+
+    @Flag(name: .customLong("rpc-listen-all"), help: "Listen on every network interface, not only 127.0.0.1.")
+    var listenAll = false
+
+    @Option(name: .customLong("rpc-secret"), help: ArgumentHelp("The RPC secret token.", valueName: "secret"))
+    var secret: String?
+
+    @Option(
+        name: .customLong("rpc-secret-file"),
+        help: ArgumentHelp("Read the RPC secret token from this file (safer than the command line).", valueName: "file")
+    )
+    var secretFile: String?
+
+    @Flag(
+        name: .customLong("rpc-allow-origin-all"),
+        help: "Send Access-Control-Allow-Origin: * so that web pages from any origin (AriaNg) can call the daemon."
+    )
+    var allowOriginAll = false
+
+    @Option(
+        name: [.customShort("d"), .customLong("dir")],
+        help: ArgumentHelp("Save downloads in this directory unless a download says otherwise.", valueName: "dir")
+    )
+    var directory: String = "."
+
+    @Option(name: .customLong("state-dir"), help: ArgumentHelp("Keep the queue in this directory.", valueName: "dir"))
+    var stateDirectory: String?
+
+    @Option(
+        name: [.customShort("j"), .customLong("max-concurrent-downloads")],
+        help: ArgumentHelp("Downloads to run at once (1-1000).", valueName: "downloads")
+    )
+    var maxConcurrentDownloads: Int = 5
+
+    @Option(
+        name: [.customShort("x"), .customLong("connections")],
+        help: ArgumentHelp(
+            "Connections per download unless a download says otherwise (1-64).",
+            valueName: "connections"
+        )
+    )
+    var connections: Int?
+
+    @Option(
+        name: .customLong("max-overall-download-limit"),
+        help: ArgumentHelp("Limit the total download rate (K, M, G suffixes; 0 for none).", valueName: "size")
+    )
+    var maxOverallDownloadLimit: String?
+
+    @Option(
+        name: .customLong("max-download-result"),
+        help: ArgumentHelp("Results of stopped downloads to keep (0-100000).", valueName: "results")
+    )
+    var maxDownloadResult: Int = 1000
+
+    @Flag(name: [.customShort("v"), .customLong("verbose")], help: "Log what happens to standard error.")
+    var verbose = false
+
+    func validate() throws {
+        guard (0...65535).contains(self.port) else {
+            throw ValidationError("--rpc-listen-port takes a port from 0 to 65535, not \(self.port).")
+        }
+        if self.secret != nil && self.secretFile != nil {
+            throw ValidationError("Give --rpc-secret or --rpc-secret-file, not both.")
+        }
+        if self.secret?.isEmpty == true {
+            throw ValidationError("--rpc-secret is empty; give a secret, or leave the option out.")
+        }
+        if self.listenAll && self.secret == nil && self.secretFile == nil {
+            throw ValidationError(
+                "--rpc-listen-all lets any host on the network reach the daemon; it needs a secret "
+                    + "(--rpc-secret-file FILE, or --rpc-secret SECRET)."
+            )
+        }
+        guard (1...1000).contains(self.maxConcurrentDownloads) else {
+            throw ValidationError("-j takes a number from 1 to 1000, not \(self.maxConcurrentDownloads).")
+        }
+        if let connections = self.connections, !(1...64).contains(connections) {
+            throw ValidationError("-x takes a number from 1 to 64, not \(connections).")
+        }
+        if let limit = self.maxOverallDownloadLimit, ByteCount.parse(limit) == nil {
+            throw ValidationError("--max-overall-download-limit takes a size such as 512K, 10M or 1G, not '\(limit)'.")
+        }
+        guard (0...100_000).contains(self.maxDownloadResult) else {
+            throw ValidationError("--max-download-result takes a number from 0 to 100000.")
+        }
+    }
+
+    /// The secret from `--rpc-secret` or the first line of `--rpc-secret-file`.
+    func resolvedSecret() throws -> String? {
+        guard let secretFile else { return self.secret }
+        let text: String
+        do {
+            text = try String(contentsOfFile: secretFile, encoding: .utf8)
+        } catch {
+            throw ValidationError("Could not read the secret file '\(secretFile)': \(error.localizedDescription)")
+        }
+        let secret = String(text.split(whereSeparator: \.isNewline).first ?? "").trimmingCharacters(in: .whitespaces)
+        guard !secret.isEmpty else { throw ValidationError("The secret file '\(secretFile)' is empty.") }
+        return secret
+    }
+
+    /// `--state-dir`, else `$XDG_STATE_HOME/downpour`, else `~/.local/state/downpour`.
+    func resolvedStateDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let stateDirectory { return stateDirectory }
+        if let xdg = environment["XDG_STATE_HOME"], xdg.hasPrefix("/") { return xdg + "/downpour" }
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        return home + "/.local/state/downpour"
+    }
+
+    func run() async throws {
+        let secret = try self.resolvedSecret()
+        let stateDirectory = Self.absolute(self.resolvedStateDirectory())
+        let directory = Self.absolute(self.directory)
+        LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        var logger = Logger(label: "downpour.daemon")
+        logger.logLevel = self.verbose ? .debug : .notice
+
+        // The state directory holds the queue (URLs, options, maybe credentials in headers): owner only.
+        do {
+            try FileManager.default.createDirectory(
+                atPath: stateDirectory,
+                withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700]
+            )
+        } catch {
+            writeError(
+                "downpour daemon: cannot create the state directory '\(stateDirectory)': \(error.localizedDescription)"
+            )
+            throw ExitCode(ExitStatus.localIO)
+        }
+        let store: QueueStore
+        do {
+            store = try QueueStore(directory: stateDirectory)
+        } catch {
+            writeError("downpour daemon: \(error.message)")
+            throw ExitCode(ExitStatus.localIO)
+        }
+
+        var options = [
+            QueueOption(name: "max-concurrent-downloads", value: "\(self.maxConcurrentDownloads)"),
+            QueueOption(name: "max-download-result", value: "\(self.maxDownloadResult)"),
+        ]
+        if let connections = self.connections {
+            options.append(QueueOption(name: "split", value: "\(connections)"))
+            options.append(QueueOption(name: "max-connection-per-server", value: "\(connections)"))
+        }
+        if let limit = self.maxOverallDownloadLimit {
+            options.append(QueueOption(name: "max-overall-download-limit", value: limit))
+        }
+
+        let downloader = Downloader(logger: logger)
+        let manager = DownloadManager(
+            downloader: downloader,
+            store: store,
+            defaults: DownloadManager.Defaults(directory: directory, options: options),
+            logger: logger
+        )
+        do {
+            try await manager.start()
+        } catch {
+            writeError("downpour daemon: \(error.message)")
+            await downloader.shutdown()
+            throw ExitCode(error.reason == .storage ? ExitStatus.localIO : ExitStatus.usage)
+        }
+
+        let shutdown = ShutdownTrigger()
+        let address = self.listenAll ? "0.0.0.0" : "127.0.0.1"
+        let server: RPCServer
+        do {
+            server = try RPCServer(
+                service: manager,
+                configuration: RPCServerConfiguration(
+                    port: self.port,
+                    listenAll: self.listenAll,
+                    secret: secret,
+                    allowOriginAll: self.allowOriginAll
+                ),
+                logger: logger,
+                onShutdown: { _ in shutdown.trigger() },
+                onServerRunning: { [stateDirectory, store] port in
+                    let host = address == "0.0.0.0" ? "127.0.0.1" : address
+                    var lines = "downpour daemon: JSON-RPC at http://\(host):\(port)/jsonrpc"
+                    if address == "0.0.0.0" { lines += " (and every other interface)" }
+                    lines += "\ndownpour daemon: dashboard at http://\(host):\(port)/"
+                    lines += "\ndownpour daemon: queue in \(store.path), downloads to \(directory)\n"
+                    _ = stateDirectory
+                    FileHandle.standardOutput.write(Data(lines.utf8))
+                }
+            )
+        } catch {
+            writeError("downpour daemon: \(error)")
+            await manager.shutdown()
+            await downloader.shutdown()
+            throw ExitCode(ExitStatus.usage)
+        }
+
+        var configuration = ServiceGroupConfiguration(
+            services: [
+                .init(service: QueueLifecycle(manager: manager)),
+                .init(service: server),
+                .init(service: shutdown, successTerminationBehavior: .gracefullyShutdownGroup),
+            ],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger
+        )
+        configuration.maximumGracefulShutdownDuration = .milliseconds(2500)
+        let group = ServiceGroup(configuration: configuration)
+        var failure: (any Error)?
+        do {
+            try await group.run()
+        } catch {
+            failure = error
+        }
+        await manager.shutdown()
+        await downloader.shutdown()
+        if let failure {
+            writeError("downpour daemon: stopped by an error: \(failure)")
+            throw ExitCode(ExitStatus.internalError)
+        }
+    }
+
+    static func absolute(_ path: String) -> String {
+        if path.hasPrefix("/") { return path }
+        let current = FileManager.default.currentDirectoryPath
+        return path == "." ? current : current + "/" + path
+    }
+}
+
+/// Runs the queue for the life of the service group: on its graceful shutdown, the active downloads pause (their
+/// journals saved) and the queue is stored.
+struct QueueLifecycle: Service {
+    let manager: DownloadManager
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        await self.manager.shutdown()
+    }
+}
+
+/// `aria2.shutdown`: a service that ends (and so shuts the group down gracefully) once triggered.
+final class ShutdownTrigger: Service, Sendable {
+    private let stream: AsyncStream<Void>
+    private let continuation: AsyncStream<Void>.Continuation
+
+    init() {
+        (self.stream, self.continuation) = AsyncStream.makeStream(of: Void.self)
+    }
+
+    func trigger() {
+        self.continuation.yield()
+    }
+
+    func run() async throws {
+        await withTaskCancellationOrGracefulShutdownHandler {
+            for await _ in self.stream { return }
+        } onCancelOrGracefulShutdown: {
+            self.continuation.finish()
+        }
+    }
+}

@@ -1,0 +1,24 @@
+import DownpourQueue
+
+extension RPCDispatcher {
+    /// Downpour's one method of its own: a WebSocket session asks for the progress push (``ProgressPush``). It
+    /// takes the token as every `aria2.*` method does. Over HTTP it is refused (there is no session to push to).
+    public static let subscribeMethod = "downpour.subscribe"
+
+    /// Answers a `downpour.subscribe` request on a WebSocket: `"OK"` and `true` when its token passes, aria2's
+    /// `Unauthorized` and `false` otherwise.
+    public func subscribe(_ request: JSONObject) -> (reply: RPCReply, subscribed: Bool) {
+        let id = request["id"] ?? .null
+        var params: [JSONValue] = []
+        if case .array(let array)? = request["params"] { params = array }
+        var token: String?
+        if case .string(let first)? = params.first, first.hasPrefix("token:") { token = String(first.dropFirst(6)) }
+        var writer = JSONWriter()
+        guard self.tokenCheck.authorizes(token) else {
+            Self.write(Response(id: id, error: .unauthorized), to: &writer)
+            return (RPCReply(body: writer.bytes, httpStatus: 400, isUnauthorized: true), false)
+        }
+        Self.write(Response(id: id, result: "OK"), to: &writer)
+        return (RPCReply(body: writer.bytes), true)
+    }
+}

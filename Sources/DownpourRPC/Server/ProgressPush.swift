@@ -1,0 +1,64 @@
+import Downpour
+import DownpourQueue
+
+/// The dashboard's push (`docs/dashboard.md`): a `downpour.onProgress` notification with the queue's totals, the
+/// overall limit, a version that changes with the waiting and stopped lists, and every active download as
+/// aria2's status struct plus its byte ranges on disk and each connection's remaining range. Sent only to
+/// WebSocket sessions that called `downpour.subscribe`, so aria2's clients never see it.
+public enum ProgressPush {
+    /// The notification's method name.
+    public static let method = "downpour.onProgress"
+    /// How often it is sent while a session listens (the page wants at least one a second).
+    public static let interval: Duration = .milliseconds(500)
+
+    /// The frame: `{"jsonrpc":"2.0","method":"downpour.onProgress","params":[{...}]}`.
+    public static func frame(
+        stat: GlobalStat,
+        maximumOverallRate: Int64,
+        queueVersion: Int,
+        active: [DownloadStatus]
+    ) -> String {
+        var payload = JSONObject()
+        payload.append(
+            "globalStat",
+            [
+                "downloadSpeed": StatusStruct.number(stat.downloadSpeed),
+                "uploadSpeed": "0",
+                "numActive": StatusStruct.number(Int64(stat.numActive)),
+                "numWaiting": StatusStruct.number(Int64(stat.numWaiting)),
+                "numStopped": StatusStruct.number(Int64(stat.numStopped)),
+                "numStoppedTotal": StatusStruct.number(Int64(stat.numStoppedTotal)),
+            ]
+        )
+        payload.append("maxOverallDownloadLimit", StatusStruct.number(maximumOverallRate))
+        payload.append("queueVersion", .string(String(queueVersion)))
+        payload.append("active", .array(active.map(Self.entry)))
+        var writer = JSONWriter()
+        writer.write(["jsonrpc": "2.0", "method": .string(Self.method), "params": [.object(payload)]])
+        return String(decoding: writer.bytes, as: UTF8.self)
+    }
+
+    /// One active download: aria2's struct, `ranges` (`[start, end)` on disk) and `connectionRanges`.
+    static func entry(_ status: DownloadStatus) -> JSONValue {
+        guard case .object(var object) = StatusStruct.make(status) else { return .null }
+        object.append(
+            "ranges",
+            .array(status.completedRanges.map { .array([.integer($0.lowerBound), .integer($0.upperBound)]) })
+        )
+        object.append(
+            "connectionRanges",
+            .array(
+                status.connectionProgress.compactMap { connection in
+                    guard let range = connection.remainingRange else { return nil }
+                    return [
+                        "id": .integer(Int64(connection.id)),
+                        "start": .integer(range.lowerBound),
+                        "end": .integer(range.upperBound),
+                        "downloadSpeed": StatusStruct.number(Int64(connection.bytesPerSecond.rounded())),
+                    ]
+                }
+            )
+        )
+        return .object(object)
+    }
+}

@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""The daemon benchmark: `downpour daemon` and `aria2c --enable-rpc` side by side, over their JSON-RPC.
+
+Usage: rpc_bench.py --downpour BIN --base URL --many-dir DIR --work DIR [--reps N] [--adds N] [--csv FILE]
+
+Cases, each run for both daemons in one run (the order alternates by repetition):
+  adds     N addUri calls (default 10,000) in system.multicall batches of 100, added paused: total time
+  latency  with those N waiting: tellWaiting(0, 1000) and tellStatus latency, p50 and p99, and the peak RSS
+  many     the 1,000 files of --many-dir (served at URL/many/NAME) added over RPC with
+           max-concurrent-downloads 16, on a fresh daemon: time from the first add until all are complete,
+           every file's SHA-256 checked against the manifest (--many-dir/../many.sha256 format: "HASH  NAME")
+Prints one table per case with medians and the ratio downpour / aria2c.
+"""
+
+import argparse
+import base64
+import hashlib
+import http.client
+import json
+import os
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+SECRET = "bench-secret"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RPC:
+    def __init__(self, port):
+        self.port = port
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        self.counter = 0
+
+    def call(self, method, *params):
+        if method.startswith("aria2."):
+            params = ("token:" + SECRET,) + params
+        self.counter += 1
+        body = json.dumps({"jsonrpc": "2.0", "id": self.counter, "method": method, "params": list(params)})
+        self.conn.request("POST", "/jsonrpc", body=body, headers={"Content-Type": "application/json"})
+        response = self.conn.getresponse()
+        data = json.loads(response.read())
+        if "error" in data:
+            raise RuntimeError(f"{method}: {data['error']}")
+        return data["result"]
+
+    def multicall(self, calls):
+        entries = [{"methodName": m, "params": ["token:" + SECRET] + list(p)} for m, p in calls]
+        return self.call("system.multicall", entries)
+
+
+class Daemon:
+    def __init__(self, name, binary, work, extra=()):
+        self.name = name
+        self.dir = tempfile.mkdtemp(prefix=f"{name}-", dir=work)
+        self.downloads = os.path.join(self.dir, "downloads")
+        os.makedirs(self.downloads)
+        self.port = free_port()
+        if name == "aria2c":
+            argv = [
+                binary, "--enable-rpc", f"--rpc-listen-port={self.port}", f"--rpc-secret={SECRET}",
+                f"--dir={self.downloads}", "--file-allocation=none", "--max-download-result=20000",
+                "--quiet", "--no-conf", *extra,
+            ]
+        else:
+            argv = [
+                binary, "daemon", "--rpc-listen-port", str(self.port), "--rpc-secret", SECRET,
+                "-d", self.downloads, "--state-dir", os.path.join(self.dir, "state"), *extra,
+            ]
+        self.log = open(os.path.join(self.dir, "daemon.log"), "wb")
+        self.process = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.rpc = RPC(self.port)
+                self.rpc.call("aria2.getVersion")
+                break
+            except (ConnectionError, OSError, http.client.HTTPException):
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{name} did not start; see {self.log.name}")
+                time.sleep(0.05)
+
+    def peak_rss_kib(self):
+        with open(f"/proc/{self.process.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+        return 0
+
+    def stop(self):
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, int(round(p / 100 * (len(ordered) - 1)))))
+    return ordered[index]
+
+
+def case_adds_and_latency(name, binary, args):
+    daemon = Daemon(name, binary, args.work)
+    try:
+        calls = [("aria2.addUri", ([f"{args.base}/many/f{i % 1000:04d}.bin"], {"pause": "true", "out": f"a{i}.bin"}))
+                 for i in range(args.adds)]
+        start = time.perf_counter()
+        gids = []
+        for i in range(0, len(calls), 100):
+            results = daemon.rpc.multicall(calls[i:i + 100])
+            for r in results:
+                if not isinstance(r, list):
+                    raise RuntimeError(f"{name}: addUri failed: {r}")
+                gids.append(r[0])
+        adds = time.perf_counter() - start
+        waiting = daemon.rpc.call("aria2.getGlobalStat")["numWaiting"]
+        if int(waiting) != args.adds:
+            raise RuntimeError(f"{name}: {waiting} waiting, expected {args.adds}")
+
+        tell_waiting = []
+        for _ in range(args.latency_calls // 10):
+            t = time.perf_counter()
+            result = daemon.rpc.call("aria2.tellWaiting", 0, 1000)
+            tell_waiting.append(time.perf_counter() - t)
+            assert len(result) == 1000
+        rng = random.Random(7)
+        tell_status = []
+        for _ in range(args.latency_calls):
+            gid = rng.choice(gids)
+            t = time.perf_counter()
+            daemon.rpc.call("aria2.tellStatus", gid)
+            tell_status.append(time.perf_counter() - t)
+        return {
+            "adds_s": adds,
+            "tellWaiting_p50_ms": percentile(tell_waiting, 50) * 1000,
+            "tellWaiting_p99_ms": percentile(tell_waiting, 99) * 1000,
+            "tellStatus_p50_ms": percentile(tell_status, 50) * 1000,
+            "tellStatus_p99_ms": percentile(tell_status, 99) * 1000,
+            "peak_rss_mib": daemon.peak_rss_kib() / 1024,
+        }
+    finally:
+        daemon.stop()
+
+
+def case_many(name, binary, args, manifest):
+    extra = ["--max-concurrent-downloads=16"] if name == "aria2c" else ["-j", "16"]
+    daemon = Daemon(name, binary, args.work, extra)
+    try:
+        names = sorted(manifest)
+        calls = [("aria2.addUri", ([f"{args.base}/many/{n}"], {"out": n})) for n in names]
+        start = time.perf_counter()
+        for i in range(0, len(calls), 100):
+            for r in daemon.rpc.multicall(calls[i:i + 100]):
+                if not isinstance(r, list):
+                    raise RuntimeError(f"{name}: addUri failed: {r}")
+        deadline = time.monotonic() + 300
+        while True:
+            stat = daemon.rpc.call("aria2.getGlobalStat")
+            if int(stat["numActive"]) == 0 and int(stat["numWaiting"]) == 0:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name}: not done after 300 s: {stat}")
+            time.sleep(0.01)
+        elapsed = time.perf_counter() - start
+        stopped = daemon.rpc.call("aria2.tellStopped", 0, 2000, ["status"])
+        complete = sum(1 for s in stopped if s["status"] == "complete")
+        good = 0
+        for n in names:
+            path = os.path.join(daemon.downloads, n)
+            if os.path.exists(path):
+                with open(path, "rb") as f:
+                    if hashlib.sha256(f.read()).hexdigest() == manifest[n]:
+                        good += 1
+        return {"many_s": elapsed, "complete": complete, "sha_ok": good, "peak_rss_mib": daemon.peak_rss_kib() / 1024}
+    finally:
+        daemon.stop()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--downpour", required=True)
+    parser.add_argument("--aria2c", default=shutil.which("aria2c") or "aria2c")
+    parser.add_argument("--base", required=True)
+    parser.add_argument("--many-dir", required=True)
+    parser.add_argument("--manifest", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--adds", type=int, default=10000)
+    parser.add_argument("--latency-calls", type=int, default=1000)
+    parser.add_argument("--cases", default="adds,many")
+    args = parser.parse_args()
+
+    manifest = {}
+    with open(args.manifest) as f:
+        for line in f:
+            digest, name = line.split()
+            manifest[name.lstrip("*")] = digest
+    daemons = [("downpour", args.downpour), ("aria2c", args.aria2c)]
+    cases = args.cases.split(",")
+    results = {d: [] for d, _ in daemons}
+    for rep in range(args.reps):
+        order = daemons if rep % 2 == 0 else list(reversed(daemons))
+        for name, binary in order:
+            row = {}
+            if "adds" in cases:
+                row.update(case_adds_and_latency(name, binary, args))
+            if "many" in cases:
+                many = case_many(name, binary, args, manifest)
+                row["many_s"] = many["many_s"]
+                row["many_complete"] = many["complete"]
+                row["many_sha_ok"] = many["sha_ok"]
+                row["peak_rss_mib"] = max(row.get("peak_rss_mib", 0), many["peak_rss_mib"])
+            print(f"rep {rep + 1} {name}: " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+                                                       for k, v in row.items()), file=sys.stderr)
+            results[name].append(row)
+
+    keys = list(results["downpour"][0].keys())
+    print()
+    print(f"daemon benchmark: {args.adds} addUri in multicall batches of 100 (added paused), tellWaiting(0,1000) "
+          f"and tellStatus latency with {args.adds} waiting, 1,000 x 64 KiB over RPC with 16 at a time; "
+          f"{args.reps} rep(s), medians")
+    print(f"{'metric':<22} {'downpour':>12} {'aria2c':>12} {'downpour/aria2c':>16}")
+    for key in keys:
+        d = statistics.median(r[key] for r in results["downpour"])
+        a = statistics.median(r[key] for r in results["aria2c"])
+        ratio = f"{d / a:.2f}" if a else "-"
+        print(f"{key:<22} {d:>12.3f} {a:>12.3f} {ratio:>16}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Interoperability test of `downpour daemon` with a real aria2 client: aria2p
+# (PyPI), its command line and its library, against a real nginx on 127.0.0.1.
+#
+# Usage: scripts/daemon-interop.sh [BINARY]     (default: .build/release/downpour)
+#
+# Needs: nginx, curl, python3 with aria2p (pip install aria2p), coreutils.
+set -euo pipefail
+
+die() { echo "daemon-interop: $*" >&2; exit 2; }
+note() { echo "daemon-interop: $*" >&2; }
+# shellcheck source=scripts/lib/interop.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib/interop.sh"
+HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+command -v aria2p >/dev/null || die "aria2p not found (pip install aria2p)"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/downpour-daemon-interop.XXXXXX")
+NGINX_PID=""
+DAEMON_PID=""
+LOG="$WORK/case.log"
+
+cleanup() {
+    local rc=$?
+    stop_pid "$DAEMON_PID" daemon
+    stop_pid "$NGINX_PID" nginx
+    rm -rf -- "$WORK"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+WWW="$WORK/www"
+OUT="$WORK/out"
+STATE="$WORK/state"
+mkdir -p "$WWW" "$OUT" "$STATE"
+head -c 3145728 /dev/urandom >"$WWW/small.bin"
+head -c 16777216 /dev/urandom >"$WWW/slow.bin"
+SMALL_SHA256=$(sha_of "$WWW/small.bin")
+SLOW_SHA256=$(sha_of "$WWW/slow.bin")
+export SMALL_SHA256 SLOW_SHA256
+
+write_conf() {
+    local port=$1
+    cat >"$WORK/nginx.conf" <<EOF
+$(nginx_conf_head "$WORK" 256)
+    server {
+        listen 127.0.0.1:$port;
+        server_name localhost;
+        root $WWW;
+        location = /slow.bin {
+            limit_rate 256k;
+        }
+    }
+}
+EOF
+}
+start_nginx() {
+    write_conf "$1"
+    launch_nginx "$WORK" "$WORK/nginx.conf" "http://127.0.0.1:$1/small.bin"
+}
+start_on_free_port start_nginx 1 "$WORK"
+BASE="http://127.0.0.1:$PORT"
+
+SECRET="interop-$RANDOM$RANDOM"
+# A port for the daemon: free now, and the daemon says where it listens.
+"$BIN" daemon --rpc-listen-port 0 --rpc-secret "$SECRET" --state-dir "$STATE" -d "$OUT" -j 3 \
+    >"$WORK/daemon.out" 2>"$WORK/daemon.err" </dev/null &
+DAEMON_PID=$!
+RPC_PORT=""
+for ((i = 0; i < 100; i++)); do
+    RPC_PORT=$(sed -n 's|.*http://127\.0\.0\.1:\([0-9]*\)/jsonrpc.*|\1|p' "$WORK/daemon.out" | head -n 1)
+    [[ -n $RPC_PORT ]] && break
+    kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$WORK/daemon.err" >&2; die "the daemon exited"; }
+    sleep 0.1
+done
+[[ -n $RPC_PORT ]] || die "the daemon did not say where it listens"
+note "daemon on port $RPC_PORT, nginx on $PORT"
+A2=(aria2p --port "$RPC_PORT" --secret "$SECRET" --client-timeout 10)
+
+# ------------------------------------------------------------- aria2p's CLI
+run_case() {
+    local name=$1
+    shift
+    if timeout -k 5 "$CASE_TIMEOUT" "$@" >"$LOG" 2>&1; then pass "$name"; else fail "$name ($(describe_rc $?))"; fi
+}
+
+# first_gid METHOD JSON_PARAMS: the GID of the first download that `aria2p call` lists, or nothing.
+first_gid() {
+    "${A2[@]}" call "$1" -J "$2" 2>/dev/null | python3 -c \
+        'import json,sys; print(next((d["gid"] for d in json.load(sys.stdin)), ""))' 2>/dev/null || true
+}
+
+run_case "aria2p add" "${A2[@]}" add "$BASE/small.bin"
+GID=""
+for ((i = 0; i < 100; i++)); do
+    GID=$(first_gid tellStopped '[0, 10, ["gid"]]')
+    [[ -n $GID ]] && break
+    sleep 0.1
+done
+if [[ -n $GID ]] && cmp -s "$WWW/small.bin" "$OUT/small.bin"; then
+    pass "aria2p add: $GID finished, file identical"
+else
+    fail "aria2p add: no finished download or the file differs"
+fi
+run_case "aria2p show" "${A2[@]}" show
+if grep -q "small.bin" "$LOG"; then pass "aria2p show lists small.bin"; else fail "aria2p show does not list small.bin"; fi
+
+run_case "aria2p add slow.bin" "${A2[@]}" add "$BASE/slow.bin"
+SLOW=""
+for ((i = 0; i < 100; i++)); do
+    SLOW=$(first_gid tellActive '[["gid"]]')
+    [[ -n $SLOW ]] && break
+    sleep 0.1
+done
+if [[ -n $SLOW ]]; then
+    run_case "aria2p pause $SLOW" "${A2[@]}" pause "$SLOW"
+    STATUS=$("${A2[@]}" call tellStatus -J "[\"$SLOW\", [\"status\"]]" 2>/dev/null)
+    if [[ $STATUS == *paused* ]]; then pass "aria2p pause: status paused"; else fail "aria2p pause: status $STATUS"; fi
+    run_case "aria2p resume $SLOW" "${A2[@]}" resume "$SLOW"
+    STATUS=$("${A2[@]}" call tellStatus -J "[\"$SLOW\", [\"status\"]]" 2>/dev/null)
+    if [[ $STATUS == *active* || $STATUS == *waiting* ]]; then
+        pass "aria2p resume: status ${STATUS//[$'\n ']/}"
+    else
+        fail "aria2p resume: status $STATUS"
+    fi
+    run_case "aria2p remove $SLOW" "${A2[@]}" remove --force "$SLOW"
+    for ((i = 0; i < 50; i++)); do
+        [[ -e $OUT/slow.bin.part ]] || break
+        sleep 0.1
+    done
+    if [[ ! -e $OUT/slow.bin.part ]]; then pass "aria2p remove: no .part left"; else fail "aria2p remove left slow.bin.part"; fi
+else
+    fail "aria2p add slow.bin: not active"
+fi
+run_case "aria2p purge" "${A2[@]}" purge
+STOPPED=$("${A2[@]}" call tellStopped -J '[0, 10]' 2>/dev/null | tr -d ' \n')
+if [[ $STOPPED == "[]" ]]; then pass "aria2p purge: no results left"; else fail "aria2p purge: $STOPPED"; fi
+
+# ---------------------------------------------------------- aria2p's library
+if timeout -k 5 300 python3 "$HERE/aria2p_check.py" "$RPC_PORT" "$SECRET" "$BASE" "$OUT" >"$LOG" 2>&1; then
+    sed 's/^/     /' "$LOG"
+    pass "aria2p library: add, notifications, pause, resume, error, remove, purge"
+else
+    fail "aria2p library"
+fi
+
+# ----------------------------------------------------- graceful stop (SIGTERM)
+START_NS=$(date +%s%N)
+kill -TERM "$DAEMON_PID"
+rc=0
+wait "$DAEMON_PID" || rc=$?
+ELAPSED_MS=$((($(date +%s%N) - START_NS) / 1000000))
+DAEMON_PID=""
+if [[ $rc -eq 0 && $ELAPSED_MS -le 3000 ]]; then
+    pass "SIGTERM: exit 0 after ${ELAPSED_MS} ms"
+else
+    fail "SIGTERM: exit $rc after ${ELAPSED_MS} ms (want 0 within 3000 ms)"
+    sed 's/^/     | /' "$WORK/daemon.err" | tail -n 20
+fi
+
+echo
+echo "daemon-interop: $PASSED passed, $FAILED failed"
+[[ $FAILED -eq 0 ]]
