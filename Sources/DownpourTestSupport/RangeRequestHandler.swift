@@ -157,7 +157,7 @@ final class RangeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 }
                 continue
             }
-            if self.state.isHoldingBodies {
+            if self.state.shouldHoldBodies {
                 context.flush()
                 self.schedulePump(at: .now() + .milliseconds(5), context: context)
                 return
@@ -179,6 +179,7 @@ final class RangeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             }
 
             let count = min(self.sliceSize, stream.end - stream.next)
+            self.state.bodyBytesQueued(count)
             var slice = context.channel.allocator.buffer(bytes: stream.body.bytes[stream.next..<(stream.next + count)])
             if stream.body.invertsBytes {
                 slice.withUnsafeMutableReadableBytes { bytes in

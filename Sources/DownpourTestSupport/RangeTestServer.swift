@@ -130,11 +130,18 @@ public struct RangeTestServer: Sendable {
         self.state.isHoldingBodies = true
     }
 
+    /// Lets `count` more body bytes go out (over all connections), then holds every body as ``holdBodies()``
+    /// does, until ``releaseBodies()``: a test can stop a download at a byte count of its choosing, however slow
+    /// the machine, with no race between seeing the count and holding.
+    public func holdBodies(afterBytes count: Int) {
+        self.state.holdBodies(afterBytes: count)
+    }
+
     /// Sends the bodies that ``holdBodies()`` held back, and every body from now on.
     ///
     /// A throttled response catches up with its rate at once: its pace counts from the start of the response.
     public func releaseBodies() {
-        self.state.isHoldingBodies = false
+        self.state.releaseBodies()
     }
 
     /// Stops listening, closes every open connection (ending responses in progress) and stops the event loop.

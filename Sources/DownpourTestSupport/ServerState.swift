@@ -10,6 +10,10 @@ final class ServerState: Sendable {
         var openChannels: [Int: any Channel] = [:]
         var isShutDown = false
         var isHoldingBodies = false
+        /// Body bytes handed to the sockets so far (counted as they are written, ahead of `bodyBytesSent`).
+        var bodyBytesQueued = 0
+        /// Hold bodies once `bodyBytesQueued` reaches this (see ``RangeTestServer/holdBodies(afterBytes:)``).
+        var holdAfterBytes: Int?
     }
 
     let planner: ResponsePlanner
@@ -75,6 +79,36 @@ final class ServerState: Sendable {
     var isHoldingBodies: Bool {
         get { self.mutable.withLockedValue { $0.isHoldingBodies } }
         set { self.mutable.withLockedValue { $0.isHoldingBodies = newValue } }
+    }
+
+    /// Whether bodies wait now: ``RangeTestServer/holdBodies()``, or the threshold of
+    /// ``RangeTestServer/holdBodies(afterBytes:)`` reached (which then holds until released).
+    var shouldHoldBodies: Bool {
+        self.mutable.withLockedValue { state in
+            if let threshold = state.holdAfterBytes, state.bodyBytesQueued >= threshold {
+                state.isHoldingBodies = true
+                state.holdAfterBytes = nil
+            }
+            return state.isHoldingBodies
+        }
+    }
+
+    func releaseBodies() {
+        self.mutable.withLockedValue { state in
+            state.isHoldingBodies = false
+            state.holdAfterBytes = nil
+        }
+    }
+
+    /// Counts a slice handed to a socket.
+    func bodyBytesQueued(_ count: Int) {
+        self.mutable.withLockedValue { $0.bodyBytesQueued += count }
+    }
+
+    func holdBodies(afterBytes count: Int) {
+        self.mutable.withLockedValue { state in
+            state.holdAfterBytes = state.bodyBytesQueued + count
+        }
     }
 
     func bodyBytesWritten(_ count: Int) {

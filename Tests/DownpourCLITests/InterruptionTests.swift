@@ -121,10 +121,12 @@ struct InterruptionTests {
         let server = try await RangeTestServer.start(content: Self.content, faults: Self.faults)
         let path = scratch.file("k.bin")
         let journal = path + ".part.downpour"
+        // Past `fraction` of the file the server holds every body: the first run cannot finish, however late the
+        // kill lands; it goes on saving its journal.
+        let holdAt = Int(Double(Self.content.count) * fraction)
+        server.holdBodies(afterBytes: holdAt)
         let first = try RunningCommand(Self.arguments(server.url(), path, journalInterval: journalInterval))
-        try await Self.waitUntilSent(server, bytes: Int(Double(Self.content.count) * fraction))
-        // From here on the first run cannot finish, however late the kill lands; it goes on saving its journal.
-        server.holdBodies()
+        try await Self.waitUntilSent(server, bytes: holdAt)
         // Two saves later, one has started after the hold (a slow sync can make the first one old).
         try await Self.waitForSaves(of: journal, count: 2)
         first.signal(SIGKILL)
@@ -154,11 +156,12 @@ struct InterruptionTests {
         defer { scratch.remove() }
         let server = try await RangeTestServer.start(content: Self.content, faults: Self.faults)
         let path = scratch.file("s.bin")
+        // Held after 2 MiB, so that it cannot finish before the signal lands.
+        server.holdBodies(afterBytes: 2 * 1024 * 1024)
         let first = try RunningCommand(Self.arguments(server.url(), path))
-        // Running, with a journal on disk; held, so that it cannot finish before the signal lands.
+        // Running, with a journal on disk.
         try await Self.waitUntilExists(path + ".part.downpour")
         try await Self.waitUntilSent(server, bytes: 2 * 1024 * 1024)
-        server.holdBodies()
         first.signal(signalNumber)
         let stopped = try await first.wait()
         server.releaseBodies()
@@ -187,10 +190,10 @@ struct InterruptionTests {
         defer { scratch.remove() }
         let server = try await RangeTestServer.start(content: Self.content, faults: Self.faults)
         let path = scratch.file("twice.bin")
+        server.holdBodies(afterBytes: 2 * 1024 * 1024)
         let first = try RunningCommand(Self.arguments(server.url(), path))
         try await Self.waitUntilExists(path + ".part.downpour")
         try await Self.waitUntilSent(server, bytes: 2 * 1024 * 1024)
-        server.holdBodies()
         // A journal that records what had arrived at the hold: the process is not going to save another.
         try await Self.waitForSaves(of: path + ".part.downpour", count: 2)
         // Two interrupts that arrive together: sent while the process is stopped, both are pending when it
@@ -219,12 +222,14 @@ struct InterruptionTests {
         defer { scratch.remove() }
         let server = try await RangeTestServer.start(content: Self.content, faults: Self.faults)
         let path = scratch.file("l.bin")
+        // Held after 1 MiB, the first cannot finish; stopped, it holds its lock until the second has given up.
+        server.holdBodies(afterBytes: 1024 * 1024)
         let first = try RunningCommand(Self.arguments(server.url(), path))
         try await Self.waitUntilSent(server, bytes: 1024 * 1024)
-        // The first stays stopped, holding its lock, until the second has given up.
         first.signal(SIGSTOP)
         let second = try await Binary.run(Self.arguments(server.url(), path) + ["--user-agent", "second-downpour"])
         first.signal(SIGCONT)
+        server.releaseBodies()
         #expect(second.status == 9, "\(second.standardError)")
         #expect(second.standardError.contains("Another download is writing"))
         // Refused before fetching a byte: the second sent its probe and nothing else.

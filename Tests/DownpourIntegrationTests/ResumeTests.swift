@@ -27,13 +27,14 @@ struct ResumeTests {
         let download = testDownloader.download(
             try DownloadRequest(url: server.url(urlPath), destination: .file(path), configuration: configuration)
         )
+        // A little past `bytes` the server holds every body: the download cannot finish before the cancellation
+        // lands, however late this task sees the progress.
+        server.holdBodies(afterBytes: Int(bytes) + 256 * 1024)
         let task = Task { try await download.run() }
         var events: [DownloadEvent] = []
         for await event in download.events {
             events.append(event)
             if case .progress(let progress) = event, progress.completedBytes >= bytes, !task.isCancelled {
-                // Held, the download cannot finish before the cancellation lands.
-                server.holdBodies()
                 task.cancel()
             }
         }
@@ -93,6 +94,8 @@ struct ResumeTests {
             let download = testDownloader.download(
                 try DownloadRequest(url: server.url(), destination: .file(path), configuration: Self.configuration())
             )
+            // Held a little past 1 MiB, the download cannot finish before the pause lands.
+            server.holdBodies(afterBytes: 1024 * 1024 + 256 * 1024)
             let task = Task { try await download.run() }
             var sawPaused = false
             var sawResumed = false
@@ -101,8 +104,6 @@ struct ResumeTests {
                 switch event {
                 case .progress(let progress) where !pausedOnce && progress.completedBytes > 1024 * 1024:
                     pausedOnce = true
-                    // Held, the download cannot finish before the pause lands.
-                    server.holdBodies()
                     download.pause()
                 case .paused:
                     sawPaused = true
@@ -231,12 +232,12 @@ struct ResumeTests {
             let first = testDownloader.download(
                 try DownloadRequest(url: server.url(), destination: .file(path), configuration: Self.configuration())
             )
+            // Held after 1 MiB, the first cannot finish while the second tries.
+            server.holdBodies(afterBytes: 1024 * 1024)
             let task = Task { try await first.run() }
             for await event in first.events {
                 if case .progress = event { break }
             }
-            // Held, the first cannot finish while the second tries.
-            server.holdBodies()
             let second = try await runDownload(
                 server.url(),
                 to: .file(path),
@@ -263,14 +264,15 @@ struct ResumeTests {
             let download = testDownloader.download(
                 try DownloadRequest(url: server.url(), destination: .file(path), configuration: Self.configuration())
             )
+            // Held past 1.75 MiB, the download cannot finish before it runs into the full disk.
+            server.holdBodies(afterBytes: 3 * 512 * 1024 + 256 * 1024)
             let task = Task { try await download.run() }
             var filled = false
             for await event in download.events {
                 if case .progress(let progress) = event, !filled, progress.completedBytes > 3 * 512 * 1024 {
                     filled = true
-                    // Held, the download cannot finish before it runs into the full disk. Two journal saves later,
-                    // one has started after the hold: the journal records what had arrived by then.
-                    server.holdBodies()
+                    // Two journal saves later, one has started after the hold: the journal records what had
+                    // arrived by then.
                     try await waitForSaves(of: path + ".part.downpour", count: 2)
                     mount.fill()
                 }

@@ -86,10 +86,83 @@ import Darwin
         try await LoopbackServer.with { server in
             let rpc = try await server.send(.POST, path: "/rpc", body: "{}").0
             #expect(rpc.status.code == 404)
-            let root = try await server.send(.GET, path: "/").0
-            #expect(root.status.code == 404)
+            let other = try await server.send(.GET, path: "/dashboard/other.js").0
+            #expect(other.status.code == 404)
             let below = try await server.send(.POST, path: "/jsonrpc/x", body: "{}").0
             #expect(below.status.code == 404)
+        }
+    }
+
+    @Test("The dashboard's files are served from the binary, without the secret, with headers that keep it safe")
+    func dashboardFiles() async throws {
+        try await LoopbackServer.with(RPCServerConfiguration(port: 0, secret: "s", unauthorizedDelay: .zero)) {
+            server in
+            let expected = [
+                ("/", "text/html; charset=utf-8", "<!doctype html"),
+                ("/dashboard/app.js", "text/javascript; charset=utf-8", "downpour.subscribe"),
+                ("/dashboard/style.css", "text/css; charset=utf-8", "prefers-color-scheme"),
+            ]
+            for (path, type, text) in expected {
+                let (response, body) = try await server.send(.GET, path: path)
+                #expect(response.status.code == 200, "\(path)")
+                #expect(response.headers.first(name: "Content-Type") == type, "\(path)")
+                #expect(response.headers.first(name: "X-Content-Type-Options") == "nosniff", "\(path)")
+                #expect(response.headers.first(name: "Content-Security-Policy") == "frame-ancestors 'none'")
+                #expect(body.lowercased().contains(text.lowercased()), "\(path)")
+            }
+        }
+    }
+
+    @Test("downpour.subscribe: a session with the right token gets onProgress frames; aria2 sessions never do")
+    func progressPush() async throws {
+        try await LoopbackServer.with(RPCServerConfiguration(port: 0, secret: "s", unauthorizedDelay: .zero)) {
+            server in
+            let queue = server.queue
+            let gid = try await queue.add(uris: ["http://a/f"], options: [], position: nil)
+            await queue.start(gid)
+            let frames = NIOLockedValueBox<[String]>([])
+            try await WebSocketClient.connect(
+                url: "ws://127.0.0.1:\(server.port)/jsonrpc",
+                logger: Logger(label: "test.ws")
+            ) { inbound, outbound, _ in
+                var messages = inbound.messages(maxSize: 1 << 20).makeAsyncIterator()
+                try await outbound.write(.text(#"{"id":1,"method":"downpour.subscribe","params":["token:bad"]}"#))
+                guard case .text(let refused)? = try await messages.next() else { return }
+                frames.withLockedValue { $0.append(refused) }
+                try await outbound.write(.text(#"{"id":2,"method":"downpour.subscribe","params":["token:s"]}"#))
+                guard case .text(let accepted)? = try await messages.next() else { return }
+                frames.withLockedValue { $0.append(accepted) }
+                guard case .text(let push)? = try await messages.next() else { return }
+                frames.withLockedValue { $0.append(push) }
+                try await outbound.close(.normalClosure, reason: nil)
+            }
+            let received = frames.withLockedValue { $0 }
+            try #require(received.count == 3)
+            #expect(received[0] == #"{"id":1,"jsonrpc":"2.0","error":{"code":1,"message":"Unauthorized"}}"#)
+            #expect(received[1] == #"{"id":2,"jsonrpc":"2.0","result":"OK"}"#)
+            let push = try JSONParser.parse(received[2])
+            #expect(push["method"]?.stringValue == "downpour.onProgress")
+            #expect(push["id"] == nil)
+            guard case .array(let params)? = push["params"], case .object(let payload)? = params.first else {
+                Issue.record("no payload: \(received[2])")
+                return
+            }
+            #expect(payload["globalStat"]?["numActive"]?.stringValue == "1")
+            #expect(payload["queueVersion"]?.stringValue != nil)
+            guard case .array(let active)? = payload["active"], let first = active.first else {
+                Issue.record("no active download: \(received[2])")
+                return
+            }
+            #expect(first["gid"]?.stringValue == gid.description)
+            #expect(first["ranges"] != nil)
+            #expect(first["connectionRanges"] != nil)
+
+            // Over HTTP there is no session to push to: a clear error, not "No such method".
+            let (_, body) = try await server.send(
+                .POST,
+                body: #"{"id":3,"method":"downpour.subscribe","params":["token:s"]}"#
+            )
+            #expect(body.contains("only on the WebSocket"))
         }
     }
 
