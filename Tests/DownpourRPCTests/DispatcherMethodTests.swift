@@ -1,5 +1,6 @@
 import Downpour
 import DownpourQueue
+import Foundation
 import NIOConcurrencyHelpers
 import Testing
 
@@ -410,9 +411,36 @@ import Testing
         )
     }
 
+    @Test("addMetalink: one download per file, URLs best first, its name and strongest digest as options")
+    func addMetalink() async throws {
+        let sha256 = String(repeating: "ab", count: 32)
+        let xml = """
+            <metalink xmlns="urn:ietf:params:xml:ns:metalink">
+              <file name="a.iso"><hash type="md5">\(String(repeating: "cd", count: 16))</hash>
+                <hash type="sha-256">\(sha256)</hash>
+                <url priority="2">http://mirror/a.iso</url><url priority="1">http://main/a.iso</url></file>
+              <file name="b.iso"><url>http://main/b.iso</url></file>
+            </metalink>
+            """
+        let encoded = Data(xml.utf8).base64EncodedString()
+        let result = try await harness.result("aria2.addMetalink", [.string(encoded), ["dir": "/iso"]])
+        let gids = try #require(result.arrayValue).compactMap(\.stringValue)
+        try #require(gids.count == 2)
+        let first = try await harness.result("aria2.getOption", [.string(gids[0])])
+        #expect(first["out"] == "a.iso")
+        #expect(first["dir"] == "/iso")
+        #expect(first["checksum"] == .string("sha-256=\(sha256)"))
+        let uris = try await harness.result("aria2.getUris", [.string(gids[0])])
+        #expect(uris.arrayValue?.compactMap { $0["uri"]?.stringValue } == ["http://main/a.iso", "http://mirror/a.iso"])
+        let second = try await harness.result("aria2.getOption", [.string(gids[1])])
+        #expect(second["out"] == "b.iso")
+        #expect(second["checksum"] == nil)
+    }
+
     @Test func unsupportedAndFixedAnswers() async throws {
         #expect(try await harness.errorMessage("aria2.addTorrent", ["AAAA"]).contains("BitTorrent is not supported"))
-        #expect(try await harness.errorMessage("aria2.addMetalink", ["AAAA"]) == "Metalink is not supported yet")
+        #expect(try await harness.errorMessage("aria2.addMetalink", ["AAAA"]).contains("Metalink"))
+        #expect(try await harness.errorMessage("aria2.addMetalink", ["!!!"]) == "The Metalink is not valid base64.")
         #expect(try await harness.result("aria2.saveSession") == "OK")
         let version = try await harness.result("aria2.getVersion")
         #expect(version == ["version": "1.37.0", "enabledFeatures": ["HTTPS", "Message Digest"]])

@@ -1,5 +1,6 @@
 import Downpour
 import DownpourQueue
+import Foundation
 
 extension RPCDispatcher {
     /// Runs a method whose token has been checked; `params` are those after the token.
@@ -17,7 +18,7 @@ extension RPCDispatcher {
         case .addTorrent:
             throw RPCError.method("BitTorrent is not supported: Downpour downloads over HTTP and HTTPS only.")
         case .addMetalink:
-            throw RPCError.method("Metalink is not supported yet")
+            return try await self.addMetalink(params)
         case .getPeers:
             let gid = try params.requiredString(at: 0)
             let status = try await self.status(of: gid)
@@ -239,5 +240,47 @@ extension RPCDispatcher {
         } catch {
             throw RPCError(error, gid: gid)
         }
+    }
+}
+
+extension RPCDispatcher {
+    /// `aria2.addMetalink(metalink, options?, position?)`: one download per file of the document (base64), its
+    /// URLs best first, `out` its name and `checksum` its strongest digest unless the options say otherwise;
+    /// the GIDs in document order.
+    func addMetalink(_ params: RPCParameters) async throws(RPCError) -> JSONValue {
+        let encoded = try params.requiredString(at: 0)
+        let options = try params.object(at: 1).map(OptionsStruct.options(from:)) ?? []
+        let position = try params.position(at: 2)
+        guard let bytes = Base64.decode(Array(encoded.utf8)), !bytes.isEmpty else {
+            throw RPCError.method("The Metalink is not valid base64.")
+        }
+        let metalink: Metalink
+        do {
+            metalink = try Metalink(parsing: Data(bytes))
+        } catch {
+            throw RPCError.method(error.message)
+        }
+        let givesName = options.contains { $0.name == "out" } && metalink.files.count == 1
+        let givesChecksum = options.contains { $0.name == "checksum" }
+        var gids: [JSONValue] = []
+        for (offset, file) in metalink.files.enumerated() {
+            var fileOptions = options
+            if !givesName {
+                fileOptions.removeAll { $0.name == "out" }
+                fileOptions.append(QueueOption(name: "out", value: file.name))
+            }
+            if !givesChecksum, let checksum = file.strongestChecksum {
+                fileOptions.append(
+                    QueueOption(name: "checksum", value: "\(checksum.algorithm.name)=\(checksum.digest)")
+                )
+            }
+            let uris = file.sources.map(\.url.absoluteString)
+            let at = position.map { $0 + offset }
+            let gid = try await Self.queue(nil) { () async throws(QueueError) in
+                try await self.service.add(uris: uris, options: fileOptions, position: at)
+            }
+            gids.append(.string(gid.description))
+        }
+        return .array(gids)
     }
 }
