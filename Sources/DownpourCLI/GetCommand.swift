@@ -26,6 +26,8 @@ struct GetCommand: AsyncParsableCommand {
             continue, check-certificate, ca-certificate, http-user, http-passwd, no-netrc, remote-time, \
             conditional-get, all-proxy, http-proxy, https-proxy, no-proxy, checksum). The command-line options are \
             every entry's defaults. \
+            With -M FILE, every file of a Metalink document (v4, RFC 5854, or v3) is downloaded the same way, \
+            each from its best URL, named as the document names it (inside -d) and checked against its digest. \
             The exit status is 0 only when every download succeeded; otherwise it is the status of the first \
             failed entry, and the summary names each failure.
 
@@ -53,6 +55,15 @@ struct GetCommand: AsyncParsableCommand {
         help: ArgumentHelp("Download every URL listed in this file ('-' for standard input).", valueName: "file")
     )
     var inputFile: String?
+
+    @Option(
+        name: [.customShort("M"), .customLong("metalink-file")],
+        help: ArgumentHelp(
+            "Download every file of this Metalink (v4 or v3): each from its best URL, checked against its digest.",
+            valueName: "file"
+        )
+    )
+    var metalinkFile: String?
 
     @Option(
         name: [.customShort("j"), .customLong("max-concurrent-downloads")],
@@ -261,7 +272,15 @@ struct GetCommand: AsyncParsableCommand {
         if self.output != nil && self.directory != nil {
             throw ValidationError("Give either -o FILE or -d DIR, not both.")
         }
-        if self.inputFile != nil {
+        if self.inputFile != nil && self.metalinkFile != nil {
+            throw ValidationError("Give either -i FILE or -M FILE, not both.")
+        }
+        if self.metalinkFile != nil {
+            guard self.urls.isEmpty else { throw ValidationError("Give either URLs or -M FILE, not both.") }
+            guard self.output == nil else {
+                throw ValidationError("-o names one file; a Metalink names its files itself (use -d DIR).")
+            }
+        } else if self.inputFile != nil {
             guard self.urls.isEmpty else { throw ValidationError("Give either URLs or -i FILE, not both.") }
             guard self.output == nil else {
                 throw ValidationError("-o names one file; with -i, give each entry an 'out=NAME' line instead.")
@@ -350,8 +369,15 @@ struct GetCommand: AsyncParsableCommand {
         var engine = Downloader.Configuration()
         engine.maximumOverallRate = self.overallLimit.flatMap { $0.bytes > 0 ? $0.bytes : nil }
 
-        if let inputFile {
-            let entries = try self.batchEntries(from: inputFile)
+        let batch: [BatchRunner.Entry]?
+        if let metalinkFile {
+            batch = try self.metalinkEntries(from: metalinkFile)
+        } else if let inputFile {
+            batch = try self.batchEntries(from: inputFile)
+        } else {
+            batch = nil
+        }
+        if let entries = batch {
             let cookies = CookieCollector(self.downloadConfiguration.cookies)
             var status = await withDownloader(configuration: engine, logger: logger) { downloader in
                 var runner = BatchRunner(
@@ -467,6 +493,49 @@ struct GetCommand: AsyncParsableCommand {
             } catch {
                 let message = error.message.hasPrefix("line ") ? error.message : "line \(entry.line): \(error.message)"
                 writeError("downpour: \(path): \(message)")
+                throw ExitCode(ExitStatus.usage)
+            }
+        }
+        return entries
+    }
+
+    /// The files of a Metalink document as batch entries: each from its best URL, named as the document names it
+    /// (inside `-d`), with its strongest digest as its checksum unless `--checksum` gives one.
+    private func metalinkEntries(from path: String) throws -> [BatchRunner.Entry] {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            writeError("downpour: cannot read the Metalink file '\(path)': \(error.localizedDescription)")
+            throw ExitCode(ExitStatus.usage)
+        }
+        let metalink: Metalink
+        do {
+            metalink = try Metalink(parsing: data)
+        } catch {
+            writeError("downpour: \(path): \(error.message)")
+            throw ExitCode(ExitStatus.usage)
+        }
+        var entries: [BatchRunner.Entry] = []
+        for (index, file) in metalink.files.enumerated() {
+            var options = Aria2Options(directory: self.directory ?? ".", configuration: self.downloadConfiguration)
+            options.output = file.name
+            if options.configuration.checksum == nil {
+                options.configuration.checksum = file.strongestChecksum
+            }
+            let best = file.sources[0]
+            if file.sources.count > 1 {
+                writeError(
+                    "downpour: \(file.name): \(file.sources.count) URLs listed; downloading from the best one, "
+                        + "\(best.url.absoluteString) (mirrors are not used yet)."
+                )
+            }
+            do {
+                let request = try options.request(uris: [best.url.absoluteString])
+                try request.configuration.validate()
+                entries.append(BatchRunner.Entry(line: index + 1, request: request))
+            } catch {
+                writeError("downpour: \(path): \(file.name): \(error.message)")
                 throw ExitCode(ExitStatus.usage)
             }
         }

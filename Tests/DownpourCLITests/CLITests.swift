@@ -102,6 +102,7 @@ struct CLITests {
         "-o, --output <output>",
         "-d, --dir <dir>",
         "-i, --input-file <file>",
+        "-M, --metalink-file <file>",
         "-j, --max-concurrent-downloads <downloads>",
         "-x, --connections <connections>",
         "--min-split-size <size>",

@@ -41,6 +41,43 @@ struct IntegrityCLITests {
         }
     }
 
+    @Test("-M: every file of a Metalink from its best URL, checked against its digest; a bad digest exits 10")
+    func metalink() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        try await RangeTestServer.withServer(content: Self.content) { server in
+            let document = """
+                <?xml version="1.0" encoding="UTF-8"?>
+                <metalink xmlns="urn:ietf:params:xml:ns:metalink">
+                  <file name="good.bin">
+                    <size>\(Self.content.count)</size>
+                    <hash type="sha-256">\(Self.right)</hash>
+                    <url priority="2">http://127.0.0.1:9/unused.bin</url>
+                    <url priority="1">\(server.url("/good.bin"))</url>
+                  </file>
+                  <file name="sub/bad.bin">
+                    <hash type="sha-256">\(Self.wrong)</hash>
+                    <url>\(server.url("/bad.bin"))</url>
+                  </file>
+                </metalink>
+                """
+            try document.write(toFile: scratch.file("files.meta4"), atomically: true, encoding: .utf8)
+            let result = try await Binary.run(["get", "-M", scratch.file("files.meta4"), "-d", scratch.file("out")])
+            #expect(result.status == 10, "\(result.standardError)")
+            #expect(result.standardError.contains(Self.wrong), "\(result.standardError)")
+            #expect(result.standardError.contains("downloading from the best one"), "\(result.standardError)")
+            #expect(try sha256Hex(ofFileAt: scratch.file("out/good.bin")) == Self.right)
+            #expect(!FileManager.default.fileExists(atPath: scratch.file("out/sub/bad.bin")))
+            // The best URL only: nothing went to the worse one (it would have failed), and good.bin came from here.
+            #expect(server.statistics().requests.contains { $0.uri == "/good.bin" })
+
+            try "<metalink/>".write(toFile: scratch.file("empty.meta4"), atomically: true, encoding: .utf8)
+            let empty = try await Binary.run(["get", "-M", scratch.file("empty.meta4")])
+            #expect(empty.status == 2, "\(empty.standardError)")
+            #expect(empty.standardError.contains("lists no file"), "\(empty.standardError)")
+        }
+    }
+
     @Test("checksum= in an input file")
     func inputFile() async throws {
         let scratch = try Scratch()
