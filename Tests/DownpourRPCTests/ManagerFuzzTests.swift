@@ -1,0 +1,121 @@
+import Downpour
+import DownpourQueue
+import Foundation
+import Logging
+import Testing
+
+@testable import DownpourRPC
+
+/// The fuzzed requests of ``DispatcherFuzzTests`` against the real queue: a `DownloadManager` over a real SQLite
+/// store. Every request gets well-formed JSON-RPC, and afterwards the store still opens and holds exactly the
+/// queue the manager reports. Downloads are kept paused (``PausedOnly``), so nothing is fetched from the made-up
+/// hosts of the requests.
+@Suite struct ManagerFuzzTests {
+    @Test func theRealQueueAnswersEveryRequestAndKeepsItsStore() async throws {
+        var random = SplitMix64(seed: 0x00D0_3B70_0126)
+        for round in 0..<4 {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "downpour-manager-fuzz-\(UUID().uuidString)"
+            ).path
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let downloader = Downloader()
+            let manager = DownloadManager(
+                downloader: downloader,
+                store: try QueueStore(directory: directory),
+                defaults: .init(directory: directory + "/downloads"),
+                logger: Logger(label: "fuzz", factory: { _ in SwiftLogNoOpLogHandler() })
+            )
+            try await manager.start()
+            let dispatcher = RPCDispatcher(service: PausedOnly(manager), secret: "s")
+            for iteration in 0..<5_000 {
+                let input = DispatcherFuzzTests.request(&random)
+                let reply = await dispatcher.handle(body: input)
+                let json = try #require(
+                    try? JSONParser.parse(reply.body),
+                    "round \(round) iteration \(iteration): \(String(decoding: reply.body, as: UTF8.self))"
+                )
+                if let responses = json.arrayValue {
+                    for response in responses { try DispatcherFuzzTests.checkResponse(response, iteration: iteration) }
+                } else {
+                    try DispatcherFuzzTests.checkResponse(json, iteration: iteration)
+                }
+            }
+            let stat = await manager.globalStat()
+            #expect(stat.numActive == 0, "a download started although every one was added paused")
+            let waiting = await manager.waitingDownloads(0..<Int.max).map(\.gid)
+            let stopped = await manager.stoppedDownloads(0..<Int.max).map(\.gid)
+            // The mutated adds that stayed valid made real downloads: the queue was exercised, not only refused.
+            #expect(!waiting.isEmpty)
+            await manager.shutdown()
+
+            // A second manager over the same file sees the same queue.
+            let reopened = DownloadManager(
+                downloader: downloader,
+                store: try QueueStore(directory: directory),
+                defaults: .init(directory: directory + "/downloads"),
+                logger: Logger(label: "fuzz", factory: { _ in SwiftLogNoOpLogHandler() })
+            )
+            try await reopened.start()
+            #expect(await reopened.waitingDownloads(0..<Int.max).map(\.gid) == waiting)
+            #expect(await reopened.stoppedDownloads(0..<Int.max).map(\.gid) == stopped)
+            await reopened.shutdown()
+            await downloader.shutdown()
+        }
+    }
+}
+
+/// A queue whose downloads never run: every add is paused, unpausing does nothing.
+struct PausedOnly: DownloadQueueService {
+    let base: DownloadManager
+
+    init(_ base: DownloadManager) { self.base = base }
+
+    func add(uris: [String], options: [QueueOption], position: Int?) async throws(QueueError) -> DownloadID {
+        try await self.base.add(
+            uris: uris,
+            options: options.filter { $0.name != "pause" } + [QueueOption(name: "pause", value: "true")],
+            position: position
+        )
+    }
+    func pause(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID {
+        try await self.base.pause(gid, force: force)
+    }
+    func pauseAll(force: Bool) async throws(QueueError) { try await self.base.pauseAll(force: force) }
+    func unpause(_ gid: String) async throws(QueueError) -> DownloadID {
+        try await self.base.status(of: gid).gid
+    }
+    func unpauseAll() async throws(QueueError) {}
+    func remove(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID {
+        try await self.base.remove(gid, force: force)
+    }
+    func changePosition(_ gid: String, by position: Int, from origin: PositionOrigin) async throws(QueueError) -> Int {
+        try await self.base.changePosition(gid, by: position, from: origin)
+    }
+    func changeURIs(
+        _ gid: String,
+        remove: [String],
+        add: [String],
+        position: Int?
+    ) async throws(QueueError) -> (
+        removed: Int, added: Int
+    ) {
+        try await self.base.changeURIs(gid, remove: remove, add: add, position: position)
+    }
+    func options(of gid: String) async throws(QueueError) -> [QueueOption] { try await self.base.options(of: gid) }
+    func changeOptions(_ gid: String, _ options: [QueueOption]) async throws(QueueError) {
+        try await self.base.changeOptions(gid, options.filter { $0.name != "pause" })
+    }
+    func globalOptions() async -> [QueueOption] { await self.base.globalOptions() }
+    func changeGlobalOptions(_ options: [QueueOption]) async throws(QueueError) {
+        try await self.base.changeGlobalOptions(options)
+    }
+    func status(of gid: String) async throws(QueueError) -> DownloadStatus { try await self.base.status(of: gid) }
+    func activeDownloads() async -> [DownloadStatus] { await self.base.activeDownloads() }
+    func waitingDownloads(_ range: Range<Int>) async -> [DownloadStatus] { await self.base.waitingDownloads(range) }
+    func stoppedDownloads(_ range: Range<Int>) async -> [DownloadStatus] { await self.base.stoppedDownloads(range) }
+    func globalStat() async -> GlobalStat { await self.base.globalStat() }
+    func purgeResults() async throws(QueueError) { try await self.base.purgeResults() }
+    func removeResult(_ gid: String) async throws(QueueError) { try await self.base.removeResult(gid) }
+    var events: AsyncStream<QueueEvent> { self.base.events }
+    func shutdown() async { await self.base.shutdown() }
+}
