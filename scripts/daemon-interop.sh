@@ -145,19 +145,64 @@ else
     fail "aria2p library"
 fi
 
-# ----------------------------------------------------- graceful stop (SIGTERM)
+# ------------------------------------- graceful stop (SIGTERM) mid-download
+start_daemon() {
+    "$BIN" daemon --rpc-listen-port 0 --rpc-secret "$SECRET" --state-dir "$STATE" -d "$OUT" -j 3 \
+        >"$WORK/daemon.out" 2>"$WORK/daemon.err" </dev/null &
+    DAEMON_PID=$!
+    RPC_PORT=""
+    for ((i = 0; i < 100; i++)); do
+        RPC_PORT=$(sed -n 's|.*http://127\.0\.0\.1:\([0-9]*\)/jsonrpc.*|\1|p' "$WORK/daemon.out" | head -n 1)
+        [[ -n $RPC_PORT ]] && break
+        kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$WORK/daemon.err" >&2; die "the daemon exited"; }
+        sleep 0.1
+    done
+    [[ -n $RPC_PORT ]] || die "the daemon did not say where it listens"
+    A2=(aria2p --port "$RPC_PORT" --secret "$SECRET" --client-timeout 10)
+}
+
+"${A2[@]}" add "$BASE/slow.bin" --options "out=slow-3.bin" >/dev/null 2>&1 || true
+LAST=""
+for ((i = 0; i < 100; i++)); do
+    LAST=$(first_gid tellActive '[["gid","completedLength"]]')
+    [[ -n $LAST && -e $OUT/slow-3.bin.part ]] && break
+    sleep 0.1
+done
 START_NS=$(date +%s%N)
 kill -TERM "$DAEMON_PID"
 rc=0
 wait "$DAEMON_PID" || rc=$?
 ELAPSED_MS=$((($(date +%s%N) - START_NS) / 1000000))
 DAEMON_PID=""
-if [[ $rc -eq 0 && $ELAPSED_MS -le 3000 ]]; then
-    pass "SIGTERM: exit 0 after ${ELAPSED_MS} ms"
+if [[ -n $LAST && $rc -eq 0 && $ELAPSED_MS -le 3000 ]]; then
+    pass "SIGTERM with $LAST downloading: exit 0 after ${ELAPSED_MS} ms"
 else
-    fail "SIGTERM: exit $rc after ${ELAPSED_MS} ms (want 0 within 3000 ms)"
+    fail "SIGTERM: download '$LAST', exit $rc after ${ELAPSED_MS} ms (want 0 within 3000 ms)"
     sed 's/^/     | /' "$WORK/daemon.err" | tail -n 20
 fi
+if [[ -e $OUT/slow-3.bin.part && -e $OUT/slow-3.bin.part.downpour ]]; then
+    pass "SIGTERM: the .part and its journal are kept"
+else
+    fail "SIGTERM: no .part or journal left for slow-3.bin"
+fi
+
+# Restarted, the daemon has the same download, running again, and it completes from where it stopped.
+start_daemon
+STATUS=$("${A2[@]}" call tellStatus -J "[\"$LAST\", [\"status\"]]" 2>/dev/null | tr -d ' \n')
+if [[ $STATUS == *active* ]]; then pass "restart: $LAST is active again"; else fail "restart: $LAST is $STATUS"; fi
+for ((i = 0; i < 600; i++)); do
+    STATUS=$("${A2[@]}" call tellStatus -J "[\"$LAST\", [\"status\"]]" 2>/dev/null | tr -d ' \n')
+    [[ $STATUS == *complete* || $STATUS == *error* ]] && break
+    sleep 0.1
+done
+if [[ $STATUS == *complete* ]] && cmp -s "$WWW/slow.bin" "$OUT/slow-3.bin"; then
+    pass "restart: $LAST completed, file identical"
+else
+    fail "restart: $LAST is $STATUS, or the file differs"
+fi
+kill -TERM "$DAEMON_PID"
+wait "$DAEMON_PID" || true
+DAEMON_PID=""
 
 echo
 echo "daemon-interop: $PASSED passed, $FAILED failed"
