@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOCore
 
 /// Runs one download from probe to final name: the work behind ``Download/run()``.
 struct DownloadEngine: Sendable {
@@ -100,16 +101,23 @@ struct DownloadEngine: Sendable {
         try self.checkFree(path, replacing: replacing)
         let partPath = path + ".part"
         let journal = JournalStore(partPath: partPath)
-        // Opening, locking and readying the `.part` file in one trip to the blocking-I/O threads.
+        // Opening, locking and readying the `.part` file, and writing the probe's bytes (the whole of a small
+        // file), in one trip to the blocking-I/O threads.
+        let firstBytes = outcome.firstBytes
         let (file, prepared) = try await BlockingIO.run {
             () throws(DownloadError) -> (OutputFile, Result<(ByteRangeSet, [String]), DownloadError>) in
             let file = try OutputFile.openLocked(at: partPath)
             do throws(DownloadError) {
-                return (file, .success(try self.prepare(file, journal: journal, remote: remote)))
+                let prepared = try self.prepare(file, journal: journal, remote: remote)
+                if let firstBytes, firstBytes.readableBytes > 0 {
+                    try file.write(firstBytes, at: 0)
+                }
+                return (file, .success(prepared))
             } catch {
                 return (file, .failure(error))
             }
         }
+        let prefetched = firstBytes.map { 0..<Int64($0.readableBytes) }
         self.partPathKnown(partPath)
         let (expected, checksumNotice) = self.expectedChecksum(server: outcome.serverChecksum)
         var session = TransferSession(
@@ -161,7 +169,12 @@ struct DownloadEngine: Sendable {
         var startedOver = false
         while true {
             do {
-                length = try await self.transfer(&session, resumed: resumed, journal: journal)
+                length = try await self.transfer(
+                    &session,
+                    resumed: resumed,
+                    prefetched: startedOver ? nil : prefetched,
+                    journal: journal
+                )
             } catch {
                 throw await self.abandon(session, error: error, resumed: resumed, journal: journal)
             }
@@ -351,27 +364,46 @@ struct DownloadEngine: Sendable {
     /// returns the length. Each answer of the machine is a list of actions done in order: a start action takes
     /// the rest of its list into its ``TransferRound``; an action that waits for an event (a save, a pause) ends
     /// its list, and the machine's answer to that event is the next list.
+    ///
+    /// `prefetched` are the bytes the probe's own request brought, already on disk: the first bytes of a
+    /// segmentable file, else the whole file. When they leave nothing to fetch, no round runs.
     private func transfer(
         _ session: inout TransferSession,
         resumed: ByteRangeSet,
+        prefetched: Range<Int64>?,
         journal: JournalStore
     ) async throws(DownloadError) -> Int64 {
         let configuration = session.configuration
         if session.remoteFile.isSegmentable {
+            var done = resumed
+            if let prefetched, !prefetched.isEmpty { done.insert(prefetched) }
             session.startSegmented(
                 SegmentPlanner(
                     length: session.remoteFile.length ?? 0,
                     connections: configuration.connections,
                     minimumSplitSize: configuration.minimumSplitSize,
                     minimumRaceSize: configuration.minimumRaceSize,
-                    done: resumed,
+                    done: done,
                     pieceSize: session.hasher != nil && configuration.connections > 1
                         ? Self.pieceSize(
-                            missing: (session.remoteFile.length ?? 0) - resumed.byteCount,
+                            missing: (session.remoteFile.length ?? 0) - done.byteCount,
                             connections: configuration.connections
                         ) : nil
                 )
             )
+            if let prefetched {
+                session.prefetched(prefetched)
+                if session.isPlanComplete {
+                    ProgressReporter(session: session).report()
+                    return session.completedBytes
+                }
+            }
+        } else if let prefetched {
+            // The whole file came with the probe's response.
+            session.startStream()
+            session.prefetched(prefetched)
+            ProgressReporter(session: session).report()
+            return session.completedBytes
         }
         var machine = DownloadStateMachine(connections: configuration.connections)
         var actions = machine.probeFinished(segmentable: session.remoteFile.isSegmentable)
