@@ -101,25 +101,42 @@ struct DownloadEngine: Sendable {
         try self.checkFree(path, replacing: replacing)
         let partPath = path + ".part"
         let journal = JournalStore(partPath: partPath)
-        // Opening, locking and readying the `.part` file, and writing the probe's bytes (the whole of a small
-        // file), in one trip to the blocking-I/O threads.
+        // Opening, locking and readying the `.part` file, and writing the probe's bytes, in one trip to the
+        // blocking-I/O threads. When those bytes are the whole file and there is no digest to verify, the same trip
+        // finishes the download too (sync and rename).
         let firstBytes = outcome.firstBytes
-        let (file, prepared) = try await BlockingIO.run {
-            () throws(DownloadError) -> (OutputFile, Result<(ByteRangeSet, [String]), DownloadError>) in
+        let (expected, checksumNotice) = self.expectedChecksum(server: outcome.serverChecksum)
+        let finishesAtOnce =
+            expected == nil
+            && firstBytes.map { remote.isSegmentable ? Int64($0.readableBytes) == remote.length : true } ?? false
+        let modificationTime = configuration.setsRemoteTime ? remote.lastModified.flatMap(HTTPDate.parse) : nil
+        let overwrite = replacing
+        let (file, prepared, finished) = try await BlockingIO.run {
+            () throws(DownloadError) -> (
+                OutputFile, Result<(ByteRangeSet, [String]), DownloadError>, Result<Void, DownloadFinisher.Failure>?
+            ) in
             let file = try OutputFile.openLocked(at: partPath)
             do throws(DownloadError) {
                 let prepared = try self.prepare(file, journal: journal, remote: remote)
                 if let firstBytes, firstBytes.readableBytes > 0 {
                     try file.write(firstBytes, at: 0)
                 }
-                return (file, .success(prepared))
+                guard finishesAtOnce else { return (file, .success(prepared), nil) }
+                let finisher = DownloadFinisher(
+                    file: file,
+                    journal: journal,
+                    partPath: partPath,
+                    path: path,
+                    overwrite: overwrite,
+                    modificationTime: modificationTime.map { Int64($0) }
+                )
+                return (file, .success(prepared), finisher.syncAndMove(truncatingTo: nil))
             } catch {
-                return (file, .failure(error))
+                return (file, .failure(error), nil)
             }
         }
         let prefetched = firstBytes.map { 0..<Int64($0.readableBytes) }
         self.partPathKnown(partPath)
-        let (expected, checksumNotice) = self.expectedChecksum(server: outcome.serverChecksum)
         var session = TransferSession(
             transport: transport,
             file: file,
@@ -227,10 +244,15 @@ struct DownloadEngine: Sendable {
             modificationTime: configuration.setsRemoteTime
                 ? session.remoteFile.lastModified.flatMap(HTTPDate.parse).map { Int64($0) } : nil
         )
-        try await finisher.finish(
-            truncatingTo: session.remoteFile.length == nil ? length : nil,
-            resumable: session.remoteFile.isSegmentable && session.hasPlan
-        )
+        if let finished {
+            // Synced and renamed already, in the trip that wrote the probe's bytes.
+            try finisher.conclude(finished, resumable: session.remoteFile.isSegmentable && session.hasPlan)
+        } else {
+            try await finisher.finish(
+                truncatingTo: session.remoteFile.length == nil ? length : nil,
+                resumable: session.remoteFile.isSegmentable && session.hasPlan
+            )
+        }
         let snapshot = session.snapshot()
         return DownloadResult(
             path: path,
