@@ -106,9 +106,9 @@ struct DownloadEngine: Sendable {
         // finishes the download too (sync and rename).
         let firstBytes = outcome.firstBytes
         let (expected, checksumNotice) = self.expectedChecksum(server: outcome.serverChecksum)
-        let finishesAtOnce =
-            expected == nil
-            && firstBytes.map { remote.isSegmentable ? Int64($0.readableBytes) == remote.length : true } ?? false
+        let isWholeFile =
+            firstBytes.map { remote.isSegmentable ? Int64($0.readableBytes) == remote.length : true } ?? false
+        let finishesAtOnce = expected == nil && isWholeFile
         let modificationTime = configuration.setsRemoteTime ? remote.lastModified.flatMap(HTTPDate.parse) : nil
         let overwrite = replacing
         let (file, prepared, finished) = try await BlockingIO.run {
@@ -117,7 +117,8 @@ struct DownloadEngine: Sendable {
             ) in
             let file = try OutputFile.openLocked(at: partPath)
             do throws(DownloadError) {
-                let prepared = try self.prepare(file, journal: journal, remote: remote)
+                // Space is reserved so that a full disk shows up now; the write of a whole file shows it as soon.
+                let prepared = try self.prepare(file, journal: journal, remote: remote, reserving: !isWholeFile)
                 if let firstBytes, firstBytes.readableBytes > 0 {
                     try file.write(firstBytes, at: 0)
                 }
@@ -339,20 +340,22 @@ struct DownloadEngine: Sendable {
         return ChecksumMismatch(expected: expected.checksum, source: expected.source, actual: actual.digest)
     }
 
-    /// Decides between resuming and starting over (``ResumeDecision``), and readies the `.part` file for it.
+    /// Decides between resuming and starting over (``ResumeDecision``), and readies the `.part` file for it
+    /// (starting over, it reserves the file's length on disk when `reserving`).
     /// Blocks: called on the blocking-I/O threads. Returns the bytes already on disk, and what a person should be
     /// told about it.
     private func prepare(
         _ file: OutputFile,
         journal: JournalStore,
-        remote: RemoteFile
+        remote: RemoteFile,
+        reserving: Bool
     ) throws(DownloadError) -> (ByteRangeSet, [String]) {
         let resume = self.request.configuration.resume
         var notices: [String] = []
         func startOver(_ notice: String?) throws(DownloadError) -> ByteRangeSet {
             if let notice { notices.append(notice) }
             journal.remove()
-            try file.startOver(length: remote.isSegmentable ? remote.length : nil)
+            try file.startOver(length: remote.isSegmentable && reserving ? remote.length : nil)
             return ByteRangeSet()
         }
         guard remote.isSegmentable, resume else {
