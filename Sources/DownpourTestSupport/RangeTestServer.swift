@@ -130,6 +130,13 @@ public struct RangeTestServer: Sendable {
         self.state.isHoldingBodies = true
     }
 
+    /// Holds the bodies as ``holdBodies()`` does once `bytes` body bytes have been sent in all (at once when they
+    /// have been already), on the server's own count: however late a loaded test looks, the client cannot get more
+    /// than about `bytes` (a slice more per connection) before ``releaseBodies()``.
+    public func holdBodies(afterSending bytes: Int) {
+        self.state.holdBodies(afterSending: bytes)
+    }
+
     /// Sends the bodies that ``holdBodies()`` held back, and every body from now on.
     ///
     /// A throttled response catches up with its rate at once: its pace counts from the start of the response.

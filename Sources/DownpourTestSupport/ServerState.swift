@@ -10,6 +10,8 @@ final class ServerState: Sendable {
         var openChannels: [Int: any Channel] = [:]
         var isShutDown = false
         var isHoldingBodies = false
+        /// Body bytes after which ``isHoldingBodies`` turns on by itself.
+        var holdAfterBytes: Int?
     }
 
     let planner: ResponsePlanner
@@ -74,11 +76,33 @@ final class ServerState: Sendable {
     /// Whether body bytes wait (see ``RangeTestServer/holdBodies()``).
     var isHoldingBodies: Bool {
         get { self.mutable.withLockedValue { $0.isHoldingBodies } }
-        set { self.mutable.withLockedValue { $0.isHoldingBodies = newValue } }
+        set {
+            self.mutable.withLockedValue { state in
+                state.isHoldingBodies = newValue
+                if !newValue { state.holdAfterBytes = nil }
+            }
+        }
     }
 
     func bodyBytesWritten(_ count: Int) {
-        self.mutable.withLockedValue { $0.statistics.bodyBytesSent += count }
+        self.mutable.withLockedValue { state in
+            state.statistics.bodyBytesSent += count
+            if let limit = state.holdAfterBytes, state.statistics.bodyBytesSent >= limit {
+                state.isHoldingBodies = true
+                state.holdAfterBytes = nil
+            }
+        }
+    }
+
+    /// Holds the bodies (``isHoldingBodies``) once `bytes` body bytes have been sent in all; at once if they have.
+    func holdBodies(afterSending bytes: Int) {
+        self.mutable.withLockedValue { state in
+            if state.statistics.bodyBytesSent >= bytes {
+                state.isHoldingBodies = true
+            } else {
+                state.holdAfterBytes = bytes
+            }
+        }
     }
 
     var statistics: RangeTestServer.Statistics {

@@ -121,10 +121,13 @@ struct InterruptionTests {
         let server = try await RangeTestServer.start(content: Self.content, faults: Self.faults)
         let path = scratch.file("k.bin")
         let journal = path + ".part.downpour"
+        // The server holds the bodies itself at that point, so a test that looks late on a loaded machine still
+        // finds the first run unfinished.
+        let holdAt = Int(Double(Self.content.count) * fraction)
+        server.holdBodies(afterSending: holdAt)
         let first = try RunningCommand(Self.arguments(server.url(), path, journalInterval: journalInterval))
-        try await Self.waitUntilSent(server, bytes: Int(Double(Self.content.count) * fraction))
+        try await Self.waitUntilSent(server, bytes: holdAt)
         // From here on the first run cannot finish, however late the kill lands; it goes on saving its journal.
-        server.holdBodies()
         // Two saves later, one has started after the hold (a slow sync can make the first one old).
         try await Self.waitForSaves(of: journal, count: 2)
         first.signal(SIGKILL)
@@ -154,11 +157,13 @@ struct InterruptionTests {
         defer { scratch.remove() }
         let server = try await RangeTestServer.start(content: Self.content, faults: Self.faults)
         let path = scratch.file("s.bin")
+        // Held by the server itself after 2 MiB, so that it cannot finish before the signal lands, however late
+        // the test looks on a loaded machine.
+        server.holdBodies(afterSending: 2 * 1024 * 1024)
         let first = try RunningCommand(Self.arguments(server.url(), path))
-        // Running, with a journal on disk; held, so that it cannot finish before the signal lands.
+        // Running, with a journal on disk, and held.
         try await Self.waitUntilExists(path + ".part.downpour")
         try await Self.waitUntilSent(server, bytes: 2 * 1024 * 1024)
-        server.holdBodies()
         first.signal(signalNumber)
         let stopped = try await first.wait()
         server.releaseBodies()
@@ -187,10 +192,10 @@ struct InterruptionTests {
         defer { scratch.remove() }
         let server = try await RangeTestServer.start(content: Self.content, faults: Self.faults)
         let path = scratch.file("twice.bin")
+        server.holdBodies(afterSending: 2 * 1024 * 1024)
         let first = try RunningCommand(Self.arguments(server.url(), path))
         try await Self.waitUntilExists(path + ".part.downpour")
         try await Self.waitUntilSent(server, bytes: 2 * 1024 * 1024)
-        server.holdBodies()
         // A journal that records what had arrived at the hold: the process is not going to save another.
         try await Self.waitForSaves(of: path + ".part.downpour", count: 2)
         // Two interrupts that arrive together: sent while the process is stopped, both are pending when it
@@ -219,10 +224,14 @@ struct InterruptionTests {
         defer { scratch.remove() }
         let server = try await RangeTestServer.start(content: Self.content, faults: Self.faults)
         let path = scratch.file("l.bin")
+        // Held by the server after 1 MiB, the first cannot finish before it is stopped, however late the test looks.
+        server.holdBodies(afterSending: 1024 * 1024)
         let first = try RunningCommand(Self.arguments(server.url(), path))
         try await Self.waitUntilSent(server, bytes: 1024 * 1024)
-        // The first stays stopped, holding its lock, until the second has given up.
+        // The first stays stopped, holding its lock, until the second has given up. The second's probe needs its
+        // body.
         first.signal(SIGSTOP)
+        server.releaseBodies()
         let second = try await Binary.run(Self.arguments(server.url(), path) + ["--user-agent", "second-downpour"])
         first.signal(SIGCONT)
         #expect(second.status == 9, "\(second.standardError)")

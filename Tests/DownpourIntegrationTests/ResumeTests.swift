@@ -90,6 +90,9 @@ struct ResumeTests {
         defer { directory.remove() }
         try await withServer(content: Self.content, faults: [Self.throttle]) { server in
             let path = directory.file("paused.bin")
+            // Held by the server at 1.5 MiB, no connection can finish its range before the pause lands (and then
+            // stay open in the pool), however late the test looks on a loaded machine.
+            server.holdBodies(afterSending: 3 * 512 * 1024)
             let download = testDownloader.download(
                 try DownloadRequest(url: server.url(), destination: .file(path), configuration: Self.configuration())
             )
@@ -101,8 +104,6 @@ struct ResumeTests {
                 switch event {
                 case .progress(let progress) where !pausedOnce && progress.completedBytes > 1024 * 1024:
                     pausedOnce = true
-                    // Held, the download cannot finish before the pause lands.
-                    server.holdBodies()
                     download.pause()
                 case .paused:
                     sawPaused = true
