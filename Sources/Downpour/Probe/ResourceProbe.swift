@@ -74,16 +74,13 @@ struct ResourceProbe: Sendable {
     /// `nil` when HEAD did not give enough to go on.
     private func probeWithHead(_ target: inout Target) async throws(DownloadError) -> Outcome? {
         while true {
-            let response: HTTPClientResponse
+            let response: ProbeResponse
             do {
                 response = try await self.sendWithRetries(method: .HEAD, target: target)
             } catch  where error.code == .httpStatus {
                 self.logger.debug("HEAD failed, trying GET", metadata: ["error": "\(error)"])
                 return nil
             }
-            // Reading the (empty) body to its end hands the connection back to the pool before the first
-            // range request is sent, so that request can reuse it instead of opening one more.
-            _ = try? await response.body.collect(upTo: 64 * 1024)
             if try self.followRedirect(response, target: &target) { continue }
             guard (200..<300).contains(response.status.code) else {
                 self.logger.debug("HEAD refused, trying GET", metadata: ["status": "\(response.status.code)"])
@@ -119,13 +116,10 @@ struct ResourceProbe: Sendable {
             let response = try await self.sendWithRetries(
                 method: .GET,
                 target: target,
-                extraHeaders: [("Range", "bytes=0-\(asked - 1)")]
+                extraHeaders: [("Range", "bytes=0-\(asked - 1)")],
+                bodyLimit: Int(asked)
             )
-            if try self.followRedirect(response, target: &target) {
-                // Read to its end, so that the connection goes back to the pool for the next hop.
-                _ = try? await response.body.collect(upTo: 64 * 1024)
-                continue
-            }
+            if try self.followRedirect(response, target: &target) { continue }
             switch response.status.code {
             case 206:
                 // The bytes must start at 0 and stay within what was asked; a server may send fewer (the
@@ -143,7 +137,7 @@ struct ResourceProbe: Sendable {
                 let total = contentRange.completeLength
                 let wanted = range.upperBound + 1
                 // A body cut short leaves its bytes to the connections; the probe has learned what it needed.
-                let body = try? await response.body.collect(upTo: Int(wanted))
+                let body = response.body
                 let file = self.remoteFile(
                     url: target.url,
                     headers: response.headers,
@@ -164,7 +158,6 @@ struct ResourceProbe: Sendable {
             case 416:
                 // Nothing to range over: the file is empty.
                 let length = response.headers.value("Content-Range").flatMap(ContentRange.init)?.completeLength
-                _ = try? await response.body.collect(upTo: 64 * 1024)
                 let file = self.remoteFile(
                     url: target.url,
                     headers: response.headers,
@@ -177,7 +170,7 @@ struct ResourceProbe: Sendable {
                 // A larger one is dropped (closing the connection) and fetched again as one stream.
                 let length = response.headers.value("Content-Length").flatMap { Int64(decimal: Substring($0)) }
                 var whole: ByteBuffer?
-                if (length ?? 0) <= asked, let body = try? await response.body.collect(upTo: Int(asked)),
+                if (length ?? 0) <= asked, let body = response.body,
                     length.map({ Int64(body.readableBytes) == $0 }) ?? true
                 {
                     whole = body
@@ -204,7 +197,6 @@ struct ResourceProbe: Sendable {
     /// may cover only its part. `nil` when the `HEAD` fails or describes another version of the file.
     private func wholeFileDigest(target: Target, file: RemoteFile) async -> ExpectedChecksum? {
         guard let response = try? await self.sendWithRetries(method: .HEAD, target: target) else { return nil }
-        _ = try? await response.body.collect(upTo: 64 * 1024)
         guard response.status.code == 200 else { return nil }
         do throws(AttemptFailure) {
             try ResponseValidator.checkSameFile(response.headers, remote: file)
@@ -239,7 +231,7 @@ struct ResourceProbe: Sendable {
     }
 
     /// Moves `target` to the redirect's location when `response` is a redirect; `false` otherwise.
-    private func followRedirect(_ response: HTTPClientResponse, target: inout Target) throws(DownloadError) -> Bool {
+    private func followRedirect(_ response: ProbeResponse, target: inout Target) throws(DownloadError) -> Bool {
         guard [301, 302, 303, 307, 308].contains(response.status.code) else { return false }
         guard let location = response.headers.value("Location"),
             let next = URL(string: location, relativeTo: target.url)?.absoluteURL
@@ -284,8 +276,9 @@ struct ResourceProbe: Sendable {
     private func sendWithRetries(
         method: HTTPMethod,
         target: Target,
-        extraHeaders: [(String, String)] = []
-    ) async throws(DownloadError) -> HTTPClientResponse {
+        extraHeaders: [(String, String)] = [],
+        bodyLimit: Int = 64 * 1024
+    ) async throws(DownloadError) -> ProbeResponse {
         let policy = RetryPolicy(configuration: self.configuration.retry)
         var attempt = 0
         while true {
@@ -293,11 +286,12 @@ struct ResourceProbe: Sendable {
             var retryAfter: Duration?
             let failure: DownloadError
             do {
-                let response = try await self.transport.send(
+                let response = try await self.transport.probe(
                     method: method,
                     url: target.url,
                     headers: self.authorization.headers(target.headers, for: target.url),
-                    extraHeaders: extraHeaders
+                    extraHeaders: extraHeaders,
+                    bodyLimit: bodyLimit
                 )
                 self.authorization.cookies?.absorb(response.headers, from: target.url)
                 guard StatusPolicy.isRetryable(response.status) else { return response }
