@@ -201,29 +201,13 @@ public final class Download: Sendable, Identifiable {
             partPathKnown: { [control = self.control] path in control.withLockedValue { $0.partPath = path } }
         )
         let signal = self.cancelSignal
-        let outcome = await withTaskGroup(of: Result<DownloadResult, DownloadError>?.self) { group in
-            group.addTask {
-                do throws(DownloadError) {
-                    return .success(try await engine.run())
-                } catch {
-                    return .failure(error)
-                }
-            }
-            group.addTask {
-                await signal.waitUntilPaused()
-                return nil
-            }
-            var outcome: Result<DownloadResult, DownloadError>?
-            while let next = await group.next() {
-                if let next {
-                    outcome = next
-                    group.cancelAll()
-                } else if !Task.isCancelled {
-                    // cancel() was called: stop the engine.
-                    group.cancelAll()
-                }
-            }
-            return outcome ?? .failure(.cancelled)
+        // Cancelled before it ran: not a single request is sent.
+        let cancelledBeforeRun = self.control.withLockedValue { $0.cancelRequested }
+        let outcome: Result<DownloadResult, DownloadError>
+        if cancelledBeforeRun {
+            outcome = .failure(.cancelled)
+        } else {
+            outcome = await Self.runUntilCancelled(engine, signal: signal)
         }
         switch outcome {
         case .success(let result):
@@ -249,6 +233,37 @@ public final class Download: Sendable, Identifiable {
             }
             self.hub.emit(.failed(error))
             throw error
+        }
+    }
+
+    /// Runs `engine` until it ends, or until `signal` says ``cancel(keepingPartialFile:)`` was called.
+    private static func runUntilCancelled(
+        _ engine: DownloadEngine,
+        signal: PauseGate
+    ) async -> Result<DownloadResult, DownloadError> {
+        await withTaskGroup(of: Result<DownloadResult, DownloadError>?.self) { group in
+            group.addTask {
+                do throws(DownloadError) {
+                    return .success(try await engine.run())
+                } catch {
+                    return .failure(error)
+                }
+            }
+            group.addTask {
+                await signal.waitUntilPaused()
+                return nil
+            }
+            var outcome: Result<DownloadResult, DownloadError>?
+            while let next = await group.next() {
+                if let next {
+                    outcome = next
+                    group.cancelAll()
+                } else if !Task.isCancelled {
+                    // cancel() was called: stop the engine.
+                    group.cancelAll()
+                }
+            }
+            return outcome ?? .failure(.cancelled)
         }
     }
 }

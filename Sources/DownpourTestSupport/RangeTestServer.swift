@@ -130,18 +130,18 @@ public struct RangeTestServer: Sendable {
         self.state.isHoldingBodies = true
     }
 
-    /// Lets `count` more body bytes go out (over all connections), then holds every body as ``holdBodies()``
-    /// does, until ``releaseBodies()``: a test can stop a download at a byte count of its choosing, however slow
-    /// the machine, with no race between seeing the count and holding.
-    public func holdBodies(afterBytes count: Int) {
-        self.state.holdBodies(afterBytes: count)
+    /// Holds the bodies as ``holdBodies()`` does once `bytes` body bytes have been sent in all (at once when they
+    /// have been already), on the server's own count: however late a loaded test looks, the client cannot get more
+    /// than about `bytes` (a slice more per connection) before ``releaseBodies()``.
+    public func holdBodies(afterSending bytes: Int) {
+        self.state.holdBodies(afterSending: bytes)
     }
 
     /// Sends the bodies that ``holdBodies()`` held back, and every body from now on.
     ///
     /// A throttled response catches up with its rate at once: its pace counts from the start of the response.
     public func releaseBodies() {
-        self.state.releaseBodies()
+        self.state.isHoldingBodies = false
     }
 
     /// Stops listening, closes every open connection (ending responses in progress) and stops the event loop.

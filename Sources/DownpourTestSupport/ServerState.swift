@@ -12,7 +12,7 @@ final class ServerState: Sendable {
         var isHoldingBodies = false
         /// Body bytes handed to the sockets so far (counted as they are written, ahead of `bodyBytesSent`).
         var bodyBytesQueued = 0
-        /// Hold bodies once `bodyBytesQueued` reaches this (see ``RangeTestServer/holdBodies(afterBytes:)``).
+        /// Hold bodies once `bodyBytesQueued` reaches this (see ``RangeTestServer/holdBodies(afterSending:)``).
         var holdAfterBytes: Int?
     }
 
@@ -78,11 +78,16 @@ final class ServerState: Sendable {
     /// Whether body bytes wait (see ``RangeTestServer/holdBodies()``).
     var isHoldingBodies: Bool {
         get { self.mutable.withLockedValue { $0.isHoldingBodies } }
-        set { self.mutable.withLockedValue { $0.isHoldingBodies = newValue } }
+        set {
+            self.mutable.withLockedValue { state in
+                state.isHoldingBodies = newValue
+                if !newValue { state.holdAfterBytes = nil }
+            }
+        }
     }
 
     /// Whether bodies wait now: ``RangeTestServer/holdBodies()``, or the threshold of
-    /// ``RangeTestServer/holdBodies(afterBytes:)`` reached (which then holds until released).
+    /// ``RangeTestServer/holdBodies(afterSending:)`` reached (which then holds until released).
     var shouldHoldBodies: Bool {
         self.mutable.withLockedValue { state in
             if let threshold = state.holdAfterBytes, state.bodyBytesQueued >= threshold {
@@ -93,21 +98,20 @@ final class ServerState: Sendable {
         }
     }
 
-    func releaseBodies() {
-        self.mutable.withLockedValue { state in
-            state.isHoldingBodies = false
-            state.holdAfterBytes = nil
-        }
-    }
-
     /// Counts a slice handed to a socket.
     func bodyBytesQueued(_ count: Int) {
         self.mutable.withLockedValue { $0.bodyBytesQueued += count }
     }
 
-    func holdBodies(afterBytes count: Int) {
+    /// Holds the bodies once `bytes` body bytes have been handed to the sockets in all (at once if they have): the
+    /// count is taken as each slice is written, so not a byte more goes out.
+    func holdBodies(afterSending bytes: Int) {
         self.mutable.withLockedValue { state in
-            state.holdAfterBytes = state.bodyBytesQueued + count
+            if state.bodyBytesQueued >= bytes {
+                state.isHoldingBodies = true
+            } else {
+                state.holdAfterBytes = bytes
+            }
         }
     }
 

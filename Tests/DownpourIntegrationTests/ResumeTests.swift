@@ -24,12 +24,12 @@ struct ResumeTests {
         after bytes: Int64,
         configuration: DownloadConfiguration = configuration()
     ) async throws -> (DownloadError?, [DownloadEvent]) {
+        // The server holds the bodies by itself a little past `bytes` (room for the connections' partly filled
+        // write buffers), so the download cannot finish however late the events reach a loaded test.
+        server.holdBodies(afterSending: server.statistics().bodyBytesSent + Int(bytes) + 512 * 1024)
         let download = testDownloader.download(
             try DownloadRequest(url: server.url(urlPath), destination: .file(path), configuration: configuration)
         )
-        // A little past `bytes` the server holds every body: the download cannot finish before the cancellation
-        // lands, however late this task sees the progress.
-        server.holdBodies(afterBytes: Int(bytes) + 256 * 1024)
         let task = Task { try await download.run() }
         var events: [DownloadEvent] = []
         for await event in download.events {
@@ -91,11 +91,12 @@ struct ResumeTests {
         defer { directory.remove() }
         try await withServer(content: Self.content, faults: [Self.throttle]) { server in
             let path = directory.file("paused.bin")
+            // Held by the server at 1.5 MiB, no connection can finish its range before the pause lands (and then
+            // stay open in the pool), however late the test looks on a loaded machine.
+            server.holdBodies(afterSending: 3 * 512 * 1024)
             let download = testDownloader.download(
                 try DownloadRequest(url: server.url(), destination: .file(path), configuration: Self.configuration())
             )
-            // Held a little past 1 MiB, the download cannot finish before the pause lands.
-            server.holdBodies(afterBytes: 1024 * 1024 + 256 * 1024)
             let task = Task { try await download.run() }
             var sawPaused = false
             var sawResumed = false
@@ -233,7 +234,7 @@ struct ResumeTests {
                 try DownloadRequest(url: server.url(), destination: .file(path), configuration: Self.configuration())
             )
             // Held after 1 MiB, the first cannot finish while the second tries.
-            server.holdBodies(afterBytes: 1024 * 1024)
+            server.holdBodies(afterSending: 1024 * 1024)
             let task = Task { try await first.run() }
             for await event in first.events {
                 if case .progress = event { break }
@@ -265,7 +266,7 @@ struct ResumeTests {
                 try DownloadRequest(url: server.url(), destination: .file(path), configuration: Self.configuration())
             )
             // Held past 1.75 MiB, the download cannot finish before it runs into the full disk.
-            server.holdBodies(afterBytes: 3 * 512 * 1024 + 256 * 1024)
+            server.holdBodies(afterSending: 3 * 512 * 1024 + 256 * 1024)
             let task = Task { try await download.run() }
             var filled = false
             for await event in download.events {

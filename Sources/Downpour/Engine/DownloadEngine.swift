@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOCore
 
 /// Runs one download from probe to final name: the work behind ``Download/run()``.
 struct DownloadEngine: Sendable {
@@ -100,18 +101,43 @@ struct DownloadEngine: Sendable {
         try self.checkFree(path, replacing: replacing)
         let partPath = path + ".part"
         let journal = JournalStore(partPath: partPath)
-        // Opening, locking and readying the `.part` file in one trip to the blocking-I/O threads.
-        let (file, prepared) = try await BlockingIO.run {
-            () throws(DownloadError) -> (OutputFile, Result<(ByteRangeSet, [String]), DownloadError>) in
+        // Opening, locking and readying the `.part` file, and writing the probe's bytes, in one trip to the
+        // blocking-I/O threads. When those bytes are the whole file and there is no digest to verify, the same trip
+        // finishes the download too (sync and rename).
+        let firstBytes = outcome.firstBytes
+        let (expected, checksumNotice) = self.expectedChecksum(server: outcome.serverChecksum)
+        let isWholeFile =
+            firstBytes.map { remote.isSegmentable ? Int64($0.readableBytes) == remote.length : true } ?? false
+        let finishesAtOnce = expected == nil && isWholeFile
+        let modificationTime = configuration.setsRemoteTime ? remote.lastModified.flatMap(HTTPDate.parse) : nil
+        let overwrite = replacing
+        let (file, prepared, finished) = try await BlockingIO.run {
+            () throws(DownloadError) -> (
+                OutputFile, Result<(ByteRangeSet, [String]), DownloadError>, Result<Void, DownloadFinisher.Failure>?
+            ) in
             let file = try OutputFile.openLocked(at: partPath)
             do throws(DownloadError) {
-                return (file, .success(try self.prepare(file, journal: journal, remote: remote)))
+                // Space is reserved so that a full disk shows up now; the write of a whole file shows it as soon.
+                let prepared = try self.prepare(file, journal: journal, remote: remote, reserving: !isWholeFile)
+                if let firstBytes, firstBytes.readableBytes > 0 {
+                    try file.write(firstBytes, at: 0)
+                }
+                guard finishesAtOnce else { return (file, .success(prepared), nil) }
+                let finisher = DownloadFinisher(
+                    file: file,
+                    journal: journal,
+                    partPath: partPath,
+                    path: path,
+                    overwrite: overwrite,
+                    modificationTime: modificationTime.map { Int64($0) }
+                )
+                return (file, .success(prepared), finisher.syncAndMove(truncatingTo: nil))
             } catch {
-                return (file, .failure(error))
+                return (file, .failure(error), nil)
             }
         }
+        let prefetched = firstBytes.map { 0..<Int64($0.readableBytes) }
         self.partPathKnown(partPath)
-        let (expected, checksumNotice) = self.expectedChecksum(server: outcome.serverChecksum)
         var session = TransferSession(
             transport: transport,
             file: file,
@@ -161,7 +187,12 @@ struct DownloadEngine: Sendable {
         var startedOver = false
         while true {
             do {
-                length = try await self.transfer(&session, resumed: resumed, journal: journal)
+                length = try await self.transfer(
+                    &session,
+                    resumed: resumed,
+                    prefetched: startedOver ? nil : prefetched,
+                    journal: journal
+                )
             } catch {
                 throw await self.abandon(session, error: error, resumed: resumed, journal: journal)
             }
@@ -214,10 +245,15 @@ struct DownloadEngine: Sendable {
             modificationTime: configuration.setsRemoteTime
                 ? session.remoteFile.lastModified.flatMap(HTTPDate.parse).map { Int64($0) } : nil
         )
-        try await finisher.finish(
-            truncatingTo: session.remoteFile.length == nil ? length : nil,
-            resumable: session.remoteFile.isSegmentable && session.hasPlan
-        )
+        if let finished {
+            // Synced and renamed already, in the trip that wrote the probe's bytes.
+            try finisher.conclude(finished, resumable: session.remoteFile.isSegmentable && session.hasPlan)
+        } else {
+            try await finisher.finish(
+                truncatingTo: session.remoteFile.length == nil ? length : nil,
+                resumable: session.remoteFile.isSegmentable && session.hasPlan
+            )
+        }
         let snapshot = session.snapshot()
         return DownloadResult(
             path: path,
@@ -304,20 +340,22 @@ struct DownloadEngine: Sendable {
         return ChecksumMismatch(expected: expected.checksum, source: expected.source, actual: actual.digest)
     }
 
-    /// Decides between resuming and starting over (``ResumeDecision``), and readies the `.part` file for it.
+    /// Decides between resuming and starting over (``ResumeDecision``), and readies the `.part` file for it
+    /// (starting over, it reserves the file's length on disk when `reserving`).
     /// Blocks: called on the blocking-I/O threads. Returns the bytes already on disk, and what a person should be
     /// told about it.
     private func prepare(
         _ file: OutputFile,
         journal: JournalStore,
-        remote: RemoteFile
+        remote: RemoteFile,
+        reserving: Bool
     ) throws(DownloadError) -> (ByteRangeSet, [String]) {
         let resume = self.request.configuration.resume
         var notices: [String] = []
         func startOver(_ notice: String?) throws(DownloadError) -> ByteRangeSet {
             if let notice { notices.append(notice) }
             journal.remove()
-            try file.startOver(length: remote.isSegmentable ? remote.length : nil)
+            try file.startOver(length: remote.isSegmentable && reserving ? remote.length : nil)
             return ByteRangeSet()
         }
         guard remote.isSegmentable, resume else {
@@ -351,27 +389,46 @@ struct DownloadEngine: Sendable {
     /// returns the length. Each answer of the machine is a list of actions done in order: a start action takes
     /// the rest of its list into its ``TransferRound``; an action that waits for an event (a save, a pause) ends
     /// its list, and the machine's answer to that event is the next list.
+    ///
+    /// `prefetched` are the bytes the probe's own request brought, already on disk: the first bytes of a
+    /// segmentable file, else the whole file. When they leave nothing to fetch, no round runs.
     private func transfer(
         _ session: inout TransferSession,
         resumed: ByteRangeSet,
+        prefetched: Range<Int64>?,
         journal: JournalStore
     ) async throws(DownloadError) -> Int64 {
         let configuration = session.configuration
         if session.remoteFile.isSegmentable {
+            var done = resumed
+            if let prefetched, !prefetched.isEmpty { done.insert(prefetched) }
             session.startSegmented(
                 SegmentPlanner(
                     length: session.remoteFile.length ?? 0,
                     connections: configuration.connections,
                     minimumSplitSize: configuration.minimumSplitSize,
                     minimumRaceSize: configuration.minimumRaceSize,
-                    done: resumed,
+                    done: done,
                     pieceSize: session.hasher != nil && configuration.connections > 1
                         ? Self.pieceSize(
-                            missing: (session.remoteFile.length ?? 0) - resumed.byteCount,
+                            missing: (session.remoteFile.length ?? 0) - done.byteCount,
                             connections: configuration.connections
                         ) : nil
                 )
             )
+            if let prefetched {
+                session.prefetched(prefetched)
+                if session.isPlanComplete {
+                    ProgressReporter(session: session).report()
+                    return session.completedBytes
+                }
+            }
+        } else if let prefetched {
+            // The whole file came with the probe's response.
+            session.startStream()
+            session.prefetched(prefetched)
+            ProgressReporter(session: session).report()
+            return session.completedBytes
         }
         var machine = DownloadStateMachine(connections: configuration.connections)
         var actions = machine.probeFinished(segmentable: session.remoteFile.isSegmentable)

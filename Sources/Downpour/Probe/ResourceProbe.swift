@@ -4,18 +4,30 @@ import Logging
 import NIOCore
 import NIOHTTP1
 
-/// Finds out what is at a URL before anything is downloaded: follows redirects (bounded, loops refused),
-/// asks with `HEAD`, and falls back to `GET` with `Range: bytes=0-0` where `HEAD` is refused or says too little.
+/// Finds out what is at a URL before anything is downloaded: follows redirects (bounded, loops refused), and
+/// asks with the download's first request, a `GET` of the first ``firstChunkSize`` bytes (`Range: bytes=0-…`),
+/// whose bytes are kept: a small file is downloaded whole by the probe, and a larger one has its first bytes.
+/// With a conditional `GET` it asks with `HEAD` first (the local file may make the download unnecessary), and
+/// falls back to the ranged `GET` where `HEAD` is refused or says too little.
 struct ResourceProbe: Sendable {
     /// What the probe found, and the headers to send (the configured ones and `User-Agent`; ``authorization``
     /// adds credentials and cookies to each request for the URL it goes to).
     struct Outcome: Sendable {
         var remoteFile: RemoteFile
         var headers: [HTTPHeaderField]
-        /// The digest of the whole file the server sent (`Repr-Digest` or `Digest`), read only from a response
-        /// that describes the full representation: a `HEAD`, or a `200` to a `GET`.
+        /// The digest of the whole file the server sent: `Repr-Digest` from any response (RFC 9530: it covers
+        /// the representation, also on a `206`), `Digest` (RFC 3230, implemented both ways) only from a response
+        /// that describes or carries the full representation: a `HEAD`, a `200`, a `206` with every byte.
         var serverChecksum: ExpectedChecksum? = nil
+        /// The file's first bytes, from the probe's own `GET`, to be written at offset 0. When ``remoteFile`` is
+        /// segmentable they are bytes `0..<count` of it (all of them for a small file); otherwise they are the
+        /// whole file (a `200` that fitted), and nothing is left to fetch. `nil` when there are none to keep.
+        var firstBytes: ByteBuffer? = nil
     }
+
+    /// How many bytes the probe's `GET` asks for. A file this small is downloaded with one request; for a
+    /// larger one, the other connections start once these have come (a few round trips on a cold connection).
+    static let firstChunkSize: Int64 = 64 * 1024
 
     let transport: HTTPTransport
     let configuration: DownloadConfiguration
@@ -25,7 +37,8 @@ struct ResourceProbe: Sendable {
 
     func probe(_ url: URL) async throws(DownloadError) -> Outcome {
         var target = Target(url: url, headers: self.initialHeaders(), visited: [])
-        if let outcome = try await self.probeWithHead(&target) {
+        // A conditional GET may find the local file new enough: then no byte should be fetched.
+        if self.configuration.conditionalGet, let outcome = try await self.probeWithHead(&target) {
             return outcome
         }
         return try await self.probeWithRangedGet(&target)
@@ -39,16 +52,6 @@ struct ResourceProbe: Sendable {
             headers.insert(HTTPHeaderField(name: "User-Agent", value: self.configuration.userAgent), at: 0)
         }
         return headers
-    }
-
-    /// What the probe found. The server's digest of the whole file is taken only from a `200` (or a `HEAD`,
-    /// which answers as a `200` would); a `206` describes a part.
-    private func outcome(_ file: RemoteFile, target: Target, response: HTTPClientResponse? = nil) -> Outcome {
-        Outcome(
-            remoteFile: file,
-            headers: target.headers,
-            serverChecksum: response.flatMap { $0.status.code == 200 ? Self.serverChecksum($0.headers) : nil }
-        )
     }
 
     /// Where the probe is: the current URL, the configured headers, and the URLs seen.
@@ -71,16 +74,13 @@ struct ResourceProbe: Sendable {
     /// `nil` when HEAD did not give enough to go on.
     private func probeWithHead(_ target: inout Target) async throws(DownloadError) -> Outcome? {
         while true {
-            let response: HTTPClientResponse
+            let response: ProbeResponse
             do {
                 response = try await self.sendWithRetries(method: .HEAD, target: target)
             } catch  where error.code == .httpStatus {
                 self.logger.debug("HEAD failed, trying GET", metadata: ["error": "\(error)"])
                 return nil
             }
-            // Reading the (empty) body to its end hands the connection back to the pool before the first
-            // range request is sent, so that request can reuse it instead of opening one more.
-            _ = try? await response.body.collect(upTo: 64 * 1024)
             if try self.followRedirect(response, target: &target) { continue }
             guard (200..<300).contains(response.status.code) else {
                 self.logger.debug("HEAD refused, trying GET", metadata: ["status": "\(response.status.code)"])
@@ -99,62 +99,111 @@ struct ResourceProbe: Sendable {
                 length: length,
                 acceptsRanges: acceptRanges != "none"
             )
-            return self.outcome(file, target: target, response: response)
+            return Outcome(
+                remoteFile: file,
+                headers: target.headers,
+                serverChecksum: Self.serverChecksum(response.headers, coversWholeFile: true)
+            )
         }
     }
 
+    /// Probes with the download's first request, `GET` with `Range: bytes=0-(firstChunkSize - 1)`, and keeps
+    /// its bytes: a `206` says the length and that ranges work; a `200` says they do not (its body is kept when
+    /// it is no larger than the chunk: then it is the whole file); a `416` means an empty file.
     private func probeWithRangedGet(_ target: inout Target) async throws(DownloadError) -> Outcome {
+        let asked = Self.firstChunkSize
         while true {
             let response = try await self.sendWithRetries(
                 method: .GET,
                 target: target,
-                extraHeaders: [("Range", "bytes=0-0")]
+                extraHeaders: [("Range", "bytes=0-\(asked - 1)")],
+                bodyLimit: Int(asked)
             )
             if try self.followRedirect(response, target: &target) { continue }
             switch response.status.code {
             case 206:
-                guard let header = response.headers.value("Content-Range"), let contentRange = ContentRange(header),
-                    contentRange.range == 0...0
+                // The bytes must start at 0 and stay within what was asked; a server may send fewer (the
+                // connections fetch the rest).
+                let header = response.headers.value("Content-Range")
+                guard let header, let contentRange = ContentRange(header), let range = contentRange.range,
+                    range.lowerBound == 0, range.upperBound < asked
                 else {
                     throw DownloadError(
                         code: .remoteMisbehaved,
-                        message: "The server answered a request for byte 0 with Content-Range "
-                            + "'\(response.headers.value("Content-Range") ?? "")'."
+                        message: "The server answered a request for bytes 0-\(asked - 1) with Content-Range "
+                            + "'\(header ?? "")'."
                     )
                 }
-                _ = try? await response.body.collect(upTo: 1024)
+                let total = contentRange.completeLength
+                let wanted = range.upperBound + 1
+                // A body cut short leaves its bytes to the connections; the probe has learned what it needed.
+                let body = response.body
                 let file = self.remoteFile(
                     url: target.url,
                     headers: response.headers,
-                    length: contentRange.completeLength,
-                    acceptsRanges: contentRange.completeLength != nil
+                    length: total,
+                    acceptsRanges: total != nil
                 )
-                return self.outcome(file, target: target)
+                let coversWholeFile = total == wanted
+                var checksum = Self.serverChecksum(response.headers, coversWholeFile: coversWholeFile)
+                if checksum == nil, !coversWholeFile, response.headers.contains(name: "Digest") {
+                    checksum = await self.wholeFileDigest(target: target, file: file)
+                }
+                return Outcome(
+                    remoteFile: file,
+                    headers: target.headers,
+                    serverChecksum: checksum,
+                    firstBytes: total != nil && body?.readableBytes == Int(wanted) ? body : nil
+                )
             case 416:
                 // Nothing to range over: the file is empty.
                 let length = response.headers.value("Content-Range").flatMap(ContentRange.init)?.completeLength
-                _ = try? await response.body.collect(upTo: 64 * 1024)
                 let file = self.remoteFile(
                     url: target.url,
                     headers: response.headers,
                     length: length ?? 0,
                     acceptsRanges: false
                 )
-                return self.outcome(file, target: target)
+                return Outcome(remoteFile: file, headers: target.headers)
             case 200..<300:
-                // The server sends the whole file; it is dropped here and fetched again as one stream.
+                // The server sends the whole file. One no larger than the chunk is kept: the download is done.
+                // A larger one is dropped (closing the connection) and fetched again as one stream.
                 let length = response.headers.value("Content-Length").flatMap { Int64(decimal: Substring($0)) }
+                var whole: ByteBuffer?
+                if (length ?? 0) <= asked, let body = response.body,
+                    length.map({ Int64(body.readableBytes) == $0 }) ?? true
+                {
+                    whole = body
+                }
                 let file = self.remoteFile(
                     url: target.url,
                     headers: response.headers,
-                    length: length,
+                    length: length ?? whole.map { Int64($0.readableBytes) },
                     acceptsRanges: false
                 )
-                return self.outcome(file, target: target, response: response)
+                return Outcome(
+                    remoteFile: file,
+                    headers: target.headers,
+                    serverChecksum: Self.serverChecksum(response.headers, coversWholeFile: true),
+                    firstBytes: whole
+                )
             default:
                 throw DownloadError.httpStatus(response.status, url: target.url)
             }
         }
+    }
+
+    /// The server's RFC 3230 `Digest` of the whole file, from a `HEAD`, when the probe's `206` carried one that
+    /// may cover only its part. `nil` when the `HEAD` fails or describes another version of the file.
+    private func wholeFileDigest(target: Target, file: RemoteFile) async -> ExpectedChecksum? {
+        guard let response = try? await self.sendWithRetries(method: .HEAD, target: target) else { return nil }
+        guard response.status.code == 200 else { return nil }
+        do throws(AttemptFailure) {
+            try ResponseValidator.checkSameFile(response.headers, remote: file)
+        } catch {
+            return nil
+        }
+        return Self.serverChecksum(response.headers, coversWholeFile: true)
     }
 
     private func remoteFile(url: URL, headers: HTTPHeaders, length: Int64?, acceptsRanges: Bool) -> RemoteFile {
@@ -170,9 +219,11 @@ struct ResourceProbe: Sendable {
         )
     }
 
-    private static func serverChecksum(_ headers: HTTPHeaders) -> ExpectedChecksum? {
+    /// The server's digest of the whole file: `Repr-Digest` always covers the representation (RFC 9530); the
+    /// older `Digest` (RFC 3230) is taken only from a response that describes or carries the whole file.
+    private static func serverChecksum(_ headers: HTTPHeaders, coversWholeFile: Bool) -> ExpectedChecksum? {
         let reprDigest = headers["Repr-Digest"]
-        let digest = headers["Digest"]
+        let digest = coversWholeFile ? headers["Digest"] : []
         return ServerDigest.expected(
             reprDigest: reprDigest.isEmpty ? nil : reprDigest.joined(separator: ","),
             digest: digest.isEmpty ? nil : digest.joined(separator: ",")
@@ -180,7 +231,7 @@ struct ResourceProbe: Sendable {
     }
 
     /// Moves `target` to the redirect's location when `response` is a redirect; `false` otherwise.
-    private func followRedirect(_ response: HTTPClientResponse, target: inout Target) throws(DownloadError) -> Bool {
+    private func followRedirect(_ response: ProbeResponse, target: inout Target) throws(DownloadError) -> Bool {
         guard [301, 302, 303, 307, 308].contains(response.status.code) else { return false }
         guard let location = response.headers.value("Location"),
             let next = URL(string: location, relativeTo: target.url)?.absoluteURL
@@ -225,8 +276,9 @@ struct ResourceProbe: Sendable {
     private func sendWithRetries(
         method: HTTPMethod,
         target: Target,
-        extraHeaders: [(String, String)] = []
-    ) async throws(DownloadError) -> HTTPClientResponse {
+        extraHeaders: [(String, String)] = [],
+        bodyLimit: Int = 64 * 1024
+    ) async throws(DownloadError) -> ProbeResponse {
         let policy = RetryPolicy(configuration: self.configuration.retry)
         var attempt = 0
         while true {
@@ -234,11 +286,12 @@ struct ResourceProbe: Sendable {
             var retryAfter: Duration?
             let failure: DownloadError
             do {
-                let response = try await self.transport.send(
+                let response = try await self.transport.probe(
                     method: method,
                     url: target.url,
                     headers: self.authorization.headers(target.headers, for: target.url),
-                    extraHeaders: extraHeaders
+                    extraHeaders: extraHeaders,
+                    bodyLimit: bodyLimit
                 )
                 self.authorization.cookies?.absorb(response.headers, from: target.url)
                 guard StatusPolicy.isRetryable(response.status) else { return response }

@@ -11,6 +11,12 @@ struct DownloadFinisher: Sendable {
     /// file appears under its name with it; `nil` leaves the time of the last write.
     var modificationTime: Int64? = nil
 
+    /// Why finishing failed: the sync (the bytes may not be on disk), or the rename.
+    enum Failure: Error {
+        case sync(DownloadError)
+        case move(DownloadError)
+    }
+
     /// Syncs `file` (after cutting it to `truncatingTo`, for a download whose length was unknown), renames it
     /// sets its times (``modificationTime``) and removes the journal, in one trip to the blocking-I/O threads.
     ///
@@ -19,26 +25,32 @@ struct DownloadFinisher: Sendable {
     /// is in ranges). When the rename fails, both are removed: the bytes were complete, but they cannot be put
     /// where they belong.
     func finish(truncatingTo length: Int64?, resumable: Bool) async throws(DownloadError) {
-        enum Failure: Error {
-            case sync(DownloadError)
-            case move(DownloadError)
-        }
         let step = self
-        let outcome: Result<Void, Failure> = try await BlockingIO.run { () throws(DownloadError) in
-            do throws(DownloadError) {
-                if let length { try step.file.truncate(to: length) }
-                if let time = step.modificationTime { try step.file.setTimes(time) }
-                try step.file.sync()
-            } catch {
-                return .failure(.sync(error))
-            }
-            do throws(DownloadError) {
-                try FileOperations.move(step.partPath, to: step.path, replacing: step.overwrite)
-            } catch {
-                return .failure(.move(error))
-            }
-            return .success(())
+        let outcome = try await BlockingIO.run { step.syncAndMove(truncatingTo: length) }
+        try self.conclude(outcome, resumable: resumable)
+    }
+
+    /// The blocking half of ``finish(truncatingTo:resumable:)``: cuts, sets the times, syncs and renames. Call it
+    /// on the blocking-I/O threads (a caller already there saves a trip), then ``conclude(_:resumable:)``.
+    func syncAndMove(truncatingTo length: Int64?) -> Result<Void, Failure> {
+        do throws(DownloadError) {
+            if let length { try self.file.truncate(to: length) }
+            if let time = self.modificationTime { try self.file.setTimes(time) }
+            try self.file.sync()
+        } catch {
+            return .failure(.sync(error))
         }
+        do throws(DownloadError) {
+            try FileOperations.move(self.partPath, to: self.path, replacing: self.overwrite)
+        } catch {
+            return .failure(.move(error))
+        }
+        return .success(())
+    }
+
+    /// The rest of ``finish(truncatingTo:resumable:)`` after ``syncAndMove(truncatingTo:)``: closes the file, and
+    /// removes the journal, or what a failure leaves of no use.
+    func conclude(_ outcome: Result<Void, Failure>, resumable: Bool) throws(DownloadError) {
         self.file.close()
         switch outcome {
         case .success:

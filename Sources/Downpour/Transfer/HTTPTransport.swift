@@ -166,26 +166,43 @@ struct HTTPTransport: Sendable {
         return (clients[(self.first + id) % clients.count], route)
     }
 
-    /// Sends one request and returns once the response head is in; the body streams from the response.
-    func send(
+    /// Sends one probe request on connection 1's client (so that connection 1 can reuse its connection) and returns
+    /// its head and its body, when the body is at most `bodyLimit` bytes; a larger one ends the request. The body
+    /// is taken in on the connection's event loop (``ProbeResponseDelegate``): one hop back to the caller, not one
+    /// per body part. Throws when no head came; a failure after the head leaves the body out.
+    func probe(
         method: HTTPMethod,
         url: URL,
         headers: [HTTPHeaderField],
-        extraHeaders: [(String, String)] = []
-    ) async throws -> HTTPClientResponse {
-        var request = HTTPClientRequest(url: url.absoluteString)
-        request.method = method
+        extraHeaders: [(String, String)] = [],
+        bodyLimit: Int
+    ) async throws -> ProbeResponse {
+        var request = try HTTPClient.Request(url: url.absoluteString, method: method)
         for header in headers {
             request.headers.add(name: header.name, value: header.value)
         }
         for (name, value) in extraHeaders {
             request.headers.replaceOrAdd(name: name, value: value)
         }
-        // The probe goes through connection 1's client, so connection 1 can reuse its connection.
         let (client, route) = try await self.client(forConnection: 1, url: url)
+        let delegate = ProbeResponseDelegate(bodyLimit: bodyLimit)
+        let task = client.execute(
+            request: request,
+            delegate: delegate,
+            eventLoop: .delegate(on: self.eventLoop(forConnection: 1)),
+            deadline: nil,
+            logger: self.logger
+        )
         do {
-            return try await client.execute(request, deadline: .distantFuture, logger: self.logger)
+            return try await withTaskCancellationHandler {
+                try await task.futureResult.get()
+            } onCancel: {
+                task.cancel()
+            }
         } catch {
+            if !Task.isCancelled, let head = delegate.head {
+                return ProbeResponse(status: head.status, headers: head.headers, body: nil)
+            }
             throw ProxyConnectionError.wrapping(error, route: route)
         }
     }

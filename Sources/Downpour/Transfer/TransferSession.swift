@@ -56,6 +56,8 @@ final class TransferSession: Sendable {
         var bytesThisRun: Int64 = 0
         var connections: [Int: ConnectionState] = [:]
         var mostActiveConnections = 0
+        /// Requests whose bytes were written before any connection ran: the probe's.
+        var prefetchRequests = 0
     }
 
     init(
@@ -221,6 +223,16 @@ final class TransferSession: Sendable {
         self.state.withLockedValue { $0.planner?.isComplete ?? false }
     }
 
+    /// Records the bytes the probe's own request brought, written before any connection ran (the plan or the
+    /// stream has them already as done): they count as bytes of this run, from one more request.
+    func prefetched(_ range: Range<Int64>) {
+        self.state.withLockedValue { state in
+            if state.planner == nil { state.streamedBytes = range.upperBound }
+            state.bytesThisRun += Int64(range.count)
+            state.prefetchRequests += 1
+        }
+    }
+
     // MARK: Stream mode
 
     func startStream() {
@@ -268,10 +280,12 @@ final class TransferSession: Sendable {
         var bytesThisRun: Int64
         var connections: [(id: Int, state: ConnectionState, remaining: Range<Int64>?)]
         var mostActiveConnections: Int
+        /// Requests whose bytes were written before any connection ran (the probe's).
+        var prefetchRequests: Int
 
-        /// Requests started, over all connections.
+        /// Requests started, over all connections, and the probe's when its bytes were kept.
         var requests: Int {
-            self.connections.reduce(0) { $0 + $1.state.attempts }
+            self.connections.reduce(self.prefetchRequests) { $0 + $1.state.attempts }
         }
     }
 
@@ -286,7 +300,8 @@ final class TransferSession: Sendable {
                     let connection = state.connections[id]!
                     return (id, connection, connection.lease.flatMap { state.planner?.lease($0)?.remaining })
                 },
-                mostActiveConnections: state.mostActiveConnections
+                mostActiveConnections: state.mostActiveConnections,
+                prefetchRequests: state.prefetchRequests
             )
         }
     }

@@ -1,0 +1,11 @@
+import NIOCore
+import NIOHTTP1
+
+/// A probe request's answer: its head, and its body when that was no larger than the probe asked for.
+struct ProbeResponse: Sendable {
+    var status: HTTPResponseStatus
+    var headers: HTTPHeaders
+    /// The whole body (empty when there was none); `nil` when it was larger than the limit (the request was then
+    /// cut short, closing its connection) or failed after the head.
+    var body: ByteBuffer?
+}

@@ -1,0 +1,192 @@
+import Downpour
+import DownpourTestSupport
+import Foundation
+import Testing
+
+/// The probe is the download's first request, a `GET` of the first 64 KiB whose bytes are kept.
+@Suite("Probing with the first ranged GET", .timeLimit(.minutes(1)))
+struct ProbeTests {
+    /// Smaller than the probe's chunk: one request fetches it all.
+    static let small = makeTestContent(count: 40_000, seed: 71)
+    /// Larger than the probe's chunk.
+    static let large = makeTestContent(count: 1024 * 1024 + 4321, seed: 72)
+    static let chunk = 64 * 1024
+
+    static var probeRange: String { "bytes=0-\(Self.chunk - 1)" }
+
+    @Test("a small file is fetched with exactly one request, the probe's")
+    func smallFileOneRequest() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.small) { server in
+            let path = directory.file("small.bin")
+            let result = try await runDownload(server.url(), to: .file(path)).value
+            try expectFile(path, equals: Self.small, in: directory)
+            #expect(result.remoteFile.length == Int64(Self.small.count))
+            #expect(result.remoteFile.acceptsRanges)
+            #expect(result.downloadedBytes == Int64(Self.small.count))
+            let requests = server.statistics().requests
+            #expect(requests.count == 1, "\(describe(requests))")
+            #expect(requests.first?.method == "GET")
+            #expect(requests.first?.header("Range") == Self.probeRange)
+            #expect(requests.first?.status == 206)
+        }
+    }
+
+    @Test("a file of exactly the probe's chunk is fetched with one request")
+    func chunkSizedFile() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let content = makeTestContent(count: Self.chunk, seed: 73)
+        try await withServer(content: content) { server in
+            let path = directory.file("chunk.bin")
+            _ = try await runDownload(server.url(), to: .file(path)).value
+            try expectFile(path, equals: content, in: directory)
+            #expect(server.statistics().requests.count == 1, "\(describe(server.statistics().requests))")
+        }
+    }
+
+    @Test("a larger file keeps the probe's bytes: no other request asks for them again")
+    func largeFileKeepsFirstBytes() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.large) { server in
+            let path = directory.file("large.bin")
+            var configuration = testConfiguration(connections: 4, minimumSplitSize: 256 * 1024)
+            configuration.racesTail = false
+            let result = try await runDownload(server.url(), to: .file(path), configuration: configuration).value
+            try expectFile(path, equals: Self.large, in: directory)
+            #expect(result.downloadedBytes == Int64(Self.large.count))
+            let statistics = server.statistics()
+            #expect(statistics.headRequests == 0)
+            let gets = statistics.getRequestsRecorded
+            #expect(gets.first?.header("Range") == Self.probeRange)
+            for request in gets.dropFirst() {
+                let range = try #require(request.requestedRange, "\(describe(gets))")
+                #expect(range.lowerBound >= Self.chunk, "\(describe(gets))")
+            }
+            // Every byte was sent once: the probe's bytes were written, not fetched again.
+            #expect(statistics.bodyBytesSent == Self.large.count, "\(describe(gets))")
+        }
+    }
+
+    @Test("a redirect is followed by the probe's GET; its bytes and the final URL are kept")
+    func redirectThenProbe() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.small) { server in
+            let path = directory.file("redirected.bin")
+            let result = try await runDownload(server.url("/redirect/2"), to: .file(path)).value
+            try expectFile(path, equals: Self.small, in: directory)
+            #expect(result.remoteFile.url.absoluteString == server.url("/file.bin"))
+            let requests = server.statistics().requests
+            #expect(requests.map(\.method) == ["GET", "GET", "GET", "GET"], "\(describe(requests))")
+            #expect(requests.map(\.status) == [302, 302, 302, 206], "\(describe(requests))")
+            #expect(requests.last?.uri == "/file.bin")
+            #expect(requests.allSatisfy { $0.header("Range") == Self.probeRange })
+        }
+    }
+
+    @Test("a server that answers the probe's GET with 200: a small body is the whole file, one request")
+    func smallFileWithoutRanges() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.small, faults: [.ignoreRange]) { server in
+            let path = directory.file("whole.bin")
+            let result = try await runDownload(server.url(), to: .file(path)).value
+            try expectFile(path, equals: Self.small, in: directory)
+            #expect(result.remoteFile.acceptsRanges == false)
+            #expect(result.length == Int64(Self.small.count))
+            let requests = server.statistics().requests
+            #expect(requests.count == 1, "\(describe(requests))")
+            #expect(requests.first?.status == 200)
+        }
+    }
+
+    @Test("a server that answers the probe's GET with 200: a large body is fetched again as one stream")
+    func largeFileWithoutRanges() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.large, faults: [.ignoreRange]) { server in
+            let path = directory.file("whole.bin")
+            let result = try await runDownload(server.url(), to: .file(path)).value
+            try expectFile(path, equals: Self.large, in: directory)
+            #expect(result.remoteFile.acceptsRanges == false)
+            let gets = server.statistics().getRequestsRecorded
+            #expect(gets.count == 2, "\(describe(gets))")
+            #expect(gets.last?.header("Range") == nil)
+        }
+    }
+
+    @Test("the name from Content-Disposition is known before the file is opened, with one request")
+    func contentDispositionName() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(
+            content: Self.small,
+            faults: [.contentDisposition("attachment; filename=\"report.pdf\"")]
+        ) { server in
+            let result = try await runDownload(server.url("/download?id=7"), to: .directory(directory.path)).value
+            #expect(result.path == directory.file("report.pdf"))
+            try expectFile(directory.file("report.pdf"), equals: Self.small, in: directory)
+            #expect(server.statistics().requests.count == 1, "\(describe(server.statistics().requests))")
+        }
+    }
+
+    @Test("an empty file: the probe's 416 ends in an empty file")
+    func emptyFile() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: []) { server in
+            let path = directory.file("empty.bin")
+            let result = try await runDownload(server.url(), to: .file(path)).value
+            #expect(result.length == 0)
+            try expectFile(path, equals: [], in: directory)
+        }
+    }
+
+    @Test("a resumed download proves its validators: every range request after the probe sends If-Range")
+    func resumeSendsIfRange() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let content = makeTestContent(count: 4 * 1024 * 1024 + 777, seed: 74)
+        try await withServer(content: content, faults: [.throttle(bytesPerSecond: 1024 * 1024)]) { server in
+            let path = directory.file("resumed.bin")
+            var configuration = testConfiguration(connections: 4, minimumSplitSize: 256 * 1024)
+            configuration.journalInterval = .milliseconds(100)
+            // The server stops at 1 MiB by itself: the first run cannot finish, however late the test looks.
+            server.holdBodies(afterSending: 1024 * 1024)
+            let download = testDownloader.download(
+                try DownloadRequest(url: server.url(), destination: .file(path), configuration: configuration)
+            )
+            let task = Task { try await download.run() }
+            for await event in download.events {
+                if case .progress(let progress) = event, progress.completedBytes >= 512 * 1024, !task.isCancelled {
+                    task.cancel()
+                }
+            }
+            server.releaseBodies()
+            guard case .failure = await task.result else {
+                Issue.record("the download finished before it was cancelled")
+                return
+            }
+            #expect(directory.contents() == ["resumed.bin.part", "resumed.bin.part.downpour"])
+            let before = server.statistics().requests.count
+
+            let outcome = try await runDownload(server.url(), to: .file(path), configuration: configuration)
+            _ = try outcome.value
+            try expectFile(path, equals: content, in: directory)
+            let resumed = outcome.events.compactMap {
+                if case .started(let start) = $0 { start.resumedBytes } else { nil }
+            }
+            #expect((resumed.first ?? 0) > 0, "nothing was resumed")
+            let second = Array(server.statistics().requests.dropFirst(before))
+            #expect(second.first?.header("Range") == Self.probeRange, "\(describe(second))")
+            #expect(second.count > 1, "\(describe(second))")
+            for request in second.dropFirst() {
+                #expect(request.header("If-Range") == "\"downpour-test-v1\"", "\(describe(second))")
+                #expect(request.status == 206, "\(describe(second))")
+            }
+        }
+    }
+}
