@@ -58,8 +58,14 @@ public actor DownloadManager: DownloadQueueService {
     private var queue = DownloadQueue()
     /// Global options changed by clients (stored); they override ``Defaults/options``.
     private var overrides: [QueueOption] = [] {
-        didSet { self.effectiveGlobals = Self.effectiveGlobals(self.defaults.options, self.overrides) }
+        didSet {
+            self.effectiveGlobals = Self.effectiveGlobals(self.defaults.options, self.overrides)
+            self.baseOptions = nil
+        }
     }
+    /// The defaults with the global options applied, which every request starts from (made again when the
+    /// global options change).
+    private var baseOptions: Result<Aria2Options, QueueError>?
     /// ``Defaults/options`` with ``overrides`` over them.
     private var effectiveGlobals: [QueueOption] = []
     /// Set when a change the queue made by itself could not be stored: the next change stores the whole queue.
@@ -661,11 +667,7 @@ public actor DownloadManager: DownloadQueueService {
     /// The request for a download: the defaults, then the global options, then its own; the path its last run
     /// resolved, if any, so that a new run continues the same `.part`.
     private func makeRequest(for download: QueuedDownload) throws(QueueError) -> DownloadRequest {
-        var options = Aria2Options(directory: self.defaults.directory, configuration: self.defaults.configuration)
-        for option in self.effectiveGlobals
-        where option.name == "dir" || Aria2Options.supportedNames.contains(option.name) {
-            try Self.apply(option, to: &options)
-        }
+        var options = try self.globalRequestOptions()
         for option in download.entry.options {
             if Aria2Options.supportedNames.contains(option.name) {
                 try Self.apply(option, to: &options)
@@ -688,6 +690,23 @@ public actor DownloadManager: DownloadQueueService {
         } catch {
             throw QueueError(.invalidRequest, message: error.message)
         }
+    }
+
+    private func globalRequestOptions() throws(QueueError) -> Aria2Options {
+        if let baseOptions { return try baseOptions.get() }
+        var options = Aria2Options(directory: self.defaults.directory, configuration: self.defaults.configuration)
+        let result: Result<Aria2Options, QueueError>
+        do throws(QueueError) {
+            for option in self.effectiveGlobals
+            where option.name == "dir" || Aria2Options.supportedNames.contains(option.name) {
+                try Self.apply(option, to: &options)
+            }
+            result = .success(options)
+        } catch {
+            result = .failure(error)
+        }
+        self.baseOptions = result
+        return try result.get()
     }
 
     private static func apply(_ option: QueueOption, to options: inout Aria2Options) throws(QueueError) {

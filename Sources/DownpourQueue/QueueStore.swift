@@ -230,8 +230,8 @@ public final class QueueStore: Sendable {
                             VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                             """,
                         arguments: [
-                            gid.description, try Self.encode(download.entry.uris),
-                            try Self.encode(download.entry.options), position, state, download.path,
+                            gid.description, Self.encode(download.entry.uris),
+                            Self.encode(download.entry.options), position, state, download.path,
                             download.totalLength, download.completedLength,
                         ]
                     )
@@ -253,8 +253,8 @@ public final class QueueStore: Sendable {
                             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                             """,
                         arguments: [
-                            result.gid.description, try Self.encode(result.entry.uris),
-                            try Self.encode(result.entry.options), result.status.rawValue, result.errorCode,
+                            result.gid.description, Self.encode(result.entry.uris),
+                            Self.encode(result.entry.options), result.status.rawValue, result.errorCode,
                             result.errorMessage, result.path, result.totalLength, result.completedLength,
                         ]
                     )
@@ -303,8 +303,8 @@ public final class QueueStore: Sendable {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                     """
             ).execute(arguments: [
-                download.entry.gid.description, try Self.encode(download.entry.uris),
-                try Self.encode(download.entry.options), position, state.rawValue, download.path,
+                download.entry.gid.description, Self.encode(download.entry.uris),
+                Self.encode(download.entry.options), position, state.rawValue, download.path,
                 download.totalLength, download.completedLength,
             ])
         case .place(let gid, let state, let position):
@@ -317,7 +317,7 @@ public final class QueueStore: Sendable {
                     WHERE gid = ?
                     """
             ).execute(arguments: [
-                try Self.encode(download.entry.uris), try Self.encode(download.entry.options), download.path,
+                Self.encode(download.entry.uris), Self.encode(download.entry.options), download.path,
                 download.totalLength, download.completedLength, download.entry.gid.description,
             ])
         case .delete(let gid):
@@ -331,7 +331,7 @@ public final class QueueStore: Sendable {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """
             ).execute(arguments: [
-                result.gid.description, try Self.encode(result.entry.uris), try Self.encode(result.entry.options),
+                result.gid.description, Self.encode(result.entry.uris), Self.encode(result.entry.options),
                 result.status.rawValue, result.errorCode, result.errorMessage, result.path, result.totalLength,
                 result.completedLength,
             ])
@@ -355,8 +355,51 @@ public final class QueueStore: Sendable {
         }
     }
 
-    private static func encode(_ value: some Encodable) throws -> String {
-        String(decoding: try JSONEncoder().encode(value), as: UTF8.self)
+    /// URIs as a JSON array of strings (what `JSONDecoder` reads back), written by hand: a `JSONEncoder` per row
+    /// was the largest cost of an add.
+    static func encode(_ uris: [String]) -> String {
+        var json = "["
+        for (index, uri) in uris.enumerated() {
+            if index > 0 { json += "," }
+            Self.appendQuoted(uri, to: &json)
+        }
+        return json + "]"
+    }
+
+    /// Options as a JSON array of `{"name": ..., "value": ...}` objects (what `JSONDecoder` reads back).
+    static func encode(_ options: [QueueOption]) -> String {
+        var json = "["
+        for (index, option) in options.enumerated() {
+            json += index > 0 ? ",{\"name\":" : "{\"name\":"
+            Self.appendQuoted(option.name, to: &json)
+            json += ",\"value\":"
+            Self.appendQuoted(option.value, to: &json)
+            json += "}"
+        }
+        return json + "]"
+    }
+
+    private static func appendQuoted(_ text: String, to json: inout String) {
+        json += "\""
+        let plain = text.utf8.allSatisfy { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
+        if plain {
+            json += text
+        } else {
+            for scalar in text.unicodeScalars {
+                switch scalar {
+                case "\"": json += "\\\""
+                case "\\": json += "\\\\"
+                case "\n": json += "\\n"
+                case "\r": json += "\\r"
+                case "\t": json += "\\t"
+                case _ where scalar.value < 0x20:
+                    let hex = String(scalar.value, radix: 16)
+                    json += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                default: json.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        json += "\""
     }
 
     private static func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {

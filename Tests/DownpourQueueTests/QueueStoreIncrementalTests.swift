@@ -227,4 +227,18 @@ struct QueueStoreIncrementalTests {
         let applied = try DatabaseQueue(path: path).read { db in try QueueStore.migrator.appliedMigrations(db) }
         #expect(applied == ["v1-queue", "v2-entry-completed-length", "v3-entry-sparse-position"])
     }
+
+    @Test("URIs and options written by hand read back through JSONDecoder, whatever their characters")
+    func jsonEncoding() throws {
+        let texts = [
+            "", "plain", "http://example.com/a b?c=d&e=\"f\"", "back\\slash", "line\nbreak\r\t",
+            "control \u{01}\u{1f}", "é ü 日本 🎉", "</script>",
+        ]
+        let uris = try JSONDecoder().decode([String].self, from: Data(QueueStore.encode(texts).utf8))
+        #expect(uris == texts)
+        let options = texts.map { QueueOption(name: "header", value: $0) } + [QueueOption(name: "o\"ut", value: "x")]
+        let decoded = try JSONDecoder().decode([QueueOption].self, from: Data(QueueStore.encode(options).utf8))
+        #expect(decoded == options)
+        #expect(QueueStore.encode([] as [QueueOption]) == "[]")
+    }
 }
