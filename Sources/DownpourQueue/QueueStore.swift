@@ -127,6 +127,7 @@ public final class QueueStore: Sendable {
         migrator.registerMigration("v3-entry-sparse-position") { db in
             // Positions become sparse reals (see QueueChange), so that an operation rewrites only its own row.
             // The old positions (0, 1, 2 ... over active then waiting) keep their order within each state.
+            // Keyed by GID alone (WITHOUT ROWID): a write touches one b-tree, not a table and its GID index.
             try db.execute(
                 sql: """
                     CREATE TABLE entry_v3 (
@@ -138,7 +139,7 @@ public final class QueueStore: Sendable {
                         path TEXT,
                         totalLength INTEGER NOT NULL DEFAULT 0,
                         completedLength INTEGER NOT NULL DEFAULT 0
-                    );
+                    ) WITHOUT ROWID;
                     INSERT INTO entry_v3 (gid, uris, options, position, state, path, totalLength, completedLength)
                         SELECT gid, uris, options, position, state, path, totalLength, completedLength FROM entry;
                     DROP TABLE entry;
