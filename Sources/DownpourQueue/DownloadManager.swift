@@ -24,6 +24,13 @@ import Logging
 /// after a restart continues the same `.part`. ``shutdown()`` stops the runs the same way and leaves them
 /// recorded as active: the next ``start()`` resumes them.
 ///
+/// Removing a waiting or paused download deletes its `NAME.part` and `NAME.part.downpour` when its path is known
+/// (a run resolved it), as removing an active one does; aria2 leaves them behind.
+///
+/// Each change writes only the rows it touched (``DownloadQueue/changes`` through ``QueueStore/apply(_:options:)``),
+/// in one transaction, so its cost does not grow with the queue; per download the manager keeps the queue's entry
+/// and, only while it runs, a ``Download`` and its task.
+///
 /// Options a download or ``changeGlobalOptions(_:)`` gives by a name the queue does not know are ignored (logged
 /// at debug level), as aria2's RPC does; a bad value for a known name is refused with
 /// ``QueueError`` `invalidRequest` naming the option.
@@ -50,7 +57,19 @@ public actor DownloadManager: DownloadQueueService {
 
     private var queue = DownloadQueue()
     /// Global options changed by clients (stored); they override ``Defaults/options``.
-    private var overrides: [QueueOption] = []
+    private var overrides: [QueueOption] = [] {
+        didSet {
+            self.effectiveGlobals = Self.effectiveGlobals(self.defaults.options, self.overrides)
+            self.baseOptions = nil
+        }
+    }
+    /// The defaults with the global options applied, which every request starts from (made again when the
+    /// global options change).
+    private var baseOptions: Result<Aria2Options, QueueError>?
+    /// ``Defaults/options`` with ``overrides`` over them.
+    private var effectiveGlobals: [QueueOption] = []
+    /// Set when a change the queue made by itself could not be stored: the next change stores the whole queue.
+    private var storeIsBehind = false
     private var runs: [DownloadID: Run] = [:]
     private var nextToken = 0
     private var isStarted = false
@@ -68,6 +87,7 @@ public actor DownloadManager: DownloadQueueService {
         self.store = store
         self.defaults = defaults
         self.logger = logger
+        self.effectiveGlobals = defaults.options
     }
 
     /// Loads the stored queue and starts what should run: the downloads that were active when the queue last
@@ -89,13 +109,15 @@ public actor DownloadManager: DownloadQueueService {
             stopped: contents.stopped,
             stoppedTotal: contents.stoppedTotal,
             maxConcurrentDownloads: maxConcurrent,
-            maxDownloadResult: maxResults
+            maxDownloadResult: maxResults,
+            positions: contents.positions
         )
         if let limit = Self.lastValue("max-overall-download-limit", in: globals) {
             try self.setOverallLimit(limit)
         }
         let actions = queue.startUp()
-        try self.store.save(queue, options: self.overrides)
+        try self.store.apply(queue.changes)
+        queue.acceptChanges()
         self.queue = queue
         self.isStarted = true
         self.logger.info(
@@ -154,9 +176,9 @@ public actor DownloadManager: DownloadQueueService {
         }
         _ = try self.makeRequest(for: QueuedDownload(entry: entry))
         for uri in uris.dropFirst() { try Self.checkURI(uri) }
-        var next = self.queue
-        let actions = try next.add(entry, paused: paused, position: position)
-        try self.commit(next)
+        let actions = try self.change { queue throws(QueueError) in
+            try queue.add(entry, paused: paused, position: position)
+        }
         self.logger.info("Download added", metadata: ["gid": "\(gid)", "uri": "\(uris[0])", "paused": "\(paused)"])
         self.perform(actions)
         return gid
@@ -165,48 +187,46 @@ public actor DownloadManager: DownloadQueueService {
     public func pause(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID {
         try self.checkRunning()
         let id = try self.queue.resolve(gid)
-        var next = self.queue
-        self.noteProgress(of: id, in: &next)
-        let actions = try next.pause(id)
-        try self.commit(next)
+        let actions = try self.change { queue throws(QueueError) in
+            self.noteProgress(of: id, in: &queue)
+            return try queue.pause(id)
+        }
         self.perform(actions)
         return id
     }
 
     public func pauseAll(force: Bool) async throws(QueueError) {
         try self.checkRunning()
-        var next = self.queue
-        for id in next.active { self.noteProgress(of: id, in: &next) }
-        let actions = next.pauseAll()
-        try self.commit(next)
+        let actions = try self.change { queue in
+            for id in queue.active { self.noteProgress(of: id, in: &queue) }
+            return queue.pauseAll()
+        }
         self.perform(actions)
     }
 
     public func unpause(_ gid: String) async throws(QueueError) -> DownloadID {
         try self.checkRunning()
         let id = try self.queue.resolve(gid)
-        var next = self.queue
-        let actions = try next.unpause(id)
-        try self.commit(next)
+        let actions = try self.change { queue throws(QueueError) in try queue.unpause(id) }
         self.perform(actions)
         return id
     }
 
     public func unpauseAll() async throws(QueueError) {
         try self.checkRunning()
-        var next = self.queue
-        let actions = next.unpauseAll()
-        try self.commit(next)
+        let actions = try self.change { queue in queue.unpauseAll() }
         self.perform(actions)
     }
 
     public func remove(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID {
         try self.checkRunning()
         let id = try self.queue.resolve(gid)
-        var next = self.queue
-        self.noteProgress(of: id, in: &next)
-        let actions = try next.remove(id)
-        try self.commit(next)
+        let waitingPath = self.queue.waitingIndex(of: id) != nil ? self.queue.downloads[id]?.path : nil
+        let actions = try self.change { queue throws(QueueError) in
+            self.noteProgress(of: id, in: &queue)
+            return try queue.remove(id)
+        }
+        if let waitingPath { self.removePartialFile(of: id, path: waitingPath) }
         self.perform(actions)
         return id
     }
@@ -220,9 +240,9 @@ public actor DownloadManager: DownloadQueueService {
     {
         try self.checkRunning()
         let id = try self.queue.resolve(gid)
-        var next = self.queue
-        let (index, actions) = try next.changePosition(id, by: position, from: origin)
-        try self.commit(next)
+        let (index, actions) = try self.change { queue throws(QueueError) in
+            try queue.changePosition(id, by: position, from: origin)
+        }
         self.perform(actions)
         return index
     }
@@ -238,16 +258,17 @@ public actor DownloadManager: DownloadQueueService {
         try self.checkRunning()
         let id = try self.queue.resolve(gid)
         for uri in add { try Self.checkURI(uri) }
-        var next = self.queue
-        let (removed, added, actions) = try next.changeURIs(id, remove: remove, add: add, position: position)
-        guard next.downloads[id]?.entry.uris.isEmpty == false else {
-            throw QueueError(
-                .invalidRequest,
-                gid: gid,
-                message: "Download \(id) would be left with no URI; add one before removing the last."
-            )
+        let (removed, added, actions) = try self.change { queue throws(QueueError) in
+            let changed = try queue.changeURIs(id, remove: remove, add: add, position: position)
+            guard queue.downloads[id]?.entry.uris.isEmpty == false else {
+                throw QueueError(
+                    .invalidRequest,
+                    gid: gid,
+                    message: "Download \(id) would be left with no URI; add one before removing the last."
+                )
+            }
+            return changed
         }
-        try self.commit(next)
         self.perform(actions)
         return (removed, added)
     }
@@ -278,9 +299,7 @@ public actor DownloadManager: DownloadQueueService {
         let names = Set(changes.map(\.name))
         download.entry.options = download.entry.options.filter { !names.contains($0.name) } + changes
         _ = try self.makeRequest(for: download)
-        var next = self.queue
-        let actions = try next.changeOptions(id, changes)
-        try self.commit(next)
+        let actions = try self.change { queue throws(QueueError) in try queue.changeOptions(id, changes) }
         if actions.isEmpty, let run = self.runs[id], names.contains("max-download-limit"),
             let limit = Self.lastValue("max-download-limit", in: changes), let rate = ByteCount.parse(limit)
         {
@@ -339,17 +358,17 @@ public actor DownloadManager: DownloadQueueService {
         guard !accepted.isEmpty else { return }
         let names = Set(accepted.map(\.name))
         let overrides = self.overrides.filter { !names.contains($0.name) } + accepted
-        var next = self.queue
-        var actions: [QueueAction] = []
-        if let value = Self.lastValue("max-concurrent-downloads", in: accepted), let count = Int(value) {
-            actions += next.setMaxConcurrentDownloads(count)
-        }
-        if let value = Self.lastValue("max-download-result", in: accepted), let count = Int(value) {
-            actions += next.setMaxDownloadResult(count)
+        var actions = try self.change(options: overrides) { queue in
+            var actions: [QueueAction] = []
+            if let value = Self.lastValue("max-concurrent-downloads", in: accepted), let count = Int(value) {
+                actions += queue.setMaxConcurrentDownloads(count)
+            }
+            if let value = Self.lastValue("max-download-result", in: accepted), let count = Int(value) {
+                actions += queue.setMaxDownloadResult(count)
+            }
+            return actions
         }
         if !actions.contains(.emit(.optionsChanged)) { actions.append(.emit(.optionsChanged)) }
-        try self.store.save(next, options: overrides)
-        self.queue = next
         self.overrides = overrides
         if let limit = Self.lastValue("max-overall-download-limit", in: accepted) {
             try self.setOverallLimit(limit)
@@ -372,7 +391,9 @@ public actor DownloadManager: DownloadQueueService {
 
     public func waitingDownloads(_ range: Range<Int>) async -> [DownloadStatus] {
         let waiting = self.queue.waiting
-        return waiting[range.clamped(to: waiting.indices)].compactMap { self.makeStatus($0.gid) }
+        return waiting[range.clamped(to: waiting.indices)].compactMap { item in
+            self.makeStatus(item.gid, state: item.isPaused ? .paused : .waiting)
+        }
     }
 
     public func stoppedDownloads(_ range: Range<Int>) async -> [DownloadStatus] {
@@ -395,18 +416,14 @@ public actor DownloadManager: DownloadQueueService {
 
     public func purgeResults() async throws(QueueError) {
         try self.checkRunning()
-        var next = self.queue
-        let actions = next.purgeResults()
-        try self.commit(next)
+        let actions = try self.change { queue in queue.purgeResults() }
         self.perform(actions)
     }
 
     public func removeResult(_ gid: String) async throws(QueueError) {
         try self.checkRunning()
         let id = try self.queue.resolve(gid)
-        var next = self.queue
-        let actions = try next.removeResult(id)
-        try self.commit(next)
+        let actions = try self.change { queue throws(QueueError) in try queue.removeResult(id) }
         self.perform(actions)
     }
 
@@ -417,10 +434,8 @@ public actor DownloadManager: DownloadQueueService {
     public func shutdown() async {
         guard self.isStarted, !self.isShutDown else { return }
         self.isShutDown = true
-        var next = self.queue
-        for id in next.active { self.noteProgress(of: id, in: &next) }
-        let actions = next.shutdown()
-        self.queue = next
+        for id in self.queue.active { self.noteProgress(of: id, in: &self.queue) }
+        let actions = self.queue.shutdown()
         self.perform(actions)
         // The runs end with their bytes and journals saved; none of them changes the queue now.
         while let (_, run) = self.runs.first {
@@ -428,7 +443,13 @@ public actor DownloadManager: DownloadQueueService {
             if self.runs[run.download.id]?.token == run.token { self.runs[run.download.id] = nil }
         }
         do {
-            try self.store.save(self.queue, options: self.overrides)
+            if self.storeIsBehind {
+                try self.store.save(self.queue, options: self.overrides)
+            } else {
+                try self.store.apply(self.queue.changes)
+            }
+            self.queue.acceptChanges()
+            self.storeIsBehind = false
         } catch {
             self.logger.error("The queue could not be stored at shutdown", metadata: ["error": "\(error.message)"])
         }
@@ -456,9 +477,8 @@ public actor DownloadManager: DownloadQueueService {
         } catch {
             // The options were good when set; a global default changed since. It cannot run as it is.
             self.logger.info("Download cannot start", metadata: ["gid": "\(gid)", "error": "\(error.message)"])
-            var next = self.queue
-            let actions = next.finish(gid, outcome: .failed(code: 28, message: error.message))
-            self.commitOrLog(next)
+            let actions = self.queue.finish(gid, outcome: .failed(code: 28, message: error.message))
+            self.commitOrLog()
             self.perform(actions)
             return
         }
@@ -523,41 +543,39 @@ public actor DownloadManager: DownloadQueueService {
 
     private func runStarted(_ gid: DownloadID, token: Int, start: DownloadStart) {
         guard self.runs[gid]?.token == token, self.queue.downloads[gid] != nil else { return }
-        var next = self.queue
-        next.record(
+        self.queue.record(
             gid,
             path: start.destinationPath,
             totalLength: start.remoteFile.length ?? 0,
             completedLength: start.resumedBytes
         )
-        self.commitOrLog(next)
+        self.commitOrLog()
     }
 
     private func runEnded(_ gid: DownloadID, token: Int, outcome: Result<DownloadResult, DownloadError>) {
         guard let run = self.runs[gid], run.token == token else { return }
         self.runs[gid] = nil
-        var next = self.queue
         let actions: [QueueAction]
         switch outcome {
         case .success(let result):
-            actions = next.finish(gid, outcome: .complete(path: result.path, length: result.length))
+            actions = self.queue.finish(gid, outcome: .complete(path: result.path, length: result.length))
             self.logger.info("Download complete", metadata: ["gid": "\(gid)", "path": "\(result.path)"])
         case .failure(let error):
             let progress = run.download.progress
-            next.record(gid, totalLength: progress.totalBytes, completedLength: progress.completedBytes)
+            self.queue.record(gid, totalLength: progress.totalBytes, completedLength: progress.completedBytes)
             if run.stopRequested {
                 actions = []
             } else {
                 let code = Aria2ErrorCode.code(for: error)
-                actions = next.finish(gid, outcome: .failed(code: code, message: error.message))
+                actions = self.queue.finish(gid, outcome: .failed(code: code, message: error.message))
                 self.logger.info(
                     "Download failed",
                     metadata: ["gid": "\(gid)", "code": "\(code)", "error": "\(error.message)"]
                 )
             }
         }
-        guard next != self.queue else { return }
-        self.commitOrLog(next)
+        guard !self.queue.changes.isEmpty else { return }
+        self.commitOrLog()
         self.perform(actions)
     }
 
@@ -572,20 +590,67 @@ public actor DownloadManager: DownloadQueueService {
         }
     }
 
-    private func commit(_ next: DownloadQueue) throws(QueueError) {
-        try self.store.save(next, options: self.overrides)
-        self.queue = next
+    /// Makes a change to the queue in place and stores the rows it changed (and `options`, when given) in one
+    /// transaction. If `body` throws or the store refuses, the queue is reverted: the change was never made.
+    ///
+    /// The queue is changed in place rather than on a copy: a copy of a queue of 10,000 downloads would be
+    /// copied whole by the first write to it.
+    private func change<Result>(
+        options: [QueueOption]? = nil,
+        _ body: (inout DownloadQueue) throws(QueueError) -> Result
+    ) throws(QueueError) -> Result {
+        let result: Result
+        do {
+            result = try body(&self.queue)
+            try self.store(options: options)
+        } catch {
+            self.queue.revertChanges()
+            throw error
+        }
+        self.queue.acceptChanges()
+        return result
+    }
+
+    /// Stores the queue's pending changes, or the whole queue when an earlier change could not be stored.
+    private func store(options: [QueueOption]?) throws(QueueError) {
+        if self.storeIsBehind {
+            try self.store.save(self.queue, options: options ?? self.overrides)
+            self.storeIsBehind = false
+        } else {
+            try self.store.apply(self.queue.changes, options: options)
+        }
     }
 
     /// For changes the queue makes by itself (a run started or ended): the queue moves on even if the store
-    /// fails, since the download did what it did.
-    private func commitOrLog(_ next: DownloadQueue) {
+    /// fails, since the download did what it did; the next change then stores the whole queue.
+    private func commitOrLog() {
         do {
-            try self.store.save(next, options: self.overrides)
+            try self.store(options: nil)
         } catch {
+            self.storeIsBehind = true
             self.logger.error("The queue could not be stored", metadata: ["error": "\(error.message)"])
         }
-        self.queue = next
+        self.queue.acceptChanges()
+    }
+
+    /// Removes the `.part` file and the journal of a download removed while waiting or paused (aria2 leaves them;
+    /// a user who removes a download expects its partial file gone, as ``Download/cancel(keepingPartialFile:)``
+    /// does for an active one). A run still letting go of the file (paused a moment ago) is waited for first.
+    private func removePartialFile(of gid: DownloadID, path: String) {
+        let logger = self.logger
+        let remove: @Sendable () -> Void = {
+            for file in [path + ".part", path + ".part.downpour"] where unlink(file) == 0 {
+                logger.debug("Partial file removed", metadata: ["gid": "\(gid)", "path": "\(file)"])
+            }
+        }
+        if let previous = self.runs[gid]?.task {
+            Task {
+                await previous.value
+                remove()
+            }
+        } else {
+            remove()
+        }
     }
 
     private func noteProgress(of gid: DownloadID, in queue: inout DownloadQueue) {
@@ -594,19 +659,15 @@ public actor DownloadManager: DownloadQueueService {
         queue.record(gid, totalLength: progress.totalBytes, completedLength: progress.completedBytes)
     }
 
-    private var effectiveGlobals: [QueueOption] {
-        let overridden = Set(self.overrides.map(\.name))
-        return self.defaults.options.filter { !overridden.contains($0.name) } + self.overrides
+    private static func effectiveGlobals(_ defaults: [QueueOption], _ overrides: [QueueOption]) -> [QueueOption] {
+        let overridden = Set(overrides.map(\.name))
+        return defaults.filter { !overridden.contains($0.name) } + overrides
     }
 
     /// The request for a download: the defaults, then the global options, then its own; the path its last run
     /// resolved, if any, so that a new run continues the same `.part`.
     private func makeRequest(for download: QueuedDownload) throws(QueueError) -> DownloadRequest {
-        var options = Aria2Options(directory: self.defaults.directory, configuration: self.defaults.configuration)
-        for option in self.effectiveGlobals
-        where option.name == "dir" || Aria2Options.supportedNames.contains(option.name) {
-            try Self.apply(option, to: &options)
-        }
+        var options = try self.globalRequestOptions()
         for option in download.entry.options {
             if Aria2Options.supportedNames.contains(option.name) {
                 try Self.apply(option, to: &options)
@@ -629,6 +690,23 @@ public actor DownloadManager: DownloadQueueService {
         } catch {
             throw QueueError(.invalidRequest, message: error.message)
         }
+    }
+
+    private func globalRequestOptions() throws(QueueError) -> Aria2Options {
+        if let baseOptions { return try baseOptions.get() }
+        var options = Aria2Options(directory: self.defaults.directory, configuration: self.defaults.configuration)
+        let result: Result<Aria2Options, QueueError>
+        do throws(QueueError) {
+            for option in self.effectiveGlobals
+            where option.name == "dir" || Aria2Options.supportedNames.contains(option.name) {
+                try Self.apply(option, to: &options)
+            }
+            result = .success(options)
+        } catch {
+            result = .failure(error)
+        }
+        self.baseOptions = result
+        return try result.get()
     }
 
     private static func apply(_ option: QueueOption, to options: inout Aria2Options) throws(QueueError) {
@@ -694,8 +772,9 @@ public actor DownloadManager: DownloadQueueService {
             ?? self.defaults.directory
     }
 
-    private func makeStatus(_ gid: DownloadID) -> DownloadStatus? {
-        guard let download = self.queue.downloads[gid], let state = self.queue.status(of: gid) else {
+    /// The status of `gid`; `state` when the caller knows it already (saves looking it up).
+    private func makeStatus(_ gid: DownloadID, state known: QueueStatus? = nil) -> DownloadStatus? {
+        guard let download = self.queue.downloads[gid], let state = known ?? self.queue.status(of: gid) else {
             return self.queue.result(of: gid).map { self.makeStatus(result: $0) }
         }
         var status = DownloadStatus(

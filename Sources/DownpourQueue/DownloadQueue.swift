@@ -17,7 +17,13 @@ import Downpour
 /// active goes to the front of the waiting queue, paused. Removing a waiting or paused download drops it with no
 /// result; an active one becomes a `removed` result (code 31). Results are kept first in, first out, at most
 /// ``maxDownloadResult`` of them; ``stoppedTotal`` counts every download that stopped.
-public struct DownloadQueue: Sendable, Hashable {
+///
+/// Each operation also records the rows it changed (``changes``, as ``QueueChange``s) for ``QueueStore`` to write,
+/// and how to undo itself: its owner stores the changes, then calls ``acceptChanges()``, or, when the store refuses
+/// them, ``revertChanges()`` to get the queue back as it was. Lookups by GID are dictionary lookups (a waiting
+/// item's index is a binary search over its position), and filling a slot passes over paused items only when an
+/// unpaused one waits, so that a queue of 10,000 paused downloads costs little per operation.
+public struct DownloadQueue: Sendable {
     /// The downloads that run, in the order they started.
     public private(set) var active: [DownloadID] = []
     /// The waiting queue, in order.
@@ -37,6 +43,20 @@ public struct DownloadQueue: Sendable, Hashable {
     /// How many stopped results are kept (aria2's `max-download-result`, 1,000 by default).
     public private(set) var maxDownloadResult: Int
 
+    /// The rows changed since the last ``acceptChanges()`` or ``revertChanges()``, in order.
+    public private(set) var changes: [QueueChange] = []
+
+    /// The stored position of every download that has not stopped (see ``QueueChange``).
+    private var positions: [DownloadID: Double] = [:]
+    /// The positions of ``waiting``, index for index: increasing, so an item's index is a binary search.
+    private var waitingPositions: [Double] = []
+    /// How many items of ``waiting`` are not paused.
+    private var unpausedCount = 0
+    /// The GIDs of ``stopped``.
+    private var resultGIDs: Set<DownloadID> = []
+    /// How to undo what happened since the last ``acceptChanges()``, the oldest step first.
+    private var undoSteps: [UndoStep] = []
+
     /// Options whose change does not restart an active download (the download applies them while it runs).
     public static let optionsChangedLive: Set<String> = ["max-download-limit"]
 
@@ -48,44 +68,112 @@ public struct DownloadQueue: Sendable, Hashable {
 
     /// A queue as it was stored. Nothing starts until ``startUp()``.
     ///
+    /// Positions missing from `positions`, or out of order, are given anew; ``changes`` then holds the rows to
+    /// rewrite, and nothing else.
+    ///
     /// - Parameters:
     ///   - active: The downloads that were running, in order; they run again at ``startUp()``.
     ///   - waiting: The waiting queue, in order.
     ///   - stopped: The results, the least recently stopped first.
+    ///   - positions: The stored positions (``QueueStore/Contents/positions``).
     public init(
         active: [QueuedDownload],
         waiting: [(QueuedDownload, isPaused: Bool)],
         stopped: [StoppedResult],
         stoppedTotal: Int,
         maxConcurrentDownloads: Int = 5,
-        maxDownloadResult: Int = 1000
+        maxDownloadResult: Int = 1000,
+        positions: [DownloadID: Double] = [:]
     ) {
         self.init(maxConcurrentDownloads: maxConcurrentDownloads, maxDownloadResult: maxDownloadResult)
-        for download in active {
-            self.active.append(download.entry.gid)
-            self.downloads[download.entry.gid] = download
+        func ordered(_ gids: [DownloadID]) -> Bool {
+            var previous = -Double.infinity
+            for gid in gids {
+                guard let position = positions[gid], position.isFinite, position > previous else { return false }
+                previous = position
+            }
+            return true
         }
-        for (download, isPaused) in waiting {
-            self.waiting.append(WaitingItem(gid: download.entry.gid, isPaused: isPaused))
-            self.downloads[download.entry.gid] = download
+        let activeGIDs = active.map(\.entry.gid)
+        let activeKept = ordered(activeGIDs)
+        for (index, download) in active.enumerated() {
+            let gid = download.entry.gid
+            self.active.append(gid)
+            self.downloads[gid] = download
+            self.positions[gid] = activeKept ? positions[gid]! : Double(index + 1)
+            if !activeKept { self.changes.append(.place(gid, state: .active, position: Double(index + 1))) }
+        }
+        let waitingKept = ordered(waiting.map(\.0.entry.gid))
+        for (index, (download, isPaused)) in waiting.enumerated() {
+            let gid = download.entry.gid
+            let position = waitingKept ? positions[gid]! : Double(index + 1)
+            self.waiting.append(WaitingItem(gid: gid, isPaused: isPaused))
+            self.waitingPositions.append(position)
+            self.positions[gid] = position
+            self.downloads[gid] = download
+            if !isPaused { self.unpausedCount += 1 }
+            if !waitingKept {
+                self.changes.append(.place(gid, state: isPaused ? .paused : .waiting, position: position))
+            }
         }
         self.stopped = stopped
+        self.resultGIDs = Set(stopped.map(\.gid))
         self.stoppedTotal = max(stoppedTotal, stopped.count)
         self.trimResults()
+        self.undoSteps = []
+    }
+
+    // MARK: - Changes
+
+    /// Forgets the recorded ``changes`` and how to undo them: the owner has stored them.
+    public mutating func acceptChanges() {
+        self.changes.removeAll(keepingCapacity: true)
+        self.undoSteps.removeAll(keepingCapacity: true)
+    }
+
+    /// Undoes everything since the last ``acceptChanges()`` (the store refused it): the queue is as it was then,
+    /// with no recorded changes.
+    public mutating func revertChanges() {
+        let steps = self.undoSteps
+        for step in steps.reversed() { self.undo(step) }
+        self.acceptChanges()
     }
 
     // MARK: - Looking up
 
     /// The status of a GID that is in the queue or among the results; `nil` for an unknown one.
     public func status(of gid: DownloadID) -> QueueStatus? {
-        if self.active.contains(gid) { return .active }
-        if let item = self.waiting.first(where: { $0.gid == gid }) { return item.isPaused ? .paused : .waiting }
-        return self.stopped.last(where: { $0.gid == gid })?.status
+        if self.positions[gid] != nil {
+            if let index = self.waitingIndex(of: gid) { return self.waiting[index].isPaused ? .paused : .waiting }
+            return .active
+        }
+        return self.result(of: gid)?.status
+    }
+
+    /// The index of a waiting or paused download in ``waiting``; `nil` for any other.
+    public func waitingIndex(of gid: DownloadID) -> Int? {
+        guard let position = self.positions[gid] else { return nil }
+        var low = 0
+        var high = self.waitingPositions.count
+        while low < high {
+            let middle = (low + high) / 2
+            if self.waitingPositions[middle] < position { low = middle + 1 } else { high = middle }
+        }
+        guard low < self.waiting.count, self.waitingPositions[low] == position, self.waiting[low].gid == gid else {
+            return nil
+        }
+        return low
+    }
+
+    /// The stored position of a download that has not stopped (see ``QueueChange``).
+    public func position(of gid: DownloadID) -> Double? {
+        self.positions[gid]
     }
 
     /// The result of a stopped download.
     public func result(of gid: DownloadID) -> StoppedResult? {
-        self.stopped.last(where: { $0.gid == gid })
+        guard self.resultGIDs.contains(gid) else { return nil }
+        return self.stopped.last(where: { $0.gid == gid })
     }
 
     /// The GID that `text` names: 16 hexadecimal digits, or a unique prefix of a known GID, in either case.
@@ -93,18 +181,28 @@ public struct DownloadQueue: Sendable, Hashable {
     /// - Throws: ``QueueError`` `invalidGID` (empty, longer than 16 or not hexadecimal), `notUnique` (a prefix of
     ///   several), `notFound`.
     public func resolve(_ text: String) throws(QueueError) -> DownloadID {
-        let hexDigits = Set("0123456789abcdef")
-        let prefix = text.lowercased()
-        guard !prefix.isEmpty, prefix.count <= 16, prefix.allSatisfy({ hexDigits.contains($0) }) else {
+        let isHex = text.utf8.allSatisfy { byte in
+            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+                || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
+        }
+        guard !text.isEmpty, text.utf8.count <= 16, isHex else {
             throw QueueError(
                 .invalidGID,
                 gid: text,
                 message: "'\(text)' is not a GID: give 1 to 16 hexadecimal digits."
             )
         }
+        if text.utf8.count == 16, let gid = DownloadID(text) {
+            guard self.contains(gid) else {
+                throw QueueError(.notFound, gid: text, message: "No download has the GID \(text).")
+            }
+            return gid
+        }
+        let prefix = text.lowercased()
         var matches: Set<DownloadID> = []
         for gid in self.downloads.keys where gid.description.hasPrefix(prefix) { matches.insert(gid) }
-        for result in self.stopped where result.gid.description.hasPrefix(prefix) { matches.insert(result.gid) }
+        for gid in self.resultGIDs where gid.description.hasPrefix(prefix) { matches.insert(gid) }
         guard let match = matches.first else {
             throw QueueError(.notFound, gid: text, message: "No download has the GID \(text).")
         }
@@ -120,7 +218,7 @@ public struct DownloadQueue: Sendable, Hashable {
 
     /// Whether `gid` is taken by a download in the queue or a result.
     public func contains(_ gid: DownloadID) -> Bool {
-        self.downloads[gid] != nil || self.stopped.contains { $0.gid == gid }
+        self.downloads[gid] != nil || self.resultGIDs.contains(gid)
     }
 
     // MARK: - Adding
@@ -145,8 +243,10 @@ public struct DownloadQueue: Sendable, Hashable {
             throw QueueError(.invalidRequest, message: "The position must be 0 or more, not \(position).")
         }
         let index = min(position ?? self.waiting.count, self.waiting.count)
-        self.waiting.insert(WaitingItem(gid: entry.gid, isPaused: paused), at: index)
-        self.downloads[entry.gid] = QueuedDownload(entry: entry)
+        let download = QueuedDownload(entry: entry)
+        self.setDownload(download)
+        let stored = self.insertWaiting(WaitingItem(gid: entry.gid, isPaused: paused), at: index)
+        self.changes.append(.insert(download, state: paused ? .paused : .waiting, position: stored))
         return [.emit(.added(entry.gid))] + self.fillSlots()
     }
 
@@ -158,12 +258,13 @@ public struct DownloadQueue: Sendable, Hashable {
     /// - Throws: ``QueueError`` `cannotPause` for one already paused or stopped.
     public mutating func pause(_ gid: DownloadID) throws(QueueError) -> [QueueAction] {
         if let index = self.active.firstIndex(of: gid) {
-            self.active.remove(at: index)
-            self.waiting.insert(WaitingItem(gid: gid, isPaused: true), at: 0)
+            self.removeActive(at: index)
+            let position = self.insertWaiting(WaitingItem(gid: gid, isPaused: true), at: 0)
+            self.changes.append(.place(gid, state: .paused, position: position))
             return [.stop(gid, reason: .pause), .emit(.paused(gid))] + self.fillSlots()
         }
-        if let index = self.waiting.firstIndex(where: { $0.gid == gid }), !self.waiting[index].isPaused {
-            self.waiting[index].isPaused = true
+        if let index = self.waitingIndex(of: gid), !self.waiting[index].isPaused {
+            self.setPaused(true, at: index)
             return [.emit(.changed(gid))]
         }
         throw QueueError(.cannotPause, gid: gid.description, message: "Download \(gid) cannot be paused now.")
@@ -174,13 +275,18 @@ public struct DownloadQueue: Sendable, Hashable {
     public mutating func pauseAll() -> [QueueAction] {
         var actions: [QueueAction] = []
         var changed: [QueueAction] = []
-        for index in self.waiting.indices where !self.waiting[index].isPaused {
-            self.waiting[index].isPaused = true
-            changed.append(.emit(.changed(self.waiting[index].gid)))
+        if self.unpausedCount > 0 {
+            for index in self.waiting.indices where !self.waiting[index].isPaused {
+                self.setPaused(true, at: index)
+                changed.append(.emit(.changed(self.waiting[index].gid)))
+            }
         }
         let wereActive = self.active
-        self.active.removeAll()
-        self.waiting.insert(contentsOf: wereActive.map { WaitingItem(gid: $0, isPaused: true) }, at: 0)
+        while !self.active.isEmpty { self.removeActive(at: self.active.count - 1) }
+        for gid in wereActive.reversed() {
+            let position = self.insertWaiting(WaitingItem(gid: gid, isPaused: true), at: 0)
+            self.changes.append(.place(gid, state: .paused, position: position))
+        }
         for gid in wereActive {
             actions.append(.stop(gid, reason: .pause))
             actions.append(.emit(.paused(gid)))
@@ -192,23 +298,25 @@ public struct DownloadQueue: Sendable, Hashable {
     ///
     /// - Throws: ``QueueError`` `cannotUnpause` for one that is not paused.
     public mutating func unpause(_ gid: DownloadID) throws(QueueError) -> [QueueAction] {
-        guard let index = self.waiting.firstIndex(where: { $0.gid == gid }), self.waiting[index].isPaused else {
+        guard let index = self.waitingIndex(of: gid), self.waiting[index].isPaused else {
             throw QueueError(
                 .cannotUnpause,
                 gid: gid.description,
                 message: "Download \(gid) cannot be unpaused now: it is not paused."
             )
         }
-        self.waiting[index].isPaused = false
+        self.setPaused(false, at: index)
         return [.emit(.changed(gid))] + self.fillSlots()
     }
 
     /// Every paused download waits again.
     public mutating func unpauseAll() -> [QueueAction] {
         var actions: [QueueAction] = []
-        for index in self.waiting.indices where self.waiting[index].isPaused {
-            self.waiting[index].isPaused = false
-            actions.append(.emit(.changed(self.waiting[index].gid)))
+        if self.unpausedCount < self.waiting.count {
+            for index in self.waiting.indices where self.waiting[index].isPaused {
+                self.setPaused(false, at: index)
+                actions.append(.emit(.changed(self.waiting[index].gid)))
+            }
         }
         return actions + self.fillSlots()
     }
@@ -221,8 +329,9 @@ public struct DownloadQueue: Sendable, Hashable {
     /// - Throws: ``QueueError`` `notActive` for a stopped one.
     public mutating func remove(_ gid: DownloadID) throws(QueueError) -> [QueueAction] {
         if let index = self.active.firstIndex(of: gid), let download = self.downloads[gid] {
-            self.active.remove(at: index)
-            self.downloads[gid] = nil
+            self.removeActive(at: index)
+            self.setDownload(nil, for: gid)
+            self.changes.append(.delete(gid))
             self.appendResult(
                 StoppedResult(
                     entry: download.entry,
@@ -234,9 +343,10 @@ public struct DownloadQueue: Sendable, Hashable {
             )
             return [.stop(gid, reason: .remove), .emit(.stopped(gid))] + self.fillSlots()
         }
-        if let index = self.waiting.firstIndex(where: { $0.gid == gid }) {
-            self.waiting.remove(at: index)
-            self.downloads[gid] = nil
+        if let index = self.waitingIndex(of: gid) {
+            self.removeWaiting(at: index)
+            self.setDownload(nil, for: gid)
+            self.changes.append(.delete(gid))
             return [.emit(.changed(gid))]
         }
         throw QueueError(
@@ -256,13 +366,14 @@ public struct DownloadQueue: Sendable, Hashable {
         guard var download = self.downloads[gid] else { return [] }
         if self.isShuttingDown, case .failed = outcome { return [] }
         if let index = self.active.firstIndex(of: gid) {
-            self.active.remove(at: index)
-        } else if case .complete = outcome, let index = self.waiting.firstIndex(where: { $0.gid == gid }) {
-            self.waiting.remove(at: index)
+            self.removeActive(at: index)
+        } else if case .complete = outcome, let index = self.waitingIndex(of: gid) {
+            self.removeWaiting(at: index)
         } else {
             return []
         }
-        self.downloads[gid] = nil
+        self.setDownload(nil, for: gid)
+        self.changes.append(.delete(gid))
         let event: QueueEvent
         let result: StoppedResult
         switch outcome {
@@ -302,7 +413,9 @@ public struct DownloadQueue: Sendable, Hashable {
         if let path { download.path = path }
         if let totalLength { download.totalLength = totalLength }
         if let completedLength { download.completedLength = completedLength }
-        self.downloads[gid] = download
+        guard download != self.downloads[gid] else { return }
+        self.setDownload(download)
+        self.changes.append(.update(download))
     }
 
     // MARK: - Moving and changing
@@ -317,7 +430,7 @@ public struct DownloadQueue: Sendable, Hashable {
         by position: Int,
         from origin: PositionOrigin
     ) throws(QueueError) -> (index: Int, actions: [QueueAction]) {
-        guard let current = self.waiting.firstIndex(where: { $0.gid == gid }) else {
+        guard let current = self.waitingIndex(of: gid) else {
             throw QueueError(
                 .notWaiting,
                 gid: gid.description,
@@ -332,8 +445,11 @@ public struct DownloadQueue: Sendable, Hashable {
         case .end: wanted = last.addingReportingOverflow(position).partialValue
         }
         let destination = min(max(wanted, 0), last)
-        let item = self.waiting.remove(at: current)
-        self.waiting.insert(item, at: destination)
+        if destination != current {
+            let item = self.removeWaiting(at: current)
+            let position = self.insertWaiting(item, at: destination)
+            self.changes.append(.place(gid, state: item.isPaused ? .paused : .waiting, position: position))
+        }
         return (destination, destination == current ? [] : [.emit(.changed(gid))])
     }
 
@@ -363,8 +479,11 @@ public struct DownloadQueue: Sendable, Hashable {
         }
         let index = min(max(position ?? download.entry.uris.count, 0), download.entry.uris.count)
         download.entry.uris.insert(contentsOf: add, at: index)
-        self.downloads[gid] = download
         let changed = removed > 0 || !add.isEmpty
+        if changed {
+            self.setDownload(download)
+            self.changes.append(.update(download))
+        }
         return (removed, add.count, changed ? [.emit(.changed(gid))] : [])
     }
 
@@ -388,7 +507,10 @@ public struct DownloadQueue: Sendable, Hashable {
             // The file goes somewhere else now: what an earlier run resolved no longer holds.
             download.path = nil
         }
-        self.downloads[gid] = download
+        if download != self.downloads[gid] {
+            self.setDownload(download)
+            self.changes.append(.update(download))
+        }
         if self.active.contains(gid) {
             guard !names.isSubset(of: Self.optionsChangedLive) else { return [] }
             return [.stop(gid, reason: .restart), .start(gid), .emit(.started(gid))]
@@ -399,12 +521,14 @@ public struct DownloadQueue: Sendable, Hashable {
     /// Changes how many downloads run at once (at least 1); more start at once if there is room. Active ones
     /// above a lowered limit run on; no new one starts until the count is below it.
     public mutating func setMaxConcurrentDownloads(_ count: Int) -> [QueueAction] {
+        self.undoSteps.append(.limits(self.maxConcurrentDownloads, self.maxDownloadResult))
         self.maxConcurrentDownloads = max(1, count)
         return [.emit(.optionsChanged)] + self.fillSlots()
     }
 
     /// Changes how many results are kept (0 or more); the oldest beyond it are dropped.
     public mutating func setMaxDownloadResult(_ count: Int) -> [QueueAction] {
+        self.undoSteps.append(.limits(self.maxConcurrentDownloads, self.maxDownloadResult))
         self.maxDownloadResult = max(0, count)
         self.trimResults()
         return [.emit(.optionsChanged)]
@@ -414,7 +538,10 @@ public struct DownloadQueue: Sendable, Hashable {
 
     /// Forgets every stopped result (``stoppedTotal`` stays).
     public mutating func purgeResults() -> [QueueAction] {
-        self.stopped.removeAll()
+        if !self.stopped.isEmpty {
+            self.removeResults(0..<self.stopped.count)
+            self.changes.append(.deleteAllResults)
+        }
         return [.emit(.resultsRemoved(nil))]
     }
 
@@ -429,7 +556,8 @@ public struct DownloadQueue: Sendable, Hashable {
                 message: "Download \(gid) is not a stopped result; only those can be removed this way."
             )
         }
-        self.stopped.remove(at: index)
+        self.removeResults(index..<index + 1)
+        self.changes.append(.deleteResult(gid))
         return [.emit(.resultsRemoved(gid))]
     }
 
@@ -437,6 +565,7 @@ public struct DownloadQueue: Sendable, Hashable {
 
     /// Starts what should run: the downloads recorded as active, then waiting ones while slots are free.
     public mutating func startUp() -> [QueueAction] {
+        if self.isShuttingDown { self.undoSteps.append(.shuttingDown(true)) }
         self.isShuttingDown = false
         var actions: [QueueAction] = []
         for gid in self.active {
@@ -450,6 +579,7 @@ public struct DownloadQueue: Sendable, Hashable {
     /// that the next ``startUp()`` runs it again. Nothing starts or finishes after this.
     public mutating func shutdown() -> [QueueAction] {
         guard !self.isShuttingDown else { return [] }
+        self.undoSteps.append(.shuttingDown(false))
         self.isShuttingDown = true
         return self.active.flatMap { gid -> [QueueAction] in [.stop(gid, reason: .shutdown), .emit(.stopped(gid))] }
     }
@@ -459,11 +589,12 @@ public struct DownloadQueue: Sendable, Hashable {
     private mutating func fillSlots() -> [QueueAction] {
         guard !self.isShuttingDown else { return [] }
         var actions: [QueueAction] = []
-        while self.active.count < self.maxConcurrentDownloads,
+        while self.active.count < self.maxConcurrentDownloads, self.unpausedCount > 0,
             let index = self.waiting.firstIndex(where: { !$0.isPaused })
         {
-            let gid = self.waiting.remove(at: index).gid
-            self.active.append(gid)
+            let gid = self.removeWaiting(at: index).gid
+            let position = self.appendActive(gid)
+            self.changes.append(.place(gid, state: .active, position: position))
             actions.append(.start(gid))
             actions.append(.emit(.started(gid)))
         }
@@ -472,13 +603,193 @@ public struct DownloadQueue: Sendable, Hashable {
 
     private mutating func appendResult(_ result: StoppedResult) {
         self.stopped.append(result)
+        self.resultGIDs.insert(result.gid)
+        self.undoSteps.append(.resultAppended)
+        self.changes.append(.appendResult(result))
+        self.undoSteps.append(.stoppedTotal(self.stoppedTotal))
         self.stoppedTotal += 1
+        self.changes.append(.stoppedTotal(self.stoppedTotal))
         self.trimResults()
     }
 
     private mutating func trimResults() {
-        if self.stopped.count > self.maxDownloadResult {
-            self.stopped.removeFirst(self.stopped.count - self.maxDownloadResult)
+        guard self.stopped.count > self.maxDownloadResult else { return }
+        let excess = self.stopped.count - self.maxDownloadResult
+        for result in self.stopped[..<excess] { self.changes.append(.deleteResult(result.gid)) }
+        self.removeResults(0..<excess)
+    }
+
+    // MARK: - Primitives (each keeps the indexes right and records its undo step)
+
+    private enum UndoStep: Sendable {
+        case download(DownloadID, QueuedDownload?)
+        case waitingInserted(at: Int)
+        case waitingRemoved(WaitingItem, position: Double, at: Int)
+        case waitingPaused(at: Int, Bool)
+        case waitingPositioned(at: Int, Double)
+        case activeAppended
+        case activeRemoved(DownloadID, position: Double, at: Int)
+        case resultAppended
+        case resultsRemoved([StoppedResult], at: Int)
+        case stoppedTotal(Int)
+        case limits(Int, Int)
+        case shuttingDown(Bool)
+    }
+
+    private mutating func undo(_ step: UndoStep) {
+        switch step {
+        case .download(let gid, let download): self.downloads[gid] = download
+        case .waitingInserted(let index): self.removeWaiting(at: index)
+        case .waitingRemoved(let item, let position, let index): self.insertWaiting(item, position: position, at: index)
+        case .waitingPaused(let index, let isPaused): self.setPaused(isPaused, at: index)
+        case .waitingPositioned(let index, let position): self.setPosition(position, at: index)
+        case .activeAppended: self.removeActive(at: self.active.count - 1)
+        case .activeRemoved(let gid, let position, let index):
+            self.active.insert(gid, at: index)
+            self.positions[gid] = position
+        case .resultAppended:
+            let result = self.stopped.removeLast()
+            self.resultGIDs.remove(result.gid)
+        case .resultsRemoved(let results, let index):
+            self.stopped.insert(contentsOf: results, at: index)
+            for result in results { self.resultGIDs.insert(result.gid) }
+        case .stoppedTotal(let total): self.stoppedTotal = total
+        case .limits(let concurrent, let results):
+            self.maxConcurrentDownloads = concurrent
+            self.maxDownloadResult = results
+        case .shuttingDown(let value): self.isShuttingDown = value
         }
+    }
+
+    private mutating func setDownload(_ download: QueuedDownload) {
+        self.setDownload(download, for: download.entry.gid)
+    }
+
+    private mutating func setDownload(_ download: QueuedDownload?, for gid: DownloadID) {
+        self.undoSteps.append(.download(gid, self.downloads[gid]))
+        self.downloads[gid] = download
+    }
+
+    /// Inserts `item` at `index` of the waiting queue with a position between its neighbours (renumbering the
+    /// waiting queue first when they leave no room), and returns that position.
+    @discardableResult
+    private mutating func insertWaiting(_ item: WaitingItem, at index: Int) -> Double {
+        var position = self.freePosition(at: index)
+        if position == nil {
+            self.renumberWaiting()
+            position = self.freePosition(at: index)
+        }
+        let chosen = position ?? Double(index)
+        self.insertWaiting(item, position: chosen, at: index)
+        return chosen
+    }
+
+    private mutating func insertWaiting(_ item: WaitingItem, position: Double, at index: Int) {
+        self.waiting.insert(item, at: index)
+        self.waitingPositions.insert(position, at: index)
+        self.positions[item.gid] = position
+        if !item.isPaused { self.unpausedCount += 1 }
+        self.undoSteps.append(.waitingInserted(at: index))
+    }
+
+    @discardableResult
+    private mutating func removeWaiting(at index: Int) -> WaitingItem {
+        let item = self.waiting.remove(at: index)
+        let position = self.waitingPositions.remove(at: index)
+        self.positions[item.gid] = nil
+        if !item.isPaused { self.unpausedCount -= 1 }
+        self.undoSteps.append(.waitingRemoved(item, position: position, at: index))
+        return item
+    }
+
+    private mutating func setPaused(_ isPaused: Bool, at index: Int) {
+        let item = self.waiting[index]
+        guard item.isPaused != isPaused else { return }
+        self.undoSteps.append(.waitingPaused(at: index, item.isPaused))
+        self.waiting[index].isPaused = isPaused
+        self.unpausedCount += isPaused ? -1 : 1
+        self.changes.append(
+            .place(item.gid, state: isPaused ? .paused : .waiting, position: self.waitingPositions[index])
+        )
+    }
+
+    private mutating func setPosition(_ position: Double, at index: Int) {
+        self.undoSteps.append(.waitingPositioned(at: index, self.waitingPositions[index]))
+        self.waitingPositions[index] = position
+        self.positions[self.waiting[index].gid] = position
+    }
+
+    /// A position strictly between the neighbours of `index` (append: the last plus one; front: the first minus
+    /// one), or `nil` when there is no room.
+    private func freePosition(at index: Int) -> Double? {
+        let before = index > 0 ? self.waitingPositions[index - 1] : nil
+        let after = index < self.waitingPositions.count ? self.waitingPositions[index] : nil
+        let position: Double
+        switch (before, after) {
+        case (nil, nil): position = 1
+        case (let before?, nil): position = before + 1
+        case (nil, let after?): position = after - 1
+        case (let before?, let after?): position = before + (after - before) / 2
+        }
+        if let before, !(position > before) { return nil }
+        if let after, !(position < after) { return nil }
+        guard position.isFinite, abs(position) < 9e15 else { return nil }
+        return position
+    }
+
+    /// Gives the waiting queue the positions 1, 2, 3 ... (rare: only when two neighbours leave no room between
+    /// them).
+    private mutating func renumberWaiting() {
+        for index in self.waiting.indices {
+            let position = Double(index + 1)
+            guard self.waitingPositions[index] != position else { continue }
+            self.setPosition(position, at: index)
+            let item = self.waiting[index]
+            self.changes.append(.place(item.gid, state: item.isPaused ? .paused : .waiting, position: position))
+        }
+    }
+
+    @discardableResult
+    private mutating func appendActive(_ gid: DownloadID) -> Double {
+        let position = (self.active.last.flatMap { self.positions[$0] } ?? 0) + 1
+        self.active.append(gid)
+        self.positions[gid] = position
+        self.undoSteps.append(.activeAppended)
+        return position
+    }
+
+    private mutating func removeActive(at index: Int) {
+        let gid = self.active.remove(at: index)
+        let position = self.positions.removeValue(forKey: gid) ?? 0
+        self.undoSteps.append(.activeRemoved(gid, position: position, at: index))
+    }
+
+    private mutating func removeResults(_ range: Range<Int>) {
+        let removed = Array(self.stopped[range])
+        self.stopped.removeSubrange(range)
+        for result in removed { self.resultGIDs.remove(result.gid) }
+        self.undoSteps.append(.resultsRemoved(removed, at: range.lowerBound))
+    }
+}
+
+extension DownloadQueue: Hashable {
+    /// Two queues are equal when they hold the same downloads in the same places with the same results and
+    /// limits; positions, recorded changes and undo steps are bookkeeping and do not count.
+    public static func == (lhs: DownloadQueue, rhs: DownloadQueue) -> Bool {
+        lhs.active == rhs.active && lhs.waiting == rhs.waiting && lhs.stopped == rhs.stopped
+            && lhs.stoppedTotal == rhs.stoppedTotal && lhs.downloads == rhs.downloads
+            && lhs.isShuttingDown == rhs.isShuttingDown && lhs.maxConcurrentDownloads == rhs.maxConcurrentDownloads
+            && lhs.maxDownloadResult == rhs.maxDownloadResult
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(self.active)
+        hasher.combine(self.waiting)
+        hasher.combine(self.stopped)
+        hasher.combine(self.stoppedTotal)
+        hasher.combine(self.downloads)
+        hasher.combine(self.isShuttingDown)
+        hasher.combine(self.maxConcurrentDownloads)
+        hasher.combine(self.maxDownloadResult)
     }
 }

@@ -30,7 +30,9 @@ public protocol DownloadQueueService: Sendable {
     func unpause(_ gid: String) async throws(QueueError) -> DownloadID
     func unpauseAll() async throws(QueueError)
     /// An active download stops and becomes a `removed` result (its `.part` and journal deleted); a waiting or
-    /// paused one leaves the queue with no result, as in aria2.
+    /// paused one leaves the queue with no result, as in aria2. Unlike aria2, which leaves them, the `NAME.part`
+    /// and `NAME.part.downpour` of a waiting or paused one (from an earlier run, once its path is known) are
+    /// deleted too: a user who removes a download expects its partial file gone.
     func remove(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID
 
     /// Moves a waiting download; returns its new index in the waiting queue.

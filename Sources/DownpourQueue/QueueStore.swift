@@ -6,8 +6,10 @@ import GRDB
 /// downloads that have not stopped (in order, with their state, resolved path and lengths), the stopped results,
 /// the queue's options and the count of stopped downloads.
 ///
-/// ``save(_:options:)`` writes everything that changed in one transaction and returns when it is committed;
-/// ``load()`` gives back the same GIDs in the same order, paused ones paused, the ones that were running active.
+/// ``apply(_:options:)`` writes the rows an operation changed (``DownloadQueue/changes``) in one transaction and
+/// returns when it is committed, so an operation costs the rows it touched however long the queue;
+/// ``save(_:options:)`` rewrites everything (for a store that fell behind). ``load()`` gives back the same GIDs in
+/// the same order, paused ones paused, the ones that were running active.
 ///
 /// ```swift
 /// let store = try QueueStore(directory: "/var/lib/downpour")
@@ -22,6 +24,8 @@ public final class QueueStore: Sendable {
         public var active: [QueuedDownload]
         /// The waiting queue, in order, each with whether it is paused.
         public var waiting: [(QueuedDownload, isPaused: Bool)]
+        /// The stored position of every download in ``active`` and ``waiting`` (see ``QueueChange``).
+        public var positions: [DownloadID: Double] = [:]
         /// The stopped results, the least recently stopped first.
         public var stopped: [StoppedResult]
         /// How many downloads ever stopped.
@@ -61,6 +65,12 @@ public final class QueueStore: Sendable {
         do {
             var configuration = Configuration()
             configuration.label = "downpour.queue"
+            configuration.prepareDatabase { db in
+                // In WAL mode NORMAL syncs at checkpoints, not at every commit: a committed transaction survives
+                // the process being killed (`kill -9`, a crash), which is what the queue promises; only a power
+                // loss or an OS crash may lose the last few. FULL would wait for the disk on every operation.
+                try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            }
             self.database = try DatabasePool(path: path, configuration: configuration)
             try Self.migrator.migrate(self.database)
         } catch {
@@ -114,6 +124,29 @@ public final class QueueStore: Sendable {
         migrator.registerMigration("v2-entry-completed-length") { db in
             try db.execute(sql: "ALTER TABLE entry ADD COLUMN completedLength INTEGER NOT NULL DEFAULT 0")
         }
+        migrator.registerMigration("v3-entry-sparse-position") { db in
+            // Positions become sparse reals (see QueueChange), so that an operation rewrites only its own row.
+            // The old positions (0, 1, 2 ... over active then waiting) keep their order within each state.
+            // Keyed by GID alone (WITHOUT ROWID): a write touches one b-tree, not a table and its GID index.
+            try db.execute(
+                sql: """
+                    CREATE TABLE entry_v3 (
+                        gid TEXT PRIMARY KEY NOT NULL,
+                        uris TEXT NOT NULL,
+                        options TEXT NOT NULL,
+                        position REAL NOT NULL,
+                        state TEXT NOT NULL CHECK (state IN ('active', 'waiting', 'paused')),
+                        path TEXT,
+                        totalLength INTEGER NOT NULL DEFAULT 0,
+                        completedLength INTEGER NOT NULL DEFAULT 0
+                    ) WITHOUT ROWID;
+                    INSERT INTO entry_v3 (gid, uris, options, position, state, path, totalLength, completedLength)
+                        SELECT gid, uris, options, position, state, path, totalLength, completedLength FROM entry;
+                    DROP TABLE entry;
+                    ALTER TABLE entry_v3 RENAME TO entry;
+                    """
+            )
+        }
         return migrator
     }
 
@@ -125,6 +158,7 @@ public final class QueueStore: Sendable {
             return try self.database.read { db in
                 var active: [QueuedDownload] = []
                 var waiting: [(QueuedDownload, isPaused: Bool)] = []
+                var positions: [DownloadID: Double] = [:]
                 for row in try Row.fetchAll(db, sql: "SELECT * FROM entry ORDER BY position") {
                     let entry = QueueEntry(
                         gid: try Self.gid(row["gid"]),
@@ -137,6 +171,7 @@ public final class QueueStore: Sendable {
                         totalLength: row["totalLength"],
                         completedLength: row["completedLength"]
                     )
+                    positions[entry.gid] = row["position"]
                     switch row["state"] as String {
                     case "active": active.append(download)
                     case "paused": waiting.append((download, isPaused: true))
@@ -165,6 +200,7 @@ public final class QueueStore: Sendable {
                 return Contents(
                     active: active,
                     waiting: waiting,
+                    positions: positions,
                     stopped: stopped,
                     stoppedTotal: stoppedTotal,
                     options: options
@@ -175,30 +211,31 @@ public final class QueueStore: Sendable {
         }
     }
 
-    /// Stores `queue` and `options` in one transaction: every download that has not stopped (replacing what was
-    /// there), the results (new ones appended, forgotten ones deleted), the count of stopped downloads, and the
-    /// options (replacing them all). Returns when the transaction is committed.
+    /// Stores the whole of `queue` and `options` in one transaction: every download that has not stopped
+    /// (replacing what was there), the results (new ones appended, forgotten ones deleted), the count of stopped
+    /// downloads, and the options (replacing them all). Returns when the transaction is committed.
+    ///
+    /// This costs every row; an operation stores its ``DownloadQueue/changes`` with ``apply(_:options:)``
+    /// instead. Use this to start a file afresh or to catch up after a change that could not be stored.
     ///
     /// - Throws: ``QueueError`` `storage` when the transaction fails; nothing is changed then.
     public func save(_ queue: DownloadQueue, options: [QueueOption]) throws(QueueError) {
         do {
             try self.database.write { db in
                 try db.execute(sql: "DELETE FROM entry")
-                var position = 0
                 func insert(_ gid: DownloadID, state: String) throws {
-                    guard let download = queue.downloads[gid] else { return }
+                    guard let download = queue.downloads[gid], let position = queue.position(of: gid) else { return }
                     try db.execute(
                         sql: """
                             INSERT INTO entry (gid, uris, options, position, state, path, totalLength, completedLength)
                             VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                             """,
                         arguments: [
-                            gid.description, try Self.encode(download.entry.uris),
-                            try Self.encode(download.entry.options), position, state, download.path,
+                            gid.description, Self.encode(download.entry.uris),
+                            Self.encode(download.entry.options), position, state, download.path,
                             download.totalLength, download.completedLength,
                         ]
                     )
-                    position += 1
                 }
                 for gid in queue.active { try insert(gid, state: "active") }
                 for item in queue.waiting { try insert(item.gid, state: item.isPaused ? "paused" : "waiting") }
@@ -217,8 +254,8 @@ public final class QueueStore: Sendable {
                             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                             """,
                         arguments: [
-                            result.gid.description, try Self.encode(result.entry.uris),
-                            try Self.encode(result.entry.options), result.status.rawValue, result.errorCode,
+                            result.gid.description, Self.encode(result.entry.uris),
+                            Self.encode(result.entry.options), result.status.rawValue, result.errorCode,
                             result.errorMessage, result.path, result.totalLength, result.completedLength,
                         ]
                     )
@@ -227,13 +264,7 @@ public final class QueueStore: Sendable {
                     sql: "UPDATE counter SET value = ? WHERE name = 'stoppedTotal'",
                     arguments: [queue.stoppedTotal]
                 )
-                try db.execute(sql: "DELETE FROM queueOption")
-                for (position, option) in options.enumerated() {
-                    try db.execute(
-                        sql: "INSERT INTO queueOption (position, name, value) VALUES (?, ?, ?)",
-                        arguments: [position, option.name, option.value]
-                    )
-                }
+                try Self.replaceOptions(options, in: db)
             }
         } catch {
             throw QueueError(
@@ -243,8 +274,133 @@ public final class QueueStore: Sendable {
         }
     }
 
-    private static func encode(_ value: some Encodable) throws -> String {
-        String(decoding: try JSONEncoder().encode(value), as: UTF8.self)
+    /// Writes `changes` (an operation's rows, ``DownloadQueue/changes``) and, when given, `options` (replacing
+    /// them all) in one transaction; returns when it is committed. Nothing else is read or written, so the cost is
+    /// that of the rows changed.
+    ///
+    /// - Throws: ``QueueError`` `storage` when the transaction fails; nothing is changed then.
+    public func apply(_ changes: [QueueChange], options: [QueueOption]? = nil) throws(QueueError) {
+        guard !changes.isEmpty || options != nil else { return }
+        do {
+            try self.database.write { db in
+                for change in changes { try Self.apply(change, in: db) }
+                if let options { try Self.replaceOptions(options, in: db) }
+            }
+        } catch {
+            throw QueueError(
+                .storage,
+                message: "The queue database '\(self.path)' cannot be written: \(error). The change was not made."
+            )
+        }
+    }
+
+    private static func apply(_ change: QueueChange, in db: Database) throws {
+        switch change {
+        case .insert(let download, let state, let position):
+            try db.cachedStatement(
+                sql: """
+                    INSERT OR REPLACE INTO entry (gid, uris, options, position, state, path, totalLength,
+                        completedLength)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    """
+            ).execute(arguments: [
+                download.entry.gid.description, Self.encode(download.entry.uris),
+                Self.encode(download.entry.options), position, state.rawValue, download.path,
+                download.totalLength, download.completedLength,
+            ])
+        case .place(let gid, let state, let position):
+            try db.cachedStatement(sql: "UPDATE entry SET state = ?, position = ? WHERE gid = ?")
+                .execute(arguments: [state.rawValue, position, gid.description])
+        case .update(let download):
+            try db.cachedStatement(
+                sql: """
+                    UPDATE entry SET uris = ?, options = ?, path = ?, totalLength = ?, completedLength = ?
+                    WHERE gid = ?
+                    """
+            ).execute(arguments: [
+                Self.encode(download.entry.uris), Self.encode(download.entry.options), download.path,
+                download.totalLength, download.completedLength, download.entry.gid.description,
+            ])
+        case .delete(let gid):
+            try db.cachedStatement(sql: "DELETE FROM entry WHERE gid = ?").execute(arguments: [gid.description])
+        case .appendResult(let result):
+            try db.cachedStatement(sql: "DELETE FROM result WHERE gid = ?").execute(arguments: [result.gid.description])
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO result (gid, uris, options, status, errorCode, errorMessage, path, totalLength,
+                        completedLength)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """
+            ).execute(arguments: [
+                result.gid.description, Self.encode(result.entry.uris), Self.encode(result.entry.options),
+                result.status.rawValue, result.errorCode, result.errorMessage, result.path, result.totalLength,
+                result.completedLength,
+            ])
+        case .deleteResult(let gid):
+            try db.cachedStatement(sql: "DELETE FROM result WHERE gid = ?").execute(arguments: [gid.description])
+        case .deleteAllResults:
+            try db.execute(sql: "DELETE FROM result")
+        case .stoppedTotal(let total):
+            try db.cachedStatement(sql: "UPDATE counter SET value = ? WHERE name = 'stoppedTotal'")
+                .execute(arguments: [total])
+        }
+    }
+
+    private static func replaceOptions(_ options: [QueueOption], in db: Database) throws {
+        try db.execute(sql: "DELETE FROM queueOption")
+        for (position, option) in options.enumerated() {
+            try db.execute(
+                sql: "INSERT INTO queueOption (position, name, value) VALUES (?, ?, ?)",
+                arguments: [position, option.name, option.value]
+            )
+        }
+    }
+
+    /// URIs as a JSON array of strings (what `JSONDecoder` reads back), written by hand: a `JSONEncoder` per row
+    /// was the largest cost of an add.
+    static func encode(_ uris: [String]) -> String {
+        var json = "["
+        for (index, uri) in uris.enumerated() {
+            if index > 0 { json += "," }
+            Self.appendQuoted(uri, to: &json)
+        }
+        return json + "]"
+    }
+
+    /// Options as a JSON array of `{"name": ..., "value": ...}` objects (what `JSONDecoder` reads back).
+    static func encode(_ options: [QueueOption]) -> String {
+        var json = "["
+        for (index, option) in options.enumerated() {
+            json += index > 0 ? ",{\"name\":" : "{\"name\":"
+            Self.appendQuoted(option.name, to: &json)
+            json += ",\"value\":"
+            Self.appendQuoted(option.value, to: &json)
+            json += "}"
+        }
+        return json + "]"
+    }
+
+    private static func appendQuoted(_ text: String, to json: inout String) {
+        json += "\""
+        let plain = text.utf8.allSatisfy { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
+        if plain {
+            json += text
+        } else {
+            for scalar in text.unicodeScalars {
+                switch scalar {
+                case "\"": json += "\\\""
+                case "\\": json += "\\\\"
+                case "\n": json += "\\n"
+                case "\r": json += "\\r"
+                case "\t": json += "\\t"
+                case _ where scalar.value < 0x20:
+                    let hex = String(scalar.value, radix: 16)
+                    json += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                default: json.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        json += "\""
     }
 
     private static func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {

@@ -356,6 +356,7 @@ struct DownloadQueueTests {
             #expect(error.reason == refusal.reason)
         }
         #expect(queue == before)
+        #expect(queue.changes == before.changes, "a refused operation records no row to store")
     }
 
     /// aria2's `IndexedList::move`: five waiting, the one moved at index 2.

@@ -125,7 +125,7 @@ struct QueueStoreTests {
         #expect(download.completedLength == 0)
         #expect(loaded.stoppedTotal == 7)
         let applied = try DatabaseQueue(path: path).read { db in try QueueStore.migrator.appliedMigrations(db) }
-        #expect(applied == ["v1-queue", "v2-entry-completed-length"])
+        #expect(applied == ["v1-queue", "v2-entry-completed-length", "v3-entry-sparse-position"])
     }
 
     @Test("a file that is not a database is refused with a storage error")
