@@ -233,12 +233,15 @@ struct ResumeTests {
             let first = testDownloader.download(
                 try DownloadRequest(url: server.url(), destination: .file(path), configuration: Self.configuration())
             )
-            // Held after 1 MiB, the first cannot finish while the second tries.
+            // Held by the server after 1 MiB, the first cannot finish before it is paused.
             server.holdBodies(afterSending: 1024 * 1024)
             let task = Task { try await first.run() }
             for await event in first.events {
-                if case .progress = event { break }
+                if case .progress = event { first.pause() }
+                if case .paused = event { break }
             }
+            // Paused, the first still owns its file (and cannot finish); the second's probe gets its bytes.
+            server.releaseBodies()
             let second = try await runDownload(
                 server.url(),
                 to: .file(path),
@@ -246,7 +249,7 @@ struct ResumeTests {
                 retriesWhileLocked: false
             )
             #expect(second.error?.code == .alreadyRunning, "\(String(describing: second.error))")
-            server.releaseBodies()
+            first.resume()
             _ = try await task.value
             try expectFile(path, equals: Self.content, in: directory)
         }

@@ -133,6 +133,9 @@ struct DownloadManagerTests {
             let manager = try makeManager(in: directory, downloader: downloader)
             let log = EventLog(manager.events)
             try await manager.start()
+            // The server holds the bodies by itself past 2.5 MiB: the download cannot finish before the pause lands,
+            // however late this test looks on a loaded machine.
+            server.holdBodies(afterSending: 5 * 512 * 1024)
             let gid = try await manager.add(uris: [server.url("/big.bin")], options: Self.out("big.bin"), position: nil)
             try await Self.waitForBytes(manager, gid, 2 * 1024 * 1024)
             // Held, the download cannot finish before the pause lands.
@@ -176,7 +179,8 @@ struct DownloadManagerTests {
             let manager = try makeManager(in: directory, downloader: downloader)
             let log = EventLog(manager.events)
             try await manager.start()
-            server.holdBodies()
+            // The probe's first 64 KiB go out (the file is opened with them), then the server holds the rest.
+            server.holdBodies(afterSending: 64 * 1024)
             let gid = try await manager.add(uris: [server.url("/r.bin")], options: Self.out("r.bin"), position: nil)
             try await waitUntil("the .part exists: \(directory.contents())") {
                 directory.contents().contains("r.bin.part")
@@ -255,6 +259,8 @@ struct DownloadManagerTests {
                 let manager = try makeManager(in: directory, downloader: downloader)
                 let log = EventLog(manager.events)
                 try await manager.start()
+                // Past 4 MiB in all the server holds the bodies: neither file can be complete before its pause.
+                server.holdBodies(afterSending: 4 * 1024 * 1024)
                 for name in ["p0.bin", "p1.bin"] {
                     let gid = try await manager.add(
                         uris: [server.url("/big.bin")],
@@ -423,6 +429,8 @@ struct DownloadManagerTests {
             try await first.start()
             let failed = try await first.add(uris: [server.url("/status/404")], options: [], position: nil)
             try await firstLog.wait(for: .failed(failed))
+            // Past 3 MiB the server holds the bodies: a.bin cannot finish before the shutdown lands.
+            server.holdBodies(afterSending: server.statistics().bodyBytesSent + 3 * 1024 * 1024)
             let running = try await first.add(uris: [server.url("/a.bin")], options: Self.out("a.bin"), position: nil)
             let paused = try await first.add(
                 uris: [server.url("/b.bin")],
@@ -484,6 +492,8 @@ extension DownloadManagerTests {
             let manager = try makeManager(in: directory, downloader: downloader)
             let log = EventLog(manager.events)
             try await manager.start()
+            // Past 3 MiB the server holds the bodies: the download cannot finish before the restart lands.
+            server.holdBodies(afterSending: 3 * 1024 * 1024)
             let gid = try await manager.add(uris: [server.url("/o.bin")], options: Self.out("o.bin"), position: nil)
             try await Self.waitForBytes(manager, gid, 1024 * 1024)
 
