@@ -134,6 +134,61 @@ public actor DownloadManager: DownloadQueueService {
 
     public func add(uris: [String], options: [QueueOption], position: Int?) async throws(QueueError) -> DownloadID {
         try self.checkRunning()
+        let prepared = try self.prepareAdd(uris: uris, options: options, position: position)
+        let actions = try self.change { queue throws(QueueError) in
+            try queue.add(prepared.entry, paused: prepared.paused, position: position)
+        }
+        self.logger.info(
+            "Download added",
+            metadata: ["gid": "\(prepared.entry.gid)", "uri": "\(uris[0])", "paused": "\(prepared.paused)"]
+        )
+        self.perform(actions)
+        return prepared.entry.gid
+    }
+
+    public func add(batch: [AddRequest]) async -> [Result<DownloadID, QueueError>] {
+        do {
+            try self.checkRunning()
+        } catch {
+            return batch.map { _ in .failure(error) }
+        }
+        var results: [Result<DownloadID, QueueError>] = batch.map { _ in .failure(QueueError(.invalidRequest)) }
+        var prepared: [(index: Int, entry: QueueEntry, paused: Bool, position: Int?)] = []
+        for (index, request) in batch.enumerated() {
+            do {
+                let add = try self.prepareAdd(uris: request.uris, options: request.options, position: request.position)
+                prepared.append((index, add.entry, add.paused, request.position))
+            } catch {
+                results[index] = .failure(error)
+            }
+        }
+        var actions: [QueueAction] = []
+        do throws(QueueError) {
+            try self.change { queue throws(QueueError) in
+                for item in prepared {
+                    do throws(QueueError) {
+                        actions += try queue.add(item.entry, paused: item.paused, position: item.position)
+                        results[item.index] = .success(item.entry.gid)
+                    } catch {
+                        results[item.index] = .failure(error)
+                    }
+                }
+            }
+        } catch {
+            for item in prepared { results[item.index] = .failure(error) }
+            return results
+        }
+        self.logger.info("Downloads added", metadata: ["count": "\(prepared.count)"])
+        self.perform(actions)
+        return results
+    }
+
+    /// Checks a download to add and makes its entry: its GID (new, or the `gid` option), whether it starts paused.
+    private func prepareAdd(
+        uris: [String],
+        options: [QueueOption],
+        position: Int?
+    ) throws(QueueError) -> (entry: QueueEntry, paused: Bool) {
         guard !uris.isEmpty else {
             throw QueueError(.invalidRequest, message: "A download needs at least one URI.")
         }
@@ -176,12 +231,7 @@ public actor DownloadManager: DownloadQueueService {
         }
         _ = try self.makeRequest(for: QueuedDownload(entry: entry))
         for uri in uris.dropFirst() { try Self.checkURI(uri) }
-        let actions = try self.change { queue throws(QueueError) in
-            try queue.add(entry, paused: paused, position: position)
-        }
-        self.logger.info("Download added", metadata: ["gid": "\(gid)", "uri": "\(uris[0])", "paused": "\(paused)"])
-        self.perform(actions)
-        return gid
+        return (entry, paused)
     }
 
     public func pause(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID {

@@ -21,6 +21,11 @@ public protocol DownloadQueueService: Sendable {
     ///   `duplicateGID`, `storage`.
     func add(uris: [String], options: [QueueOption], position: Int?) async throws(QueueError) -> DownloadID
 
+    /// Adds several downloads, each as ``add(uris:options:position:)`` would, and stores them together: one
+    /// write for the lot (aria2's clients add many at once with `system.multicall`). Each gets its own result; a
+    /// store that cannot be written fails them all, and none is added.
+    func add(batch: [AddRequest]) async -> [Result<DownloadID, QueueError>]
+
     /// Pauses an active download (it stops, keeps its bytes and journal, and goes to the front of the waiting
     /// queue, paused) or a waiting one (paused in place). `force` skips nothing today; aria2's clients use both.
     func pause(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID
@@ -81,4 +86,37 @@ public protocol DownloadQueueService: Sendable {
     /// Stops taking work: active downloads pause (journals saved), everything is stored, and the queue is left
     /// as it was, so the next start resumes them.
     func shutdown() async
+}
+
+/// One download to add, for ``DownloadQueueService/add(batch:)``.
+public struct AddRequest: Sendable, Hashable {
+    public var uris: [String]
+    public var options: [QueueOption]
+    public var position: Int?
+
+    public init(uris: [String], options: [QueueOption], position: Int?) {
+        self.uris = uris
+        self.options = options
+        self.position = position
+    }
+}
+
+extension DownloadQueueService {
+    /// One ``add(uris:options:position:)`` after the other: for a queue with nothing to gain from a batch.
+    public func add(batch: [AddRequest]) async -> [Result<DownloadID, QueueError>] {
+        var results: [Result<DownloadID, QueueError>] = []
+        results.reserveCapacity(batch.count)
+        for request in batch {
+            do {
+                results.append(
+                    .success(
+                        try await self.add(uris: request.uris, options: request.options, position: request.position)
+                    )
+                )
+            } catch {
+                results.append(.failure(error))
+            }
+        }
+        return results
+    }
 }

@@ -559,3 +559,43 @@ extension DownloadManagerTests {
         await downloader.shutdown()
     }
 }
+
+@Suite("DownloadManager.add(batch:)")
+struct DownloadManagerBatchTests {
+    @Test("a batch: each its own result, the good ones stored together and in order, the bad one refused")
+    func batch() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let downloader = makeTestDownloader()
+        let paused = QueueOption(name: "pause", value: "true")
+        let manager = try makeManager(in: directory, downloader: downloader)
+        try await manager.start()
+        let before = try await manager.add(uris: ["http://127.0.0.1:9/zero"], options: [paused], position: nil)
+        let results = await manager.add(batch: [
+            AddRequest(uris: ["http://127.0.0.1:9/a"], options: [paused], position: nil),
+            AddRequest(
+                uris: ["http://127.0.0.1:9/b"],
+                options: [paused, QueueOption(name: "split", value: "x")],
+                position: nil
+            ),
+            AddRequest(uris: [], options: [paused], position: nil),
+            AddRequest(uris: ["http://127.0.0.1:9/c"], options: [paused], position: 0),
+        ])
+        try #require(results.count == 4)
+        let a = try results[0].get()
+        #expect(throws: QueueError.self) { try results[1].get() }
+        if case .failure(let error) = results[1] { #expect(error.option == "split") }
+        #expect(throws: QueueError.self) { try results[2].get() }
+        let c = try results[3].get()
+        let order = await manager.waitingDownloads(0..<10).map(\.gid)
+        #expect(order == [c, before, a])
+        await manager.shutdown()
+
+        let reopened = try makeManager(in: directory, downloader: downloader)
+        try await reopened.start()
+        #expect(await reopened.waitingDownloads(0..<10).map(\.gid) == order)
+        #expect(await reopened.waitingDownloads(0..<10).allSatisfy { $0.status == .paused })
+        await reopened.shutdown()
+        await downloader.shutdown()
+    }
+}

@@ -437,6 +437,38 @@ import Testing
         #expect(second["checksum"] == nil)
     }
 
+    @Test("multicall: a run of addUri calls is added as one batch; results and errors keep their places")
+    func multicallBatchedAdds() async throws {
+        let harness = RPCHarness(secret: "s")
+        let result = try await harness.result(
+            "system.multicall",
+            [
+                [
+                    ["methodName": "aria2.addUri", "params": ["token:s", ["http://a/1"]]],
+                    ["methodName": "aria2.addUri", "params": ["token:s", []]],
+                    ["methodName": "aria2.addUri", "params": ["token:wrong", ["http://a/2"]]],
+                    ["methodName": "aria2.getGlobalStat", "params": ["token:s"]],
+                    ["methodName": "aria2.addUri", "params": ["token:s", ["http://a/3"], ["pause": "true"]]],
+                    ["methodName": "aria2.addUri", "params": ["token:s", ["ftp://a/4"]]],
+                ]
+            ]
+        )
+        let entries = try #require(result.arrayValue)
+        try #require(entries.count == 6)
+        #expect(entries[0].arrayValue?.first?.stringValue?.count == 16)
+        #expect(entries[1]["message"] == "URI is not provided.")
+        #expect(entries[2]["message"] == "Unauthorized")
+        #expect(entries[3].arrayValue?.first?["numWaiting"] == "1")
+        #expect(entries[4].arrayValue?.first?.stringValue?.count == 16)
+        #expect(entries[5]["code"] == .integer(1))
+        // The runs of well-formed, authorized adds went to the queue as batches: the first alone (an add with no
+        // URI and one with a wrong token take the usual way, with its words), then the last two (the ftp one fails
+        // in the queue).
+        #expect(await harness.queue.batchSizes == [1, 2])
+        let waiting = try await harness.result("aria2.tellWaiting", ["token:s", 0, 10, ["status"]])
+        #expect(waiting.arrayValue?.compactMap { $0["status"]?.stringValue } == ["waiting", "paused"])
+    }
+
     @Test func unsupportedAndFixedAnswers() async throws {
         #expect(try await harness.errorMessage("aria2.addTorrent", ["AAAA"]).contains("BitTorrent is not supported"))
         #expect(try await harness.errorMessage("aria2.addMetalink", ["AAAA"]).contains("Metalink"))

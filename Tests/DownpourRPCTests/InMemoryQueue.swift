@@ -28,9 +28,28 @@ actor InMemoryQueue: DownloadQueueService {
         QueueOption(name: "rpc-secret", value: "hidden"),
     ]
     private(set) var isShutDown = false
+    /// The sizes of the batches ``add(batch:)`` was given, in order.
+    private(set) var batchSizes: [Int] = []
     private let fanOut = EventFanOut()
 
     nonisolated var events: AsyncStream<QueueEvent> { self.fanOut.stream() }
+
+    func add(batch: [AddRequest]) async -> [Result<DownloadID, QueueError>] {
+        self.batchSizes.append(batch.count)
+        var results: [Result<DownloadID, QueueError>] = []
+        for request in batch {
+            do {
+                results.append(
+                    .success(
+                        try await self.add(uris: request.uris, options: request.options, position: request.position)
+                    )
+                )
+            } catch {
+                results.append(.failure(error))
+            }
+        }
+        return results
+    }
 
     // MARK: Test controls
 

@@ -186,7 +186,25 @@ extension RPCDispatcher {
         let calls = try params.array(at: 0, required: true) ?? []
         var results: [JSONValue] = []
         results.reserveCapacity(calls.count)
-        for call in calls {
+        var index = 0
+        while index < calls.count {
+            // A run of well-formed, authorized addUri calls goes to the queue as one batch: one stored change.
+            var batch: [AddRequest] = []
+            while index + batch.count < calls.count, let add = self.plainAdd(calls[index + batch.count]) {
+                batch.append(add)
+            }
+            if !batch.isEmpty {
+                for result in await self.service.add(batch: batch) {
+                    switch result {
+                    case .success(let gid): results.append(.array([.string(gid.description)]))
+                    case .failure(let error): results.append(RPCError(error, gid: nil).json)
+                    }
+                }
+                index += batch.count
+                continue
+            }
+            let call = calls[index]
+            index += 1
             guard case .object(let spec) = call else {
                 results.append(RPCError.method("system.multicall expected struct.").json)
                 continue
@@ -206,6 +224,30 @@ extension RPCDispatcher {
             }
         }
         return .array(results)
+    }
+
+    /// The download a multicall entry adds, when it is an `aria2.addUri` call whose token passes and whose
+    /// parameters are well-formed; `nil` sends it the usual way (which gives any error its usual words).
+    private func plainAdd(_ call: JSONValue) -> AddRequest? {
+        guard case .object(let spec) = call, spec["methodName"] == .string(RPCMethod.addUri.rawValue) else {
+            return nil
+        }
+        var values = spec["params"]?.arrayValue ?? []
+        var token: String?
+        if case .string(let first)? = values.first, first.hasPrefix("token:") {
+            token = String(first.dropFirst(6))
+            values.removeFirst()
+        }
+        guard self.tokenCheck.authorizes(token) else { return nil }
+        let params = RPCParameters(values: values)
+        do throws(RPCError) {
+            guard let uris = try params.strings(at: 0, required: true), !uris.isEmpty else { return nil }
+            let options = try params.object(at: 1).map(OptionsStruct.options(from:)) ?? []
+            let position = try params.position(at: 2)
+            return AddRequest(uris: uris, options: options, position: position)
+        } catch {
+            return nil
+        }
     }
 
     private func status(of gid: String) async throws(RPCError) -> DownloadStatus {
