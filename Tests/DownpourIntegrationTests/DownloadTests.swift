@@ -100,10 +100,15 @@ struct DownloadTests {
             // Without races, so that every repeated start would be a retry that started over.
             var configuration = testConfiguration()
             configuration.racesTail = false
-            _ = try await runDownload(server.url(), to: .file(path), configuration: configuration).value
+            let outcome = try await runDownload(server.url(), to: .file(path), configuration: configuration)
+            _ = try outcome.value
             try expectFile(path, equals: Self.content, in: directory)
             let gets = server.statistics().getRequestsRecorded
             #expect(gets.count >= 4 + 6)
+            // The last progress counts each connection's replacements: five. The fault covers the first six
+            // requests, and the first is the probe, whose 64 KiB end before the cut.
+            let last = outcome.events.compactMap { if case .progress(let progress) = $0 { progress } else { nil } }.last
+            #expect(last?.connections.reduce(0) { $0 + $1.restarts } == 5, "\(String(describing: last?.connections))")
             // Retries ask for what is missing, never a range from a start already asked for.
             let starts = gets.compactMap { $0.header("Range") }.map { $0.split(separator: "-").first! }
             #expect(Set(starts).count == starts.count, "a range was fetched again from its start: \(starts)")

@@ -96,12 +96,22 @@ public struct ConnectionProgress: Sendable, Hashable {
     public var bytesPerSecond: Double
     /// The bytes it still has to fetch, when it is working on a range.
     public var remainingRange: Range<Int64>?
+    /// How many times it was replaced by a new connection in this run: restarted for being slow, or reconnected
+    /// after a dropped connection or a failed request.
+    public var restarts: Int
 
-    public init(id: Int, receivedBytes: Int64, bytesPerSecond: Double, remainingRange: Range<Int64>?) {
+    public init(
+        id: Int,
+        receivedBytes: Int64,
+        bytesPerSecond: Double,
+        remainingRange: Range<Int64>?,
+        restarts: Int = 0
+    ) {
         self.id = id
         self.receivedBytes = receivedBytes
         self.bytesPerSecond = bytesPerSecond
         self.remainingRange = remainingRange
+        self.restarts = restarts
     }
 }
 

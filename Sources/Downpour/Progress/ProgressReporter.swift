@@ -31,7 +31,8 @@ final class ProgressReporter: Sendable {
                     id: entry.id,
                     receivedBytes: entry.state.receivedBytes,
                     bytesPerSecond: meters.connections[entry.id]!.bytesPerSecond,
-                    remainingRange: entry.remaining
+                    remainingRange: entry.remaining,
+                    restarts: entry.state.restarts
                 )
             }
             return DownloadProgress(

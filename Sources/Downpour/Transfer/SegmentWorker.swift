@@ -80,12 +80,14 @@ struct SegmentWorker: Sendable {
                     "Restarting a slow connection",
                     metadata: ["connection": "\(self.id)", "reason": "\(reason)"]
                 )
+                self.session.noteRestart(connection: self.id)
                 self.session.emit(
                     .restarted(connection: self.id, reason: "restarted on a new connection: \(reason).")
                 )
             } catch .retryable(let error, let retryAfter) {
                 let progressed = (self.session.remaining(lease)?.lowerBound ?? range.upperBound) > range.lowerBound
                 failuresWithoutProgress = progressed ? 1 : failuresWithoutProgress + 1
+                self.session.noteRestart(connection: self.id)
                 try await self.session.waitBeforeRetry(
                     connection: self.id,
                     failuresWithoutProgress: failuresWithoutProgress,

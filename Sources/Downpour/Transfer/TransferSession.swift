@@ -33,6 +33,8 @@ final class TransferSession: Sendable {
         var active = false
         /// Counts the requests this connection has started.
         var attempts = 0
+        /// Counts the times it was replaced by a new connection: restarted for being slow, or after a failure.
+        var restarts = 0
         /// Bytes per second, a moving average over its writes; kept when the connection goes idle.
         var rate: Double?
         /// When its current request started, or last wrote.
@@ -257,6 +259,13 @@ final class TransferSession: Sendable {
             state.streamedBytes += count
             state.bytesThisRun += count
             state.connections[id, default: ConnectionState()].receivedBytes += count
+        }
+    }
+
+    /// Records that connection `id` is being replaced by a new one (slow, dropped or failed).
+    func noteRestart(connection id: Int) {
+        self.state.withLockedValue { state in
+            state.connections[id, default: ConnectionState()].restarts += 1
         }
     }
 

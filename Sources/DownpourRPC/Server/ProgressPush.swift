@@ -55,6 +55,7 @@ public enum ProgressPush {
                         "start": .integer(range.lowerBound),
                         "end": .integer(range.upperBound),
                         "downloadSpeed": StatusStruct.number(Int64(connection.bytesPerSecond.rounded())),
+                        "restarts": .integer(Int64(connection.restarts)),
                     ]
                 }
             )

@@ -616,7 +616,10 @@
     if (!conns) return '';
     for (const c of conns) row.seenConnections.add(c.id);
     const racing = racingIds(conns);
-    const list = conns.map((c) => `#${c.id} ${fmtSpeed(num(c.downloadSpeed))}${racing.has(c.id) ? ' (racing)' : ''}`);
+    const list = conns.map((c) => {
+      const restarts = Number(c.restarts) > 0 ? ` (restarted ×${Number(c.restarts)})` : '';
+      return `#${c.id} ${fmtSpeed(num(c.downloadSpeed))}${racing.has(c.id) ? ' (racing)' : ''}${restarts}`;
+    });
     const opened = row.seenConnections.size;
     let text = conns.length ? list.join(' · ') : 'no connection open';
     if (opened > conns.length) text += ` · ${opened} connections opened so far`;

@@ -1,0 +1,60 @@
+import Downpour
+import DownpourQueue
+import Testing
+
+@testable import DownpourRPC
+
+@Suite struct ProgressPushTests {
+    @Test("a frame: totals, limit, version, and each active download with its ranges and connections")
+    func frame() throws {
+        let gid = DownloadID(value: 0x2089_b05e_cca3_d829)
+        let status = DownloadStatus(
+            gid: gid,
+            status: .active,
+            uris: ["http://host/f.bin"],
+            options: [],
+            directory: "/dl",
+            path: "/dl/f.bin",
+            totalLength: 1000,
+            completedLength: 300,
+            downloadSpeed: 50,
+            connections: 2,
+            connectionProgress: [
+                ConnectionProgress(id: 1, receivedBytes: 200, bytesPerSecond: 25.4, remainingRange: 200..<500),
+                ConnectionProgress(
+                    id: 2,
+                    receivedBytes: 100,
+                    bytesPerSecond: 0,
+                    remainingRange: 600..<1000,
+                    restarts: 2
+                ),
+                ConnectionProgress(id: 3, receivedBytes: 0, bytesPerSecond: 0, remainingRange: nil),
+            ],
+            completedRanges: [0..<200, 500..<600]
+        )
+        let text = ProgressPush.frame(
+            stat: GlobalStat(downloadSpeed: 50, numActive: 1, numWaiting: 2, numStopped: 3, numStoppedTotal: 4),
+            maximumOverallRate: 1_048_576,
+            queueVersion: 17,
+            active: [status]
+        )
+        let frame = try JSONParser.parse(text)
+        #expect(frame["method"] == "downpour.onProgress")
+        #expect(frame["id"] == nil)
+        let payload = try #require(frame["params"]?.arrayValue?.first)
+        #expect(payload["globalStat"]?["numWaiting"] == "2")
+        #expect(payload["maxOverallDownloadLimit"] == "1048576")
+        #expect(payload["queueVersion"] == "17")
+        let entry = try #require(payload["active"]?.arrayValue?.first)
+        #expect(entry["gid"] == "2089b05ecca3d829")
+        #expect(entry["completedLength"] == "300")
+        #expect(entry["ranges"] == [[0, 200], [500, 600]])
+        // A connection between ranges is not listed; the others with where they write next and their restarts.
+        #expect(
+            entry["connectionRanges"] == [
+                ["id": 1, "start": 200, "end": 500, "downloadSpeed": "25", "restarts": 0],
+                ["id": 2, "start": 600, "end": 1000, "downloadSpeed": "0", "restarts": 2],
+            ]
+        )
+    }
+}
