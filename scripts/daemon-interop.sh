@@ -63,20 +63,24 @@ start_on_free_port start_nginx 1 "$WORK"
 BASE="http://127.0.0.1:$PORT"
 
 SECRET="interop-$RANDOM$RANDOM"
-# A port for the daemon: free now, and the daemon says where it listens.
-"$BIN" daemon --rpc-listen-port 0 --rpc-secret "$SECRET" --state-dir "$STATE" -d "$OUT" -j 3 \
-    >"$WORK/daemon.out" 2>"$WORK/daemon.err" </dev/null &
-DAEMON_PID=$!
-RPC_PORT=""
-for ((i = 0; i < 100; i++)); do
-    RPC_PORT=$(sed -n 's|.*http://127\.0\.0\.1:\([0-9]*\)/jsonrpc.*|\1|p' "$WORK/daemon.out" | head -n 1)
-    [[ -n $RPC_PORT ]] && break
-    kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$WORK/daemon.err" >&2; die "the daemon exited"; }
-    sleep 0.1
-done
-[[ -n $RPC_PORT ]] || die "the daemon did not say where it listens"
+# start_daemon: runs the daemon on a port of its choosing (it prints where it listens), sets DAEMON_PID,
+# RPC_PORT and A2 (aria2p with the daemon's port and secret).
+start_daemon() {
+    "$BIN" daemon --rpc-listen-port 0 --rpc-secret "$SECRET" --state-dir "$STATE" -d "$OUT" -j 3 \
+        >"$WORK/daemon.out" 2>"$WORK/daemon.err" </dev/null &
+    DAEMON_PID=$!
+    RPC_PORT=""
+    for ((i = 0; i < 100; i++)); do
+        RPC_PORT=$(sed -n 's|.*http://127\.0\.0\.1:\([0-9]*\)/jsonrpc.*|\1|p' "$WORK/daemon.out" | head -n 1)
+        [[ -n $RPC_PORT ]] && break
+        kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$WORK/daemon.err" >&2; die "the daemon exited"; }
+        sleep 0.1
+    done
+    [[ -n $RPC_PORT ]] || die "the daemon did not say where it listens"
+    A2=(aria2p --port "$RPC_PORT" --secret "$SECRET" --client-timeout 10)
+}
+start_daemon
 note "daemon on port $RPC_PORT, nginx on $PORT"
-A2=(aria2p --port "$RPC_PORT" --secret "$SECRET" --client-timeout 10)
 
 # ------------------------------------------------------------- aria2p's CLI
 run_case() {
@@ -146,20 +150,6 @@ else
 fi
 
 # ------------------------------------- graceful stop (SIGTERM) mid-download
-start_daemon() {
-    "$BIN" daemon --rpc-listen-port 0 --rpc-secret "$SECRET" --state-dir "$STATE" -d "$OUT" -j 3 \
-        >"$WORK/daemon.out" 2>"$WORK/daemon.err" </dev/null &
-    DAEMON_PID=$!
-    RPC_PORT=""
-    for ((i = 0; i < 100; i++)); do
-        RPC_PORT=$(sed -n 's|.*http://127\.0\.0\.1:\([0-9]*\)/jsonrpc.*|\1|p' "$WORK/daemon.out" | head -n 1)
-        [[ -n $RPC_PORT ]] && break
-        kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$WORK/daemon.err" >&2; die "the daemon exited"; }
-        sleep 0.1
-    done
-    [[ -n $RPC_PORT ]] || die "the daemon did not say where it listens"
-    A2=(aria2p --port "$RPC_PORT" --secret "$SECRET" --client-timeout 10)
-}
 
 "${A2[@]}" add "$BASE/slow.bin" --options "out=slow-3.bin" >/dev/null 2>&1 || true
 LAST=""

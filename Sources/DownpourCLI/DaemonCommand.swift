@@ -222,13 +222,12 @@ struct DaemonCommand: AsyncParsableCommand {
                 ),
                 logger: logger,
                 onShutdown: { _ in shutdown.trigger() },
-                onServerRunning: { [stateDirectory, store] port in
+                onServerRunning: { [store] port in
                     let host = address == "0.0.0.0" ? "127.0.0.1" : address
                     var lines = "downpour daemon: JSON-RPC at http://\(host):\(port)/jsonrpc"
                     if address == "0.0.0.0" { lines += " (and every other interface)" }
                     lines += "\ndownpour daemon: dashboard at http://\(host):\(port)/"
                     lines += "\ndownpour daemon: queue in \(store.path), downloads to \(directory)\n"
-                    _ = stateDirectory
                     FileHandle.standardOutput.write(Data(lines.utf8))
                 }
             )
