@@ -141,15 +141,7 @@ extension RPCDispatcher {
             effects.shutdown = (effects.shutdown ?? false) || method == .forceShutdown
             return "OK"
         case .getGlobalStat:
-            let stat = await self.service.globalStat()
-            return [
-                "downloadSpeed": StatusStruct.number(stat.downloadSpeed),
-                "uploadSpeed": "0",
-                "numActive": StatusStruct.number(Int64(stat.numActive)),
-                "numWaiting": StatusStruct.number(Int64(stat.numWaiting)),
-                "numStopped": StatusStruct.number(Int64(stat.numStopped)),
-                "numStoppedTotal": StatusStruct.number(Int64(stat.numStoppedTotal)),
-            ]
+            return StatusStruct.globalStat(await self.service.globalStat())
         case .saveSession:
             // The queue stores every change before it answers (``DownloadQueueService``), so there is no session
             // file to write: the store is always up to date.

@@ -45,6 +45,18 @@ enum StatusStruct {
         return .object(object)
     }
 
+    /// `aria2.getGlobalStat`'s struct (also the progress push's `globalStat`): every number a decimal string.
+    static func globalStat(_ stat: GlobalStat) -> JSONValue {
+        [
+            "downloadSpeed": Self.number(stat.downloadSpeed),
+            "uploadSpeed": "0",
+            "numActive": Self.number(Int64(stat.numActive)),
+            "numWaiting": Self.number(Int64(stat.numWaiting)),
+            "numStopped": Self.number(Int64(stat.numStopped)),
+            "numStoppedTotal": Self.number(Int64(stat.numStoppedTotal)),
+        ]
+    }
+
     /// The code of a stopped download whose status came without one: 0 complete, 31 removed, 1 (unknown) else.
     static func defaultErrorCode(_ status: QueueStatus) -> Int {
         switch status {

@@ -19,17 +19,7 @@ public enum ProgressPush {
         active: [DownloadStatus]
     ) -> String {
         var payload = JSONObject()
-        payload.append(
-            "globalStat",
-            [
-                "downloadSpeed": StatusStruct.number(stat.downloadSpeed),
-                "uploadSpeed": "0",
-                "numActive": StatusStruct.number(Int64(stat.numActive)),
-                "numWaiting": StatusStruct.number(Int64(stat.numWaiting)),
-                "numStopped": StatusStruct.number(Int64(stat.numStopped)),
-                "numStoppedTotal": StatusStruct.number(Int64(stat.numStoppedTotal)),
-            ]
-        )
+        payload.append("globalStat", StatusStruct.globalStat(stat))
         payload.append("maxOverallDownloadLimit", StatusStruct.number(maximumOverallRate))
         payload.append("queueVersion", .string(String(queueVersion)))
         payload.append("active", .array(active.map(Self.entry)))
