@@ -70,10 +70,24 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         destination: Destination = .directory("."),
         configuration: DownloadConfiguration = .init()
     ) throws(DownloadError) {
-        guard !text.isEmpty, !text.contains(where: { $0.isWhitespace }), let url = URL(string: text) else {
+        guard !text.isEmpty, !Self.containsWhitespace(text), let url = URL(string: text) else {
             throw .invalidRequest("'\(text)' is not a valid URL.")
         }
         try self.init(url: url, destination: destination, configuration: configuration)
+    }
+
+    /// Whether `text` has white space in it: a byte scan for ASCII text (a URL nearly always is), else a scan of
+    /// its characters.
+    private static func containsWhitespace(_ text: String) -> Bool {
+        var ascii = true
+        for byte in text.utf8 {
+            if byte >= 0x80 {
+                ascii = false
+                break
+            }
+            if byte == 0x20 || (0x09...0x0D).contains(byte) { return true }
+        }
+        return ascii ? false : text.contains { $0.isWhitespace }
     }
 
     private enum CodingKeys: String, CodingKey {

@@ -56,6 +56,7 @@ public actor DownloadManager: DownloadQueueService {
     private let broadcaster = QueueEventBroadcaster()
 
     private var queue = DownloadQueue()
+    private var gids = GIDSource()
     /// Global options changed by clients (stored); they override ``Defaults/options``.
     private var overrides: [QueueOption] = [] {
         didSet {
@@ -192,8 +193,8 @@ public actor DownloadManager: DownloadQueueService {
         guard !uris.isEmpty else {
             throw QueueError(.invalidRequest, message: "A download needs at least one URI.")
         }
-        var gid = DownloadID()
-        while self.queue.contains(gid) || gid.value == 0 { gid = DownloadID() }
+        var gid = self.gids.next()
+        while self.queue.contains(gid) { gid = self.gids.next() }
         var paused = false
         var kept: [QueueOption] = []
         for option in options {

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Downpour
 import DownpourQueue
+import Foundation
 import HummingbirdWSClient
 import Logging
 import NIOConcurrencyHelpers
@@ -231,6 +232,42 @@ import Darwin
         }
     }
 
+    @Test("Pipelined requests are answered in order, whichever path answers each; Connection: close is honoured")
+    func pipelinedRequestsKeepTheirOrder() async throws {
+        try await LoopbackServer.with { server in
+            let first = #"{"jsonrpc":"2.0","id":"one","method":"system.listNotifications"}"#
+            let third = #"{"jsonrpc":"2.0","id":"three","method":"aria2.getVersion"}"#
+            let chunked = #"{"jsonrpc":"2.0","id":"four","method":"system.listNotifications"}"#
+            let requests =
+                "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: \(first.utf8.count)\r\n\r\n\(first)"
+                + "GET /jsonrpc?method=system.listNotifications&id=two HTTP/1.1\r\nHost: x\r\n\r\n"
+                + "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: \(third.utf8.count)\r\n\r\n\(third)"
+                + "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                + String(chunked.utf8.count, radix: 16) + "\r\n\(chunked)\r\n0\r\n\r\n"
+            // Read until the server closes: it must, after the fourth answer.
+            let answer = try await RawHTTP.exchange(
+                port: server.port,
+                first: "GET /jsonrpc?method=system.listMethods&id=zero HTTP/1.1\r\nHost: x\r\n\r\n",
+                then: requests
+            )
+            let ids = ["\"one\"", "\"two\"", "\"three\"", "\"four\""].map { answer.range(of: $0)?.lowerBound }
+            #expect(ids.allSatisfy { $0 != nil }, "\(answer)")
+            let found = ids.compactMap { $0 }
+            #expect(found == found.sorted(), "answers out of order: \(answer)")
+            #expect(answer.components(separatedBy: "HTTP/1.1 200").count == 6, "\(answer)")
+
+            // A POST answered on the fast path with Connection: close closes the connection after its answer.
+            let closing = try await RawHTTP.exchange(
+                port: server.port,
+                "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: \(first.utf8.count)\r\n\r\n"
+                    + first
+            )
+            #expect(closing.hasPrefix("HTTP/1.1 200"))
+            #expect(closing.lowercased().contains("connection: close"))
+            #expect(closing.hasSuffix(#"]}"#), "\(closing)")
+        }
+    }
+
     @Test func defaultLimitIsTwoMiB() async throws {
         try await LoopbackServer.with { server in
             let answer = try await RawHTTP.exchange(
@@ -349,12 +386,21 @@ enum RawHTTP {
         }
     }
 
+    /// Sends `first` and reads its whole answer (a `Content-Length` body), then sends `rest` at once and reads
+    /// until the server closes; returns everything read. The first request of a connection goes alone because
+    /// the server's WebSocket upgrade check holds the connection's first request by itself.
+    static func exchange(port: Int, first: String, then rest: String) async throws -> String {
+        try await NIOThreadPool.singleton.runIfActive {
+            try Self.blockingExchange(port: port, first, then: rest)
+        }
+    }
+
     struct SocketError: Error {
         var call: String
         var errno: Int32
     }
 
-    private static func blockingExchange(port: Int, _ request: String) throws -> String {
+    private static func blockingExchange(port: Int, _ request: String, then rest: String? = nil) throws -> String {
         #if canImport(Glibc)
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
@@ -376,15 +422,37 @@ enum RawHTTP {
             }
         }
         guard connected == 0 else { throw SocketError(call: "connect", errno: errno) }
-        let bytes = Array(request.utf8)
-        var sent = 0
-        while sent < bytes.count {
-            let count = bytes[sent...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, 0) }
-            guard count > 0 else { throw SocketError(call: "send", errno: errno) }
-            sent += count
+        func sendAll(_ text: String) throws {
+            let bytes = Array(text.utf8)
+            var sent = 0
+            while sent < bytes.count {
+                let count = bytes[sent...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, 0) }
+                guard count > 0 else { throw SocketError(call: "send", errno: errno) }
+                sent += count
+            }
         }
+        try sendAll(request)
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
+        if let rest {
+            // Until the first answer's head and its Content-Length bytes of body are in.
+            while true {
+                let text = String(decoding: received, as: UTF8.self)
+                if let headEnd = text.range(of: "\r\n\r\n"),
+                    let line = text[..<headEnd.lowerBound].split(separator: "\r\n").first(where: {
+                        $0.lowercased().hasPrefix("content-length:")
+                    }),
+                    let length = Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)),
+                    text.utf8.count - text[..<headEnd.upperBound].utf8.count >= length
+                {
+                    break
+                }
+                let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+                if count <= 0 { throw SocketError(call: "recv", errno: errno) }
+                received += buffer[0..<count]
+            }
+            try sendAll(rest)
+        }
         while received.count < 65536 {
             let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
             if count <= 0 { break }

@@ -69,6 +69,7 @@ public struct RPCServer: Service {
             server: .http1WebSocketUpgrade(
                 webSocketRouter: self.webSocketRouter(),
                 configuration: .init(
+                    http1: .init(additionalChannelHandlers: [self.postHandler()]),
                     ws: .init(
                         maxFrameSize: self.configuration.maximumRequestSize,
                         autoPing: .enabled(timePeriod: .seconds(30))
@@ -149,6 +150,23 @@ public struct RPCServer: Service {
             }
         }
         return router
+    }
+
+    /// The handler that answers most `POST /jsonrpc` requests on the event loop (see ``JSONRPCPostHandler``);
+    /// the route below gets the rest.
+    private func postHandler() -> JSONRPCPostHandler {
+        JSONRPCPostHandler(maximumBodySize: self.configuration.maximumRequestSize) { body in
+            let reply = await self.dispatcher.handle(body: body.readableBytesView)
+            var headers = self.commonHeaders()
+            headers[.contentType] = reply.contentType
+            return JSONRPCPostHandler.Reply(
+                status: HTTPResponse.Status(code: reply.httpStatus),
+                headers: headers,
+                body: ByteBuffer(bytes: reply.body),
+                delay: reply.isUnauthorized ? TimeAmount(self.configuration.unauthorizedDelay) : .zero,
+                afterReply: reply.afterReply
+            )
+        }
     }
 
     private func post(_ request: Request, context: RPCRequestContext) async throws -> Response {
