@@ -119,6 +119,10 @@ public struct Metalink: Sendable, Hashable {
 
 /// Media types and file extensions by which a Metalink is recognised.
 extension Metalink {
+    /// The longest Metalink document a download reads into memory (``DownloadConfiguration/followsMetalink``):
+    /// 4 MiB, enough for the piece digests of a file of many gigabytes.
+    public static let maximumDocumentLength: Int64 = 4 * 1024 * 1024
+
     /// `application/metalink4+xml` and `application/metalink+xml`.
     public static func isMetalink(contentType: String) -> Bool {
         let type = contentType.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
