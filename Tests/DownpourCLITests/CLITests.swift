@@ -103,6 +103,7 @@ struct CLITests {
         "-d, --dir <dir>",
         "-i, --input-file <file>",
         "-M, --metalink-file <file>",
+        "--follow-metalink <true|false>",
         "-j, --max-concurrent-downloads <downloads>",
         "-x, --connections <connections>",
         "--min-split-size <size>",
