@@ -279,7 +279,8 @@ extension RPCDispatcher {
 
 extension RPCDispatcher {
     /// `aria2.addMetalink(metalink, options?, position?)`: one download per file of the document (base64), its
-    /// URLs best first, `out` its name and `checksum` its strongest digest unless the options say otherwise;
+    /// URLs best first, `out` its name and `checksum` its strongest digest unless the options say otherwise, and
+    /// its piece digests and size (``Aria2Options/internalNames``);
     /// the GIDs in document order.
     func addMetalink(_ params: RPCParameters) async throws(RPCError) -> JSONValue {
         let encoded = try params.requiredString(at: 0)
@@ -307,6 +308,16 @@ extension RPCDispatcher {
                 fileOptions.append(
                     QueueOption(name: "checksum", value: "\(checksum.algorithm.name)=\(checksum.digest)")
                 )
+            }
+            // What the document says of the file's pieces and size, in options of Downpour's own.
+            fileOptions.removeAll { Aria2Options.internalNames.contains($0.name) }
+            if let pieces = file.pieces {
+                fileOptions.append(
+                    QueueOption(name: "downpour-piece-checksums", value: PieceChecksums(pieces).description)
+                )
+            }
+            if let size = file.size {
+                fileOptions.append(QueueOption(name: "downpour-length", value: "\(size)"))
             }
             let uris = file.sources.map(\.url.absoluteString)
             let at = position.map { $0 + offset }
