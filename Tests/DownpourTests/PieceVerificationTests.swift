@@ -65,6 +65,38 @@ struct PieceVerificationTests {
         #expect(verification.failures[9] == 3, "failures outlive a start from zero")
     }
 
+    @Test("while the transfer runs: only matches count, a bad piece waits for the end, a rewrite undoes a match")
+    func whileTransferring() {
+        var verification = Self.verification()
+        let all = ByteRangeSet([0..<950])
+        verification.startHashing(0)
+        verification.startHashing(1)
+        #expect(verification.piecesToHash(done: all, final: false) == Array(2..<10), "not twice at once")
+        #expect(verification.finishHashing(0, matches: true, final: false) == .verified)
+        // A bad piece found early is left for the check after the transfer, which counts it.
+        #expect(verification.finishHashing(1, matches: false, final: false) == nil)
+        #expect(verification.failures[1] == 0)
+        #expect(verification.piecesToHash(done: all, final: false) == Array(2..<10))
+        #expect(verification.piecesToHash(done: all, final: true) == Array(1..<10))
+        // Written again: no longer verified, no longer suspect.
+        verification.noteRewrite(50..<120)
+        #expect(verification.piecesToHash(done: all, final: false) == Array(0..<10))
+        // A rewrite while a piece is hashed: that hash does not count.
+        verification.startHashing(3)
+        verification.noteRewrite(399..<400)
+        #expect(verification.finishHashing(3, matches: true, final: false) == nil)
+        #expect(verification.piecesToHash(done: all, final: false).contains(3))
+        verification.startHashing(3)
+        #expect(verification.finishHashing(3, matches: true, final: false) == .verified)
+        // At the end a mismatch counts.
+        verification.startHashing(1)
+        #expect(verification.finishHashing(1, matches: false, final: true) == .refetch(100..<200))
+        #expect(verification.failures[1] == 1)
+        // A stream that starts over from byte 0 undoes everything, also past the end.
+        verification.noteRewrite(0..<Int64.max)
+        #expect(verification.verifiedCount == 0)
+    }
+
     @Test("an empty file with one digest is one empty piece")
     func emptyFile() {
         let checksums = PieceChecksums(algorithm: .md5, pieceLength: 16, digests: ["d41d8cd98f00b204e9800998ecf8427e"])

@@ -163,7 +163,13 @@ struct DownloadEngine: Sendable {
             budget: budget,
             pacing: Pacing(limiters: [self.downloader.overallLimiter, self.limiter]),
             authorization: authorization,
-            hasher: expected.map { PrefixHasher(algorithm: $0.checksum.algorithm, file: file) }
+            hasher: expected.map { PrefixHasher(algorithm: $0.checksum.algorithm, file: file) },
+            // With the length known now (it matched the digests), pieces are verified as they come in.
+            pieceChecker: readsMetalink
+                ? nil
+                : configuration.pieceChecksums.flatMap { checksums in
+                    remote.length.map { PieceChecker(checksums: checksums, length: $0, file: file) }
+                }
         )
 
         var resumed: ByteRangeSet
@@ -202,7 +208,8 @@ struct DownloadEngine: Sendable {
         // What the next transfer starts from: the bytes resumed, later what is left after bad pieces were taken out.
         var done = resumed
         var refetching = false
-        var pieces: PieceVerification?
+        // Made with the session when the length was known; else (a stream) once the transfer gives it.
+        var pieces = session.pieceChecker
         while true {
             do {
                 length = try await self.transfer(
@@ -222,14 +229,14 @@ struct DownloadEngine: Sendable {
                 } catch {
                     throw self.discard(file, journal: journal, error: error)
                 }
-                var verification = pieces ?? PieceVerification(checksums: checksums, length: length)
+                let checker = pieces ?? PieceChecker(checksums: checksums, length: length, file: file)
+                pieces = checker
                 let outcome: PieceOutcome
                 do {
-                    outcome = try await self.verifyPieces(&verification, session: session)
+                    outcome = try await self.verifyPieces(checker, session: session)
                 } catch {
                     throw await self.abandon(session, error: error, resumed: resumed, journal: journal)
                 }
-                pieces = verification
                 switch outcome {
                 case .verified:
                     break
@@ -424,44 +431,44 @@ struct DownloadEngine: Sendable {
         case failed(DownloadError)
     }
 
-    /// Hashes every piece that is not verified yet (all its bytes are on disk once the transfer ended) and
-    /// compares it with its digest; a bad one is reported (``pieceFailed(_:range:mismatch:verdict:session:)``).
+    /// Hashes every piece that is not verified yet (all its bytes are on disk once the transfer ended; most were
+    /// verified while it ran) and compares it with its digest; a bad one is reported
+    /// (``pieceFailed(_:range:mismatch:verdict:session:)``).
     private func verifyPieces(
-        _ verification: inout PieceVerification,
+        _ checker: PieceChecker,
         session: TransferSession
     ) async throws(DownloadError) -> PieceOutcome {
         var refetch: [Range<Int64>] = []
-        let done =
-            session.hasPlan ? session.doneRanges() : ByteRangeSet([0..<verification.length])
-        let checksums = verification.checksums
-        for index in verification.piecesToHash(done: done) {
-            if Task.isCancelled { throw .cancelled }
-            let range = verification.range(ofPiece: index)
-            let expected = checksums.checksum(ofPiece: index)
-            let actual = try await PieceHasher.digest(of: range, in: session.file, algorithm: checksums.algorithm)
-            let verdict = verification.record(piece: index, matches: actual.digest == expected.digest)
-            guard verdict != .verified else { continue }
-            let mismatch = ChecksumMismatch(
-                expected: expected,
-                source: .piece(index: index, range: range),
-                actual: actual.digest
-            )
-            if let failure = self.pieceFailed(
-                index,
-                range: range,
-                mismatch: mismatch,
-                verdict: verdict,
-                session: session
-            ) {
-                return .failed(failure)
+        let done = session.hasPlan ? session.doneRanges() : ByteRangeSet([0..<checker.length])
+        let before = checker.progress.verified
+        var bad: Set<Int> = []
+        // Until every piece is verified or known bad (a hash that did not count is made again).
+        while true {
+            let pieces = checker.piecesToHash(done: done, final: true).filter { !bad.contains($0) }
+            if pieces.isEmpty { break }
+            for index in pieces {
+                if Task.isCancelled { throw .cancelled }
+                let (verdict, mismatch) = try await checker.check(index, final: true)
+                guard let verdict, verdict != .verified, let mismatch else { continue }
+                let range = checker.range(ofPiece: index)
+                let failure = self.pieceFailed(
+                    index,
+                    range: range,
+                    mismatch: mismatch,
+                    verdict: verdict,
+                    session: session
+                )
+                if let failure { return .failed(failure) }
+                bad.insert(index)
+                refetch.append(range)
             }
-            refetch.append(range)
         }
+        let progress = checker.progress
         self.logger.info(
             "Verified the pieces",
             metadata: [
-                "verified": "\(verification.verifiedCount)", "pieces": "\(verification.pieceCount)",
-                "refetch": "\(refetch.count)",
+                "verified": "\(progress.verified)", "pieces": "\(progress.pieces)",
+                "whileTransferring": "\(before)", "refetch": "\(refetch.count)",
             ]
         )
         return refetch.isEmpty ? .verified : .refetch(refetch)
