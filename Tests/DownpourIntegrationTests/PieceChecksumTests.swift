@@ -97,6 +97,45 @@ struct PieceChecksumTests {
         }
     }
 
+    @Test("while a bad piece is fetched again, the journal on disk does not claim its bytes")
+    func journalForgetsBadPiece() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let bad = 4
+        try await withServer(content: Self.content, faults: [.corrupt(Self.damage(inPiece: bad))]) { server in
+            let path = directory.file("file.bin")
+            // The first round gets every byte; the second one's body waits.
+            server.holdBodies(afterSending: Self.content.count)
+            let request = try DownloadRequest(
+                url: server.url(),
+                destination: .file(path),
+                configuration: Self.configuration(connections: 1)
+            )
+            let download = testDownloader.download(request)
+            let outcome = Task { await collect(download) }
+            try await waitUntil("piece \(bad) asked for again") {
+                server.statistics().getRequestsRecorded.count == 3
+            }
+            let piece = Self.range(ofPiece: bad)
+            let journal = try String(contentsOfFile: path + ".part.downpour", encoding: .utf8)
+            let body = try #require(journal.split(separator: "\n").dropFirst().first)
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])
+            let done = try #require(object["done"] as? [[Int]]).map { $0[0]..<$0[1] }
+            #expect(
+                !done.contains { $0.lowerBound <= piece.lowerBound && piece.upperBound <= $0.upperBound },
+                "\(done)"
+            )
+            #expect(done.contains { $0.lowerBound == 0 && $0.upperBound >= piece.lowerBound }, "\(done)")
+            #expect(
+                done.contains { $0.upperBound == Self.content.count && $0.lowerBound <= piece.upperBound },
+                "\(done)"
+            )
+            server.releaseBodies()
+            _ = try await outcome.value.value
+            try expectFile(path, equals: Self.content, in: directory)
+        }
+    }
+
     @Test("a piece bad every time: checksum mismatch naming the piece and both digests; no file, no .part")
     func badPieceAlways() async throws {
         let directory = try ScratchDirectory()
