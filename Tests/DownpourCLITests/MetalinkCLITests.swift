@@ -75,6 +75,7 @@ struct MetalinkCLITests {
             ])
             #expect(result.status == 10, "\(result.standardError)")
             #expect(result.standardError.contains("Piece 4 "), "\(result.standardError)")
+            #expect(result.standardError.contains("than the Metalink describes"), "\(result.standardError)")
             #expect(((try? FileManager.default.contentsOfDirectory(atPath: scratch.file("out"))) ?? []).isEmpty)
         }
     }

@@ -379,12 +379,17 @@ struct DownloadEngine: Sendable {
 
     /// Removes the `.part` file and its journal; returns `error`, not resumable.
     private func discard(_ file: OutputFile, journal: JournalStore, error: DownloadError) -> DownloadError {
-        journal.remove()
-        FileOperations.remove(file.path)
-        file.close()
+        self.remove(file, journal: journal)
         var failure = error
         failure.resumable = false
         return failure
+    }
+
+    /// Removes the `.part` file and its journal, and closes the file.
+    private func remove(_ file: OutputFile, journal: JournalStore) {
+        journal.remove()
+        FileOperations.remove(file.path)
+        file.close()
     }
 
     /// The digest to verify the download against: the configuration's, else the server's; and a notice when both
@@ -523,7 +528,7 @@ struct DownloadEngine: Sendable {
         } catch {
             throw self.discard(file, journal: journal, error: error)
         }
-        _ = self.discard(file, journal: journal, error: .cancelled)
+        self.remove(file, journal: journal)
         do {
             let metalink = try Metalink(parsing: data)
             self.logger.info(
