@@ -81,6 +81,15 @@ struct GetCommand: AsyncParsableCommand {
     var followMetalink: Bool = true
 
     @Option(
+        name: .customLong("metalink-location"),
+        help: ArgumentHelp(
+            "With a Metalink: prefer the URLs of these locations (comma-separated country codes, such as 'de,fr').",
+            valueName: "locations"
+        )
+    )
+    var metalinkLocation: String?
+
+    @Option(
         name: [.customShort("j"), .customLong("max-concurrent-downloads")],
         help: ArgumentHelp("With -i: downloads at once (1-1000).", valueName: "downloads")
     )
@@ -576,7 +585,10 @@ struct GetCommand: AsyncParsableCommand {
             }
             options.configuration.pieceChecksums = file.pieces.map(PieceChecksums.init)
             options.configuration.expectedLength = file.size
-            let best = file.sources[0]
+            let locations = (self.metalinkLocation ?? "").split(separator: ",").map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }
+            let best = file.sources(preferring: locations)[0]
             if file.sources.count > 1 {
                 writeError(
                     "downpour: \(file.name): \(file.sources.count) URLs listed; downloading from the best one, "

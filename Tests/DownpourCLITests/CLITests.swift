@@ -104,6 +104,7 @@ struct CLITests {
         "-i, --input-file <file>",
         "-M, --metalink-file <file>",
         "--follow-metalink <true|false>",
+        "--metalink-location <locations>",
         "-j, --max-concurrent-downloads <downloads>",
         "-x, --connections <connections>",
         "--min-split-size <size>",

@@ -104,6 +104,25 @@ struct MetalinkCLITests {
         }
     }
 
+    @Test("--metalink-location: a URL of a preferred country is taken before a better-priority one")
+    func location() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        try await RangeTestServer.withServer(content: Self.content) { server in
+            let document = Self.document(url: server.url("/file.bin")).replacingOccurrences(
+                of: "<url priority=\"1\">",
+                with: "<url priority=\"1\">http://127.0.0.1:9/unused.bin</url>\n<url priority=\"2\" location=\"fr\">"
+            )
+            try document.write(toFile: scratch.file("file.meta4"), atomically: true, encoding: .utf8)
+            let result = try await Binary.run([
+                "get", "-M", scratch.file("file.meta4"), "-d", scratch.file("out"), "--metalink-location", "FR", "-q",
+            ])
+            #expect(result.status == 0, "\(result.standardError)")
+            #expect(result.standardError.contains(server.url("/file.bin")), "names the URL it took")
+            #expect(try sha256Hex(ofFileAt: scratch.file("out/file.bin")) == sha256Hex(Self.content))
+        }
+    }
+
     @Test("--follow-metalink=false saves the document; -o with a .meta4 URL is refused")
     func followMetalinkFalse() async throws {
         let scratch = try Scratch()

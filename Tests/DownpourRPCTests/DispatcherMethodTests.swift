@@ -420,7 +420,7 @@ import Testing
                 <size>1500</size>
                 <hash type="sha-256">\(sha256)</hash>
                 <pieces length="1024" type="sha-256"><hash>\(sha256)</hash><hash>\(sha256.uppercased())</hash></pieces>
-                <url priority="2">http://mirror/a.iso</url><url priority="1">http://main/a.iso</url></file>
+                <url priority="2" location="de">http://mirror/a.iso</url><url priority="1">http://main/a.iso</url></file>
               <file name="b.iso"><url>http://main/b.iso</url></file>
             </metalink>
             """
@@ -442,6 +442,18 @@ import Testing
         #expect(second["checksum"] == nil)
         #expect(second["downpour-piece-checksums"] == nil)
         #expect(second["downpour-length"] == nil)
+        // aria2's metalink-location puts the URLs of those countries first.
+        let located = try await harness.result(
+            "aria2.addMetalink",
+            [.string(encoded), ["dir": "/iso", "metalink-location": "jp,DE"]]
+        )
+        let locatedGID = try #require(located.arrayValue?.first?.stringValue)
+        let locatedURIs = try await harness.result("aria2.getUris", [.string(locatedGID)])
+        #expect(
+            locatedURIs.arrayValue?.compactMap { $0["uri"]?.stringValue } == [
+                "http://mirror/a.iso", "http://main/a.iso",
+            ]
+        )
     }
 
     @Test("multicall: a run of addUri calls is added as one batch; results and errors keep their places")

@@ -297,6 +297,10 @@ extension RPCDispatcher {
         }
         let givesName = options.contains { $0.name == "out" } && metalink.files.count == 1
         let givesChecksum = options.contains { $0.name == "checksum" }
+        // aria2's metalink-location: URLs of these countries first.
+        let locations = (options.last { $0.name == "metalink-location" }?.value ?? "").split(separator: ",").map {
+            $0.trimmingCharacters(in: .whitespaces)
+        }
         var gids: [JSONValue] = []
         for (offset, file) in metalink.files.enumerated() {
             var fileOptions = options
@@ -319,7 +323,7 @@ extension RPCDispatcher {
             if let size = file.size {
                 fileOptions.append(QueueOption(name: "downpour-length", value: "\(size)"))
             }
-            let uris = file.sources.map(\.url.absoluteString)
+            let uris = file.sources(preferring: locations).map(\.url.absoluteString)
             let at = position.map { $0 + offset }
             let gid = try await Self.queue(nil) { () async throws(QueueError) in
                 try await self.service.add(uris: uris, options: fileOptions, position: at)
