@@ -94,8 +94,10 @@ struct MetalinkCLITests {
             try await RangeTestServer.withServer(content: document, faults: faults) { server in
                 let url = server.url(byContentType ? "/latest" : "/release.meta4")
                 // One connection: with two, a racing copy of the tail could overwrite the damaged bytes.
-                let result = try await Binary.run(["get", url, "-d", scratch.file("out"), "-x", "1", "-q"])
+                let result = try await Binary.run(["get", url, "-d", scratch.file("out"), "-x", "1"])
                 #expect(result.status == 0, "\(result.standardError)")
+                #expect(result.standardOutput.contains("is a Metalink of 1 file(s)"), "\(result.standardOutput)")
+                #expect(!result.standardOutput.contains("Saved \(scratch.file("out/latest"))"))
                 #expect(try sha256Hex(ofFileAt: scratch.file("out/file.bin")) == sha256Hex(Self.content))
                 #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.file("out")) == ["file.bin"])
                 let ranges = files.statistics().requests.filter { $0.method == "GET" }.map(\.requestedRange)
