@@ -62,6 +62,10 @@ $(nginx_conf_head "$WORK" 256)
         listen 127.0.0.1:$port;
         server_name localhost;
         root $WWW;
+        # A Metalink known only by its media type.
+        location = /latest {
+            default_type application/metalink4+xml;
+        }
     }
     server {
         listen 127.0.0.1:$((port + 1)) ssl;
@@ -201,6 +205,65 @@ elif [[ -n $left ]]; then
 else
     pass "-d DIR saves as DIR/one-mib.bin"
 fi
+
+# ------------------------------------------------------------------ Metalink
+# one-mib.bin described by a Metalink 4 document with its size, digest and
+# piece digests (256 KiB pieces); WRONG_PIECE (0-based) gets a wrong digest.
+write_metalink() {
+    local url=$1 wrong_piece=${2:--1} index=0 digest
+    printf '<?xml version="1.0" encoding="UTF-8"?>\n'
+    printf '<metalink xmlns="urn:ietf:params:xml:ns:metalink">\n'
+    printf '  <file name="ml.bin">\n    <size>%s</size>\n' "${SIZE[one-mib.bin]}"
+    printf '    <hash type="sha-256">%s</hash>\n' "${SHA[one-mib.bin]}"
+    printf '    <pieces length="262144" type="sha-256">\n'
+    while [[ $((index * 262144)) -lt ${SIZE[one-mib.bin]} ]]; do
+        digest=$(dd if="$WWW/one-mib.bin" bs=262144 skip="$index" count=1 status=none | sha256sum | awk '{print $1}')
+        if [[ $index -eq $wrong_piece ]]; then digest=$(printf '%s' "$digest" | tr '0-9a-f' '1-9a-f0'); fi
+        printf '      <hash>%s</hash>\n' "$digest"
+        index=$((index + 1))
+    done
+    printf '    </pieces>\n    <url priority="1">%s</url>\n  </file>\n</metalink>\n' "$url"
+}
+write_metalink "$BASE/one-mib.bin" >"$WWW/one-mib.meta4"
+cp -- "$WWW/one-mib.meta4" "$WWW/latest"
+write_metalink "$BASE/one-mib.bin" 2 >"$WORK/bad-piece.meta4"
+
+# -M: checked piece by piece, SHA-256-identical.
+dir="$OUT/ml-file"
+run_dp get -M "$WWW/one-mib.meta4" -d "$dir" -x 4 --quiet
+if [[ $RC -eq 0 && $(sha_of "$dir/ml.bin") == "${SHA[one-mib.bin]}" && -z $(leftovers "$dir/ml.bin") ]]; then
+    pass "-M with piece digests: sha256 matches"
+else
+    fail "-M with piece digests: $(describe_rc "$RC")"
+fi
+# Metalink by URL: by the .meta4 suffix and by nginx's Content-Type; the document itself is not saved.
+for path in one-mib.meta4 latest; do
+    dir="$OUT/ml-$path"
+    run_dp get "$BASE/$path" -d "$dir" -x 4 --quiet
+    listing=$(find "$dir" -mindepth 1 -maxdepth 1 -printf '%f ' 2>/dev/null | sed 's/ $//')
+    if [[ $RC -eq 0 && $listing == "ml.bin" && $(sha_of "$dir/ml.bin") == "${SHA[one-mib.bin]}" ]]; then
+        pass "Metalink by URL ($path): its file downloaded, sha256 matches"
+    else
+        fail "Metalink by URL ($path): $(describe_rc "$RC"), directory has: $listing"
+    fi
+done
+# --follow-metalink=false saves the document.
+out="$OUT/saved.meta4"
+run_dp get "$BASE/one-mib.meta4" -o "$out" --follow-metalink=false --quiet
+if [[ $RC -eq 0 ]] && cmp -s -- "$out" "$WWW/one-mib.meta4"; then
+    pass "--follow-metalink=false saves the document"
+else
+    fail "--follow-metalink=false: $(describe_rc "$RC")"
+fi
+# A piece whose digest never matches: fetched three times, exit 10, nothing left.
+dir="$OUT/ml-bad"
+run_dp get -M "$WORK/bad-piece.meta4" -d "$dir" -x 4 --quiet
+if [[ $RC -eq 10 && ! -e $dir/ml.bin && -z $(leftovers "$dir/ml.bin") ]] && grep -q "Piece 2 " "$LOG"; then
+    pass "-M with a bad piece digest -> exit 10 naming piece 2, no file"
+else
+    fail "-M with a bad piece digest: expected exit 10 and no file, got $(describe_rc "$RC"): $(head -c 300 "$LOG")"
+fi
+rm -rf -- "$OUT"/ml-* "$OUT/saved.meta4"
 
 # ---------------------------------------------------------------------- TLS
 # Verified against the given CA file: success, identical bytes.

@@ -27,7 +27,12 @@ struct GetCommand: AsyncParsableCommand {
             conditional-get, all-proxy, http-proxy, https-proxy, no-proxy, checksum). The command-line options are \
             every entry's defaults. \
             With -M FILE, every file of a Metalink document (v4, RFC 5854, or v3) is downloaded the same way, \
-            each from its best URL, named as the document names it (inside -d) and checked against its digest. \
+            each from its best URL, named as the document names it (inside -d) and checked against its digest \
+            and the digests of its pieces (a bad piece is fetched again, that piece only; the file gets its name \
+            only when every piece and the whole file match). A URL whose path ends in .meta4 or .metalink, or \
+            that answers with Content-Type application/metalink4+xml or application/metalink+xml, is such a \
+            document too: it is read (at most 4 MiB), not saved, and its files are downloaded as with -M, unless \
+            --follow-metalink=false. \
             The exit status is 0 only when every download succeeded; otherwise it is the status of the first \
             failed entry, and the summary names each failure.
 
@@ -64,6 +69,25 @@ struct GetCommand: AsyncParsableCommand {
         )
     )
     var metalinkFile: String?
+
+    @Option(
+        name: .customLong("follow-metalink"),
+        help: ArgumentHelp(
+            "A URL that is a Metalink (.meta4, .metalink, or its Content-Type): 'true' downloads the files it "
+                + "lists, 'false' saves the document itself.",
+            valueName: "true|false"
+        )
+    )
+    var followMetalink: Bool = true
+
+    @Option(
+        name: .customLong("metalink-location"),
+        help: ArgumentHelp(
+            "With a Metalink: prefer the URLs of these locations (comma-separated country codes, such as 'de,fr').",
+            valueName: "locations"
+        )
+    )
+    var metalinkLocation: String?
 
     @Option(
         name: [.customShort("j"), .customLong("max-concurrent-downloads")],
@@ -293,6 +317,14 @@ struct GetCommand: AsyncParsableCommand {
                         + "in an input file and use -i."
                 )
             }
+            if self.output != nil, self.followMetalink,
+                let url = URL(string: self.urls[0]), Metalink.isMetalink(path: url.path)
+            {
+                throw ValidationError(
+                    "-o names one file; a Metalink names its files itself (use -d DIR, or --follow-metalink=false "
+                        + "to save the document)."
+                )
+            }
         }
         guard (1...1000).contains(self.maximumConcurrentDownloads) else {
             throw ValidationError("-j must be between 1 and 1000.")
@@ -371,46 +403,70 @@ struct GetCommand: AsyncParsableCommand {
 
         let batch: [BatchRunner.Entry]?
         if let metalinkFile {
-            batch = try self.metalinkEntries(from: metalinkFile)
+            batch = try self.metalinkEntries(from: self.readMetalink(at: metalinkFile), source: metalinkFile)
         } else if let inputFile {
             batch = try self.batchEntries(from: inputFile)
         } else {
             batch = nil
         }
         if let entries = batch {
-            let cookies = CookieCollector(self.downloadConfiguration.cookies)
-            var status = await withDownloader(configuration: engine, logger: logger) { downloader in
-                var runner = BatchRunner(
-                    entries: entries,
-                    concurrency: self.maximumConcurrentDownloads,
-                    downloader: downloader,
-                    renderer: BatchRenderer(mode: self.renderMode)
-                )
-                runner.cookiesCollected = { cookies.add($0) }
-                return await runner.run()
-            }
-            if !self.saveCookies(cookies.merged), status == ExitStatus.success { status = ExitStatus.localIO }
-            if status != ExitStatus.success { throw ExitCode(status) }
+            try await self.runBatch(entries, engine: engine, logger: logger)
             return
         }
 
         let request: DownloadRequest
         do {
+            var configuration = self.downloadConfiguration
+            configuration.followsMetalink = self.followMetalink
             request = try DownloadRequest(
                 url: self.urls[0],
                 destination: self.destination,
-                configuration: self.downloadConfiguration
+                configuration: configuration
             )
             try request.configuration.validate()
         } catch {
             writeError("downpour: \(error.message)")
             throw ExitCode(ExitStatus.usage)
         }
-        let status = await withDownloader(configuration: engine, logger: logger) { downloader in
+        let (status, metalink) = await withDownloader(configuration: engine, logger: logger) { downloader in
             let download = downloader.download(request)
-            let status = await self.runOne(download)
-            return self.saveCookies(download.cookies) || status != ExitStatus.success ? status : ExitStatus.localIO
+            let (status, result) = await self.runOne(download)
+            let saved = self.saveCookies(download.cookies) || status != ExitStatus.success ? status : ExitStatus.localIO
+            return (saved, result?.metalink)
         }
+        if status != ExitStatus.success { throw ExitCode(status) }
+        if let metalink {
+            // The URL was a Metalink document: its files now, as with -M.
+            guard self.output == nil else {
+                writeError(
+                    "downpour: \(self.urls[0]) is a Metalink document, which names its files itself; use -d DIR "
+                        + "instead of -o, or --follow-metalink=false to save the document."
+                )
+                throw ExitCode(ExitStatus.usage)
+            }
+            let entries = try self.metalinkEntries(from: metalink, source: self.urls[0])
+            try await self.runBatch(entries, engine: engine, logger: logger)
+        }
+    }
+
+    /// Runs `entries`, `-j` at a time; throws the exit status unless every one succeeded.
+    private func runBatch(
+        _ entries: [BatchRunner.Entry],
+        engine: Downloader.Configuration,
+        logger: Logger
+    ) async throws {
+        let cookies = CookieCollector(self.downloadConfiguration.cookies)
+        var status = await withDownloader(configuration: engine, logger: logger) { downloader in
+            var runner = BatchRunner(
+                entries: entries,
+                concurrency: self.maximumConcurrentDownloads,
+                downloader: downloader,
+                renderer: BatchRenderer(mode: self.renderMode)
+            )
+            runner.cookiesCollected = { cookies.add($0) }
+            return await runner.run()
+        }
+        if !self.saveCookies(cookies.merged), status == ExitStatus.success { status = ExitStatus.localIO }
         if status != ExitStatus.success { throw ExitCode(status) }
     }
 
@@ -418,8 +474,8 @@ struct GetCommand: AsyncParsableCommand {
         self.quiet ? .quiet : (isatty(STDOUT_FILENO) != 0 ? .terminal : .lines)
     }
 
-    /// Runs one download with a live progress line; returns the exit status.
-    private func runOne(_ download: Download) async -> Int32 {
+    /// Runs one download with a live progress line; returns the exit status, and the result when it succeeded.
+    private func runOne(_ download: Download) async -> (Int32, DownloadResult?) {
         let renderer = ProgressRenderer(mode: self.renderMode)
         let rendering = Task {
             for await event in download.events {
@@ -442,11 +498,11 @@ struct GetCommand: AsyncParsableCommand {
         let outcome = await running.value
         await rendering.value
         switch outcome {
-        case .success:
-            return ExitStatus.success
+        case .success(let result):
+            return (ExitStatus.success, result)
         case .failure(let error):
             for line in Remedy.lines(for: error) { writeError(line) }
-            return ExitStatus.code(for: error)
+            return (ExitStatus.code(for: error), nil)
         }
     }
 
@@ -499,9 +555,8 @@ struct GetCommand: AsyncParsableCommand {
         return entries
     }
 
-    /// The files of a Metalink document as batch entries: each from its best URL, named as the document names it
-    /// (inside `-d`), with its strongest digest as its checksum unless `--checksum` gives one.
-    private func metalinkEntries(from path: String) throws -> [BatchRunner.Entry] {
+    /// The Metalink document in the file at `path`; a usage error when it cannot be read or parsed.
+    private func readMetalink(at path: String) throws -> Metalink {
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -509,13 +564,18 @@ struct GetCommand: AsyncParsableCommand {
             writeError("downpour: cannot read the Metalink file '\(path)': \(error.localizedDescription)")
             throw ExitCode(ExitStatus.usage)
         }
-        let metalink: Metalink
         do {
-            metalink = try Metalink(parsing: data)
+            return try Metalink(parsing: data)
         } catch {
             writeError("downpour: \(path): \(error.message)")
             throw ExitCode(ExitStatus.usage)
         }
+    }
+
+    /// The files of a Metalink document as batch entries: each from its best URL, named as the document names it
+    /// (inside `-d`), with its strongest digest as its checksum unless `--checksum` gives one, its piece digests
+    /// and its size. `source` names the document in messages.
+    private func metalinkEntries(from metalink: Metalink, source path: String) throws -> [BatchRunner.Entry] {
         var entries: [BatchRunner.Entry] = []
         for (index, file) in metalink.files.enumerated() {
             var options = Aria2Options(directory: self.directory ?? ".", configuration: self.downloadConfiguration)
@@ -523,7 +583,12 @@ struct GetCommand: AsyncParsableCommand {
             if options.configuration.checksum == nil {
                 options.configuration.checksum = file.strongestChecksum
             }
-            let best = file.sources[0]
+            options.configuration.pieceChecksums = file.pieces.map(PieceChecksums.init)
+            options.configuration.expectedLength = file.size
+            let locations = (self.metalinkLocation ?? "").split(separator: ",").map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }
+            let best = file.sources(preferring: locations)[0]
             if file.sources.count > 1 {
                 writeError(
                     "downpour: \(file.name): \(file.sources.count) URLs listed; downloading from the best one, "

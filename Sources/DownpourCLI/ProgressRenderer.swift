@@ -63,6 +63,13 @@ final class ProgressRenderer: Sendable {
             writeError("connection \(connection): \(reason) Retry \(attempt) in \(Self.seconds(delay)) s.")
         case .finished(let result) where result.wasSkipped:
             self.printLine("\(result.path) is as new as the remote file; nothing downloaded.")
+        case .finished(let result) where result.metalink != nil:
+            self.clearLine()
+            let count = result.metalink?.files.count ?? 0
+            self.printLine(
+                "\(result.remoteFile.url.absoluteString) is a Metalink of \(count) file(s); downloading "
+                    + (count == 1 ? "it." : "them.")
+            )
         case .finished(let result):
             self.clearLine()
             let seconds = result.elapsed.inSeconds

@@ -34,6 +34,11 @@ enum Remedy {
             return "the server wants credentials: give --http-user and --http-passwd, or a private ~/.netrc entry."
         case .checksumMismatch where error.checksumMismatch?.source == .configuration:
             return "check the --checksum value; if it is right, the server sends a damaged file."
+        case .checksumMismatch:
+            if case .piece = error.checksumMismatch?.source {
+                return "the server sends other bytes than the Metalink describes: a damaged or different file."
+            }
+            return nil
         case .localIO where error.systemCallError?.isNoSpace == true:
             return "free some space, then run the same command again."
         default:

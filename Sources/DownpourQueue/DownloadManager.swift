@@ -326,8 +326,9 @@ public actor DownloadManager: DownloadQueueService {
 
     public func options(of gid: String) async throws(QueueError) -> [QueueOption] {
         let id = try self.queue.resolve(gid)
-        if let download = self.queue.downloads[id] { return download.entry.options }
-        return self.queue.result(of: id)?.entry.options ?? []
+        let options = self.queue.downloads[id]?.entry.options ?? self.queue.result(of: id)?.entry.options ?? []
+        // A Metalink's piece digests and size ride along as options of Downpour's own; they are not aria2's to show.
+        return options.filter { !Aria2Options.internalNames.contains($0.name) }
     }
 
     public func changeOptions(_ gid: String, _ options: [QueueOption]) async throws(QueueError) {
@@ -720,7 +721,7 @@ public actor DownloadManager: DownloadQueueService {
     private func makeRequest(for download: QueuedDownload) throws(QueueError) -> DownloadRequest {
         var options = try self.globalRequestOptions()
         for option in download.entry.options {
-            if Aria2Options.supportedNames.contains(option.name) {
+            if Aria2Options.supportedNames.contains(option.name) || Aria2Options.internalNames.contains(option.name) {
                 try Self.apply(option, to: &options)
             } else if !Self.placementOptionNames.contains(option.name) {
                 self.logger.debug(

@@ -186,6 +186,14 @@ final class RangeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                     for index in bytes.indices { bytes[index] = ~bytes[index] }
                 }
             }
+            let sliceRange = stream.next..<(stream.next + count)
+            for damaged in stream.body.corruptedRanges where damaged.overlaps(sliceRange) {
+                let inside = damaged.clamped(to: sliceRange)
+                let start = stream.next
+                slice.withUnsafeMutableReadableBytes { bytes in
+                    for offset in inside { bytes[offset - start] = ~bytes[offset - start] }
+                }
+            }
             stream.next += count
             stream.sent += count
             let promise = context.eventLoop.makePromise(of: Void.self)

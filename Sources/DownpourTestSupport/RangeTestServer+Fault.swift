@@ -26,6 +26,8 @@ extension RangeTestServer {
             case noValidators
             case lie(fromRequest: Int, requests: Int)
             case header(name: String, value: String)
+            case corrupt(range: Range<Int>, servings: Int)
+            case contentType(String)
         }
 
         let kind: Kind
@@ -120,6 +122,20 @@ extension RangeTestServer {
             return Fault(.lie(fromRequest: fromRequest, requests: requests))
         }
 
+        /// Send the bytes of `range` (offsets into the content) inverted in the first `servings` GET responses whose
+        /// body holds any of them, under the same status and headers; every other byte, and later responses, are
+        /// right: a piece damaged on its way, that a second fetch gets right. `servings: .max` damages it every time.
+        public static func corrupt(_ range: Range<Int>, servings: Int = 1) -> Fault {
+            precondition(!range.isEmpty && range.lowerBound >= 0 && servings >= 1, "corrupt needs a range and servings")
+            return Fault(.corrupt(range: range, servings: servings))
+        }
+
+        /// Send `Content-Type: value` on `HEAD` and GET responses of the content routes, instead of
+        /// `application/octet-stream`.
+        public static func contentType(_ value: String) -> Fault {
+            Fault(.contentType(value))
+        }
+
         /// Send `Repr-Digest: value` (RFC 9530) on `HEAD` and GET responses of the content routes.
         public static func reprDigest(_ value: String) -> Fault {
             Fault(.header(name: "Repr-Digest", value: value))
@@ -158,6 +174,10 @@ extension RangeTestServer {
                 return "lie(fromRequest: \(fromRequest), requests: \(requests))"
             case .header(let name, let value):
                 return "header(\(name): \(value))"
+            case .corrupt(let range, let servings):
+                return "corrupt(\(range.lowerBound)..<\(range.upperBound), servings: \(servings))"
+            case .contentType(let value):
+                return "contentType(\(value))"
             }
         }
     }

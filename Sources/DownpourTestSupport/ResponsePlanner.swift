@@ -26,6 +26,8 @@ struct ResponseBody: Sendable {
     var range: Range<Int>
     /// Send every byte inverted: a lying server (``RangeTestServer/Fault/lie(fromRequest:requests:)``).
     var invertsBytes = false
+    /// Bytes to send inverted (offsets into `bytes`): a damaged piece (``RangeTestServer/Fault/corrupt(_:servings:)``).
+    var corruptedRanges: [Range<Int>] = []
 
     static let empty = ResponseBody(bytes: [], range: 0..<0)
 
@@ -55,6 +57,8 @@ struct ResponsePlanner: Sendable {
         var contentGETs = 0
         /// Remaining uses of each body-truncating fault, by index into ``ResponsePlanner/truncations``.
         var truncationsLeft: [Int]
+        /// Remaining servings of each corrupted range, by index into ``ResponsePlanner/corruptions``.
+        var corruptionsLeft: [Int] = []
     }
 
     enum Truncation: Sendable {
@@ -72,6 +76,8 @@ struct ResponsePlanner: Sendable {
     private let contentDispositions: [String]
     private let extraHeaders: [(name: String, value: String)]
     private let lies: [Range<Int>]
+    let corruptions: [(range: Range<Int>, servings: Int)]
+    private let contentType: String
     private let ignoresRange: Bool
     private let refusesHead: Bool
     private let isChunked: Bool
@@ -85,6 +91,8 @@ struct ResponsePlanner: Sendable {
         var contentDispositions: [String] = []
         var extraHeaders: [(name: String, value: String)] = []
         var lies: [Range<Int>] = []
+        var corruptions: [(range: Range<Int>, servings: Int)] = []
+        var contentType = "application/octet-stream"
         var ignoresRange = false
         var refusesHead = false
         var isChunked = false
@@ -119,6 +127,10 @@ struct ResponsePlanner: Sendable {
                 lies.append(fromRequest..<(overflow ? Int.max : end))
             case .header(let name, let value):
                 extraHeaders.append((name, value))
+            case .corrupt(let range, let servings):
+                corruptions.append((range, servings))
+            case .contentType(let value):
+                contentType = value
             }
         }
 
@@ -148,13 +160,15 @@ struct ResponsePlanner: Sendable {
         self.contentDispositions = contentDispositions
         self.extraHeaders = extraHeaders
         self.lies = lies
+        self.corruptions = corruptions
+        self.contentType = contentType
         self.ignoresRange = ignoresRange
         self.refusesHead = refusesHead
         self.isChunked = isChunked
     }
 
     func makeProgress() -> Progress {
-        Progress(truncationsLeft: self.truncations.map(\.requests))
+        Progress(truncationsLeft: self.truncations.map(\.requests), corruptionsLeft: self.corruptions.map(\.servings))
     }
 
     /// The body rate for connection `connectionID` (1-based), or `nil` when it is not throttled.
@@ -274,6 +288,7 @@ struct ResponsePlanner: Sendable {
             headers.add(name: "Transfer-Encoding", value: "chunked")
             var body = ResponseBody(bytes: version.bytes, range: 0..<total)
             body.invertsBytes = self.lies.contains { $0.contains(ordinal) }
+            body.corruptedRanges = self.corrupt(body.range, progress: &progress)
             var plan = ResponsePlan(status: .ok, headers: headers, body: body)
             plan.closeAfterBodyBytes = self.truncate(bodyLength: total, progress: &progress)
             return plan
@@ -304,9 +319,21 @@ struct ResponsePlanner: Sendable {
         headers.add(name: "Content-Length", value: String(range.count))
         var body = ResponseBody(bytes: version.bytes, range: range)
         body.invertsBytes = self.lies.contains { $0.contains(ordinal) }
+        body.corruptedRanges = self.corrupt(range, progress: &progress)
         var plan = ResponsePlan(status: status, headers: headers, body: body)
         plan.closeAfterBodyBytes = self.truncate(bodyLength: range.count, progress: &progress)
         return plan
+    }
+
+    /// The corrupted ranges a body of `range` damages, using up one serving of each.
+    private func corrupt(_ range: Range<Int>, progress: inout Progress) -> [Range<Int>] {
+        var damaged: [Range<Int>] = []
+        for (index, entry) in self.corruptions.enumerated()
+        where progress.corruptionsLeft[index] > 0 && entry.range.overlaps(range) {
+            progress.corruptionsLeft[index] -= 1
+            damaged.append(entry.range.clamped(to: range))
+        }
+        return damaged
     }
 
     /// Uses up one request of every truncating fault that has some left, for a body of `bodyLength` bytes;
@@ -343,7 +370,7 @@ struct ResponsePlanner: Sendable {
     }
 
     private func contentHeaders(for version: ContentVersion) -> HTTPHeaders {
-        var headers = HTTPHeaders([("Content-Type", "application/octet-stream")])
+        var headers = HTTPHeaders([("Content-Type", self.contentType)])
         if !self.isChunked {
             headers.add(name: "Accept-Ranges", value: "bytes")
         }

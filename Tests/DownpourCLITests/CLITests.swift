@@ -103,6 +103,8 @@ struct CLITests {
         "-d, --dir <dir>",
         "-i, --input-file <file>",
         "-M, --metalink-file <file>",
+        "--follow-metalink <true|false>",
+        "--metalink-location <locations>",
         "-j, --max-concurrent-downloads <downloads>",
         "-x, --connections <connections>",
         "--min-split-size <size>",

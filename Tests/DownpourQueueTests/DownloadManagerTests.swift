@@ -354,6 +354,47 @@ struct DownloadManagerTests {
         await downloader.shutdown()
     }
 
+    @Test("a Metalink's piece digests and size ride as options of Downpour's own: a bad piece is fetched again")
+    func pieceChecksums() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let downloader = makeTestDownloader()
+        let pieceLength = 64 * 1024
+        let digests = stride(from: 0, to: Self.small.count, by: pieceLength).map {
+            sha256Hex(Self.small[$0..<min(Self.small.count, $0 + pieceLength)])
+        }
+        let damaged = (2 * pieceLength + 10)..<(2 * pieceLength + 20)
+        try await RangeTestServer.withServer(content: Self.small, faults: [.corrupt(damaged)]) { server in
+            let manager = try makeManager(in: directory, downloader: downloader)
+            let log = EventLog(manager.events)
+            try await manager.start()
+            let options = [
+                QueueOption(name: "out", value: "p.bin"), QueueOption(name: "split", value: "1"),
+                QueueOption(
+                    name: "downpour-piece-checksums",
+                    value: "sha-256:\(pieceLength):" + digests.joined(separator: ",")
+                ),
+                QueueOption(name: "downpour-length", value: "\(Self.small.count)"),
+            ]
+            let gid = try await manager.add(uris: [server.url("/p.bin")], options: options, position: nil)
+            try await log.wait(for: .completed(gid))
+            #expect(try sha256Hex(ofFileAt: directory.file("p.bin")) == sha256Hex(Self.small))
+            let ranges = server.statistics().requests.filter { $0.method == "GET" }.map(\.requestedRange)
+            #expect(ranges.last == (2 * pieceLength)..<(3 * pieceLength), "\(ranges)")
+            // aria2's getOption shows aria2's options only.
+            #expect(try await manager.options(of: gid.description) == [options[0], options[1]])
+
+            let wrongLength = [
+                QueueOption(name: "out", value: "q.bin"), QueueOption(name: "downpour-length", value: "5"),
+            ]
+            let failing = try await manager.add(uris: [server.url("/q.bin")], options: wrongLength, position: nil)
+            try await log.wait(for: .failed(failing))
+            #expect(try await manager.status(of: failing.description).status == .error)
+            await manager.shutdown()
+        }
+        await downloader.shutdown()
+    }
+
     @Test("options: unknown names are ignored, a bad value for a known one is refused and names it")
     func options() async throws {
         let directory = try ScratchDirectory()

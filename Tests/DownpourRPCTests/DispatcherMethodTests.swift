@@ -417,8 +417,10 @@ import Testing
         let xml = """
             <metalink xmlns="urn:ietf:params:xml:ns:metalink">
               <file name="a.iso"><hash type="md5">\(String(repeating: "cd", count: 16))</hash>
+                <size>1500</size>
                 <hash type="sha-256">\(sha256)</hash>
-                <url priority="2">http://mirror/a.iso</url><url priority="1">http://main/a.iso</url></file>
+                <pieces length="1024" type="sha-256"><hash>\(sha256)</hash><hash>\(sha256.uppercased())</hash></pieces>
+                <url priority="2" location="de">http://mirror/a.iso</url><url priority="1">http://main/a.iso</url></file>
               <file name="b.iso"><url>http://main/b.iso</url></file>
             </metalink>
             """
@@ -430,11 +432,28 @@ import Testing
         #expect(first["out"] == "a.iso")
         #expect(first["dir"] == "/iso")
         #expect(first["checksum"] == .string("sha-256=\(sha256)"))
+        // The pieces and the size, as options of Downpour's own (the real queue keeps them out of getOption).
+        #expect(first["downpour-piece-checksums"] == .string("sha-256:1024:\(sha256),\(sha256)"))
+        #expect(first["downpour-length"] == "1500")
         let uris = try await harness.result("aria2.getUris", [.string(gids[0])])
         #expect(uris.arrayValue?.compactMap { $0["uri"]?.stringValue } == ["http://main/a.iso", "http://mirror/a.iso"])
         let second = try await harness.result("aria2.getOption", [.string(gids[1])])
         #expect(second["out"] == "b.iso")
         #expect(second["checksum"] == nil)
+        #expect(second["downpour-piece-checksums"] == nil)
+        #expect(second["downpour-length"] == nil)
+        // aria2's metalink-location puts the URLs of those countries first.
+        let located = try await harness.result(
+            "aria2.addMetalink",
+            [.string(encoded), ["dir": "/iso", "metalink-location": "jp,DE"]]
+        )
+        let locatedGID = try #require(located.arrayValue?.first?.stringValue)
+        let locatedURIs = try await harness.result("aria2.getUris", [.string(locatedGID)])
+        #expect(
+            locatedURIs.arrayValue?.compactMap { $0["uri"]?.stringValue } == [
+                "http://mirror/a.iso", "http://main/a.iso",
+            ]
+        )
     }
 
     @Test("multicall: a run of addUri calls is added as one batch; results and errors keep their places")

@@ -204,7 +204,9 @@ struct Aria2OptionsTests {
         // Every field is written, and read back.
         let keys =
             try JSONSerialization.jsonObject(with: try JSONEncoder().encode(DownloadConfiguration())) as? [String: Any]
-        let optionalFields: Set<String> = ["maximumRate", "credentials", "netrcPath", "cookies", "checksum"]
+        let optionalFields: Set<String> = [
+            "maximumRate", "credentials", "netrcPath", "cookies", "checksum", "pieceChecksums", "expectedLength",
+        ]
         #expect(
             Set(keys?.keys ?? [:].keys).union(optionalFields)
                 == Set(Mirror(reflecting: DownloadConfiguration()).children.compactMap(\.label))

@@ -53,6 +53,10 @@ struct MetalinkTests {
         )
         #expect(file.sources.map(\.priority) == [1, 2, 999_999])
         #expect(file.sources.map(\.location) == [nil, "de", "us"])
+        // Preferred locations first (aria2's --metalink-location), in their order otherwise.
+        #expect(file.sources(preferring: ["US", "de"]).map(\.location) == ["de", "us", nil])
+        #expect(file.sources(preferring: ["jp"]) == file.sources)
+        #expect(file.sources(preferring: []) == file.sources)
     }
 
     @Test("Metalink 3: preference, verification, pieces by index, several files")

@@ -26,6 +26,11 @@ public struct Aria2Options: Sendable, Hashable {
         "no-proxy", "checksum",
     ]
 
+    /// Options of Downpour's own that carry what a Metalink says about a file, for a download queue that stores
+    /// options as text: `downpour-piece-checksums` (``PieceChecksums/description``'s form) and `downpour-length`
+    /// (bytes). ``apply(name:value:)`` takes them; they are not aria2's, so a queue keeps them out of what it shows.
+    public static let internalNames: [String] = ["downpour-piece-checksums", "downpour-length"]
+
     public init(directory: String = ".", output: String? = nil, configuration: DownloadConfiguration = .init()) {
         self.directory = directory
         self.output = output
@@ -145,6 +150,14 @@ public struct Aria2Options: Sendable, Hashable {
                 throw bad("TYPE=DIGEST: sha-256, sha-512, sha-1 or md5, then the digest in hexadecimal")
             }
             self.configuration.checksum = checksum
+        case "downpour-piece-checksums":
+            guard let pieces = PieceChecksums(parsing: value) else {
+                throw bad("TYPE:LENGTH:DIGEST,DIGEST,... (piece digests)")
+            }
+            self.configuration.pieceChecksums = pieces
+        case "downpour-length":
+            guard let length = Int64(value), length >= 0 else { throw bad("a length in bytes") }
+            self.configuration.expectedLength = length
         default:
             throw .invalidRequest(
                 "The option '\(name)' is not supported; the supported ones are "

@@ -65,6 +65,21 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
     /// one more try from zero when the bytes came from several responses or an earlier run. `nil` (the default)
     /// still verifies a digest the server sends (`Repr-Digest`, `Digest`).
     public var checksum: Checksum?
+    /// The digests of the file's pieces (a Metalink's `<pieces>`). Each piece is hashed once its bytes are in; a
+    /// piece that does not match is fetched again, that piece only (up to three fetches), and the file gets its
+    /// final name only when every piece matches; else the download fails with
+    /// ``DownloadError/Code/checksumMismatch``. `nil` (the default) checks no pieces.
+    public var pieceChecksums: PieceChecksums?
+    /// The length the file must have (a Metalink's `<size>`); a server that reports another length fails the
+    /// download with ``DownloadError/Code/remoteChanged`` before anything is written. `nil` (the default) takes the
+    /// server's length.
+    public var expectedLength: Int64?
+    /// When the URL answers with a Metalink document (`Content-Type: application/metalink4+xml` or
+    /// `application/metalink+xml`, or a path ending in `.meta4` or `.metalink`), read the document instead of
+    /// saving it: the download ends with ``DownloadResult/metalink`` and no file. A document larger than
+    /// ``Metalink/maximumDocumentLength`` fails with ``DownloadError/Code/invalidRequest``. `false` (the default)
+    /// saves it as any other file.
+    public var followsMetalink: Bool
 
     public init(
         connections: Int = 4,
@@ -89,7 +104,10 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
         setsRemoteTime: Bool = false,
         conditionalGet: Bool = false,
         proxy: ProxySettings = ProxySettings(),
-        checksum: Checksum? = nil
+        checksum: Checksum? = nil,
+        pieceChecksums: PieceChecksums? = nil,
+        expectedLength: Int64? = nil,
+        followsMetalink: Bool = false
     ) {
         self.connections = connections
         self.minimumSplitSize = minimumSplitSize
@@ -114,6 +132,9 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
         self.conditionalGet = conditionalGet
         self.proxy = proxy
         self.checksum = checksum
+        self.pieceChecksums = pieceChecksums
+        self.expectedLength = expectedLength
+        self.followsMetalink = followsMetalink
     }
 
     /// The smallest remainder worth a racing request.
@@ -166,6 +187,17 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
         }
         try self.proxy.validate()
         try self.checksum?.validate()
+        try self.pieceChecksums?.validate()
+        if let length = self.expectedLength {
+            guard length >= 0 else {
+                throw .invalidRequest("The expected length must not be negative, not \(length).")
+            }
+            if let pieces = self.pieceChecksums, !pieces.possibleLengths.contains(length) {
+                throw .invalidRequest(
+                    "\(pieces.count) pieces of \(pieces.pieceLength) bytes cannot make a file of \(length) bytes."
+                )
+            }
+        }
     }
 }
 
@@ -283,6 +315,7 @@ extension DownloadConfiguration {
         case connections, minimumSplitSize, racesTail, slowConnections, retry, timeouts, headers, userAgent
         case overwrite, tls, maximumRedirects, writeBufferSize, progressInterval, resume, journalInterval
         case maximumRate, credentials, netrcPath, cookies, setsRemoteTime, conditionalGet, proxy, checksum
+        case pieceChecksums, expectedLength, followsMetalink
     }
 
     /// Decodes what was stored; a field that is missing (stored by an older version) keeps its default, so a
@@ -319,6 +352,9 @@ extension DownloadConfiguration {
         try take(.conditionalGet, \.conditionalGet)
         try take(.proxy, \.proxy)
         try take(.checksum, \.checksum)
+        try take(.pieceChecksums, \.pieceChecksums)
+        try take(.expectedLength, \.expectedLength)
+        try take(.followsMetalink, \.followsMetalink)
         self = value
     }
 }

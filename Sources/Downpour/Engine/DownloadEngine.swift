@@ -74,6 +74,17 @@ struct DownloadEngine: Sendable {
             ]
         )
 
+        let readsMetalink =
+            configuration.followsMetalink
+            && (remote.contentType.map(Metalink.isMetalink(contentType:)) ?? false
+                || Metalink.isMetalink(path: self.request.url.path) || Metalink.isMetalink(path: remote.url.path))
+        if let length = remote.length {
+            if readsMetalink {
+                try Self.checkMetalinkLength(length, url: remote.url)
+            } else {
+                try self.checkLength(length)
+            }
+        }
         let path = try self.destinationPath(for: remote)
         var replacing = configuration.overwrite
         if configuration.conditionalGet, let local = FileOperations.sizeAndModificationTime(path) {
@@ -98,17 +109,20 @@ struct DownloadEngine: Sendable {
                 break
             }
         }
-        try self.checkFree(path, replacing: replacing)
+        // A Metalink document is read, never saved: a file of its name does not stand in the way.
+        if !readsMetalink { try self.checkFree(path, replacing: replacing) }
         let partPath = path + ".part"
         let journal = JournalStore(partPath: partPath)
         // Opening, locking and readying the `.part` file, and writing the probe's bytes, in one trip to the
         // blocking-I/O threads. When those bytes are the whole file and there is no digest to verify, the same trip
         // finishes the download too (sync and rename).
         let firstBytes = outcome.firstBytes
-        let (expected, checksumNotice) = self.expectedChecksum(server: outcome.serverChecksum)
+        // The digests describe the files a Metalink lists, not the document.
+        let (expected, checksumNotice) =
+            readsMetalink ? (nil, nil) : self.expectedChecksum(server: outcome.serverChecksum)
         let isWholeFile =
             firstBytes.map { remote.isSegmentable ? Int64($0.readableBytes) == remote.length : true } ?? false
-        let finishesAtOnce = expected == nil && isWholeFile
+        let finishesAtOnce = expected == nil && configuration.pieceChecksums == nil && !readsMetalink && isWholeFile
         let modificationTime = configuration.setsRemoteTime ? remote.lastModified.flatMap(HTTPDate.parse) : nil
         let overwrite = replacing
         let (file, prepared, finished) = try await BlockingIO.run {
@@ -149,7 +163,13 @@ struct DownloadEngine: Sendable {
             budget: budget,
             pacing: Pacing(limiters: [self.downloader.overallLimiter, self.limiter]),
             authorization: authorization,
-            hasher: expected.map { PrefixHasher(algorithm: $0.checksum.algorithm, file: file) }
+            hasher: expected.map { PrefixHasher(algorithm: $0.checksum.algorithm, file: file) },
+            // With the length known now (it matched the digests), pieces are verified as they come in.
+            pieceChecker: readsMetalink
+                ? nil
+                : configuration.pieceChecksums.flatMap { checksums in
+                    remote.length.map { PieceChecker(checksums: checksums, length: $0, file: file) }
+                }
         )
 
         var resumed: ByteRangeSet
@@ -185,16 +205,60 @@ struct DownloadEngine: Sendable {
         var length: Int64
         var earlierBytes: Int64 = 0
         var startedOver = false
+        // What the next transfer starts from: the bytes resumed, later what is left after bad pieces were taken out.
+        var done = resumed
+        var refetching = false
+        // Made with the session when the length was known; else (a stream) once the transfer gives it.
+        var pieces = session.pieceChecker
         while true {
             do {
                 length = try await self.transfer(
                     &session,
-                    resumed: resumed,
-                    prefetched: startedOver ? nil : prefetched,
-                    journal: journal
+                    resumed: done,
+                    prefetched: startedOver || refetching ? nil : prefetched,
+                    journal: journal,
+                    // A few pieces fetched again: each in one request, not cut up for the prefix hasher.
+                    inPieces: !refetching
                 )
             } catch {
                 throw await self.abandon(session, error: error, resumed: resumed, journal: journal)
+            }
+            if let checksums = configuration.pieceChecksums, !readsMetalink {
+                do {
+                    try self.checkLength(length)
+                } catch {
+                    throw self.discard(file, journal: journal, error: error)
+                }
+                let checker = pieces ?? PieceChecker(checksums: checksums, length: length, file: file)
+                pieces = checker
+                let outcome: PieceOutcome
+                do {
+                    outcome = try await self.verifyPieces(checker, session: session)
+                } catch {
+                    throw await self.abandon(session, error: error, resumed: resumed, journal: journal)
+                }
+                switch outcome {
+                case .verified:
+                    break
+                case .failed(let failure):
+                    throw self.discard(file, journal: journal, error: failure)
+                case .refetch(let ranges):
+                    // Only these pieces are fetched again; the journal forgets them first, so that a crash before
+                    // they are in again does not trust their bytes.
+                    done = session.doneRanges()
+                    for range in ranges { done.remove(range) }
+                    do {
+                        try await self.saveJournal(journal, session: session, done: done)
+                    } catch {
+                        throw await self.abandon(session, error: error, resumed: resumed, journal: journal)
+                    }
+                    // The whole-file hash may have taken in the bad bytes: it starts over once they are replaced.
+                    if let lowest = ranges.map(\.lowerBound).min() {
+                        session.hasher?.noteRewrite(from: lowest)
+                    }
+                    refetching = true
+                    continue
+                }
             }
             guard let expected else { break }
             let mismatch: ChecksumMismatch?
@@ -227,6 +291,9 @@ struct DownloadEngine: Sendable {
                     throw self.discard(file, journal: journal, error: error)
                 }
                 resumed = ByteRangeSet()
+                done = ByteRangeSet()
+                refetching = false
+                pieces?.startOver()
                 session = session.startingOver(
                     remoteFile: remote,
                     hasher: PrefixHasher(algorithm: expected.checksum.algorithm, file: file)
@@ -236,6 +303,20 @@ struct DownloadEngine: Sendable {
             throw self.discard(file, journal: journal, error: .checksumMismatch(mismatch))
         }
 
+        if readsMetalink {
+            let metalink = try await self.readMetalink(from: file, length: length, journal: journal, session: session)
+            let snapshot = session.snapshot()
+            return DownloadResult(
+                path: path,
+                length: length,
+                remoteFile: session.remoteFile,
+                downloadedBytes: earlierBytes + snapshot.bytesThisRun,
+                elapsed: clock.now - startedAt,
+                connectionsUsed: max(1, snapshot.mostActiveConnections),
+                checksum: expected?.checksum,
+                metalink: metalink
+            )
+        }
         let finisher = DownloadFinisher(
             file: file,
             journal: journal,
@@ -298,12 +379,17 @@ struct DownloadEngine: Sendable {
 
     /// Removes the `.part` file and its journal; returns `error`, not resumable.
     private func discard(_ file: OutputFile, journal: JournalStore, error: DownloadError) -> DownloadError {
-        journal.remove()
-        FileOperations.remove(file.path)
-        file.close()
+        self.remove(file, journal: journal)
         var failure = error
         failure.resumable = false
         return failure
+    }
+
+    /// Removes the `.part` file and its journal, and closes the file.
+    private func remove(_ file: OutputFile, journal: JournalStore) {
+        journal.remove()
+        FileOperations.remove(file.path)
+        file.close()
     }
 
     /// The digest to verify the download against: the configuration's, else the server's; and a notice when both
@@ -338,6 +424,156 @@ struct DownloadEngine: Sendable {
         )
         guard !matches else { return nil }
         return ChecksumMismatch(expected: expected.checksum, source: expected.source, actual: actual.digest)
+    }
+
+    /// What hashing the pieces found.
+    private enum PieceOutcome {
+        /// Every piece matches its digest.
+        case verified
+        /// These pieces do not: fetch them again.
+        case refetch([Range<Int64>])
+        /// A piece still did not match after its last fetch, or cannot be fetched alone: the download fails.
+        case failed(DownloadError)
+    }
+
+    /// Hashes every piece that is not verified yet (all its bytes are on disk once the transfer ended; most were
+    /// verified while it ran) and compares it with its digest; a bad one is reported
+    /// (``pieceFailed(_:range:mismatch:verdict:session:)``).
+    private func verifyPieces(
+        _ checker: PieceChecker,
+        session: TransferSession
+    ) async throws(DownloadError) -> PieceOutcome {
+        var refetch: [Range<Int64>] = []
+        let done = session.hasPlan ? session.doneRanges() : ByteRangeSet([0..<checker.length])
+        let before = checker.progress.verified
+        var bad: Set<Int> = []
+        // Until every piece is verified or known bad (a hash that did not count is made again).
+        while true {
+            let pieces = checker.piecesToHash(done: done, final: true).filter { !bad.contains($0) }
+            if pieces.isEmpty { break }
+            for index in pieces {
+                if Task.isCancelled { throw .cancelled }
+                let (verdict, mismatch) = try await checker.check(index, final: true)
+                guard let verdict, verdict != .verified, let mismatch else { continue }
+                let range = checker.range(ofPiece: index)
+                let failure = self.pieceFailed(
+                    index,
+                    range: range,
+                    mismatch: mismatch,
+                    verdict: verdict,
+                    session: session
+                )
+                if let failure { return .failed(failure) }
+                bad.insert(index)
+                refetch.append(range)
+            }
+        }
+        let progress = checker.progress
+        self.logger.info(
+            "Verified the pieces",
+            metadata: [
+                "verified": "\(progress.verified)", "pieces": "\(progress.pieces)",
+                "whileTransferring": "\(before)", "refetch": "\(refetch.count)",
+            ]
+        )
+        return refetch.isEmpty ? .verified : .refetch(refetch)
+    }
+
+    /// A piece did not match its digest: says so, and returns the error that ends the download when the piece
+    /// cannot be fetched again (its last try, or a server without ranges); `nil` when it will be fetched again.
+    private func pieceFailed(
+        _ index: Int,
+        range: Range<Int64>,
+        mismatch: ChecksumMismatch,
+        verdict: PieceVerification.Verdict,
+        session: TransferSession
+    ) -> DownloadError? {
+        // mirrors: drop the mirror that wrote this piece (TransferSession.dropMirrors(thatWrote: range, reason:)).
+        let tries = PieceVerification.maximumTries
+        let canRefetch = session.remoteFile.isSegmentable && session.hasPlan
+        if case .refetch = verdict, canRefetch {
+            let notice = mismatch.summary + "; fetching it again (at most \(tries) fetches in all)."
+            self.logger.info("\(notice)", metadata: ["piece": "\(index)", "range": "\(range)"])
+            self.hub.emit(.notice(notice))
+            return nil
+        }
+        let reason =
+            canRefetch
+            ? "after \(tries) fetches" : "and the server does not send ranges, so it cannot be fetched again alone"
+        return DownloadError(
+            code: .checksumMismatch,
+            message: mismatch.summary + " " + reason + "; the file was removed.",
+            underlying: mismatch
+        )
+    }
+
+    /// Reads the downloaded Metalink document into memory and parses it; the `.part` file and its journal are
+    /// removed whatever happens.
+    ///
+    /// - Throws: ``DownloadError/Code/invalidRequest`` when the document is too long or not a Metalink,
+    ///   ``DownloadError/Code/localIO`` when it cannot be read.
+    private func readMetalink(
+        from file: OutputFile,
+        length: Int64,
+        journal: JournalStore,
+        session: TransferSession
+    ) async throws(DownloadError) -> Metalink {
+        let data: Data
+        do {
+            try Self.checkMetalinkLength(length, url: session.remoteFile.url)
+            data = try await BlockingIO.run { () throws(DownloadError) -> Data in
+                let buffer = try file.read(count: Int(length), at: 0)
+                return Data(buffer.readableBytesView)
+            }
+        } catch {
+            throw self.discard(file, journal: journal, error: error)
+        }
+        self.remove(file, journal: journal)
+        do {
+            let metalink = try Metalink(parsing: data)
+            self.logger.info(
+                "Read a Metalink document",
+                metadata: ["url": "\(session.remoteFile.url)", "files": "\(metalink.files.count)"]
+            )
+            return metalink
+        } catch {
+            throw DownloadError(
+                code: .invalidRequest,
+                message: "\(session.remoteFile.url.absoluteString): \(error.message)"
+            )
+        }
+    }
+
+    /// - Throws: ``DownloadError/Code/invalidRequest`` when a Metalink document is longer than
+    ///   ``Metalink/maximumDocumentLength``.
+    private static func checkMetalinkLength(_ length: Int64, url: URL) throws(DownloadError) {
+        guard length > Metalink.maximumDocumentLength else { return }
+        throw .invalidRequest(
+            "The Metalink document at \(url.absoluteString) is \(length) bytes long; at most "
+                + "\(Metalink.maximumDocumentLength) bytes are read."
+        )
+    }
+
+    /// Checks a length the server reported against the expected length and the piece digests.
+    ///
+    /// - Throws: ``DownloadError/Code/remoteChanged`` when they disagree.
+    private func checkLength(_ length: Int64) throws(DownloadError) {
+        let configuration = self.request.configuration
+        if let expected = configuration.expectedLength, expected != length {
+            throw DownloadError(
+                code: .remoteChanged,
+                message: "The server's file is \(length) bytes long, but the expected length is \(expected) bytes: "
+                    + "it is not the file that was described."
+            )
+        }
+        if let pieces = configuration.pieceChecksums, !pieces.possibleLengths.contains(length) {
+            throw DownloadError(
+                code: .remoteChanged,
+                message: "The server's file is \(length) bytes long, but the \(pieces.count) piece digests of "
+                    + "\(pieces.pieceLength) bytes describe \(pieces.possibleLengths.lowerBound)-"
+                    + "\(pieces.possibleLengths.upperBound) bytes: it is not the file that was described."
+            )
+        }
     }
 
     /// Decides between resuming and starting over (``ResumeDecision``), and readies the `.part` file for it
@@ -390,13 +626,16 @@ struct DownloadEngine: Sendable {
     /// the rest of its list into its ``TransferRound``; an action that waits for an event (a save, a pause) ends
     /// its list, and the machine's answer to that event is the next list.
     ///
+    /// `inPieces` lets the planner hand out small pieces front first when a prefix hasher follows the download.
+    ///
     /// `prefetched` are the bytes the probe's own request brought, already on disk: the first bytes of a
     /// segmentable file, else the whole file. When they leave nothing to fetch, no round runs.
     private func transfer(
         _ session: inout TransferSession,
         resumed: ByteRangeSet,
         prefetched: Range<Int64>?,
-        journal: JournalStore
+        journal: JournalStore,
+        inPieces: Bool = true
     ) async throws(DownloadError) -> Int64 {
         let configuration = session.configuration
         if session.remoteFile.isSegmentable {
@@ -409,7 +648,7 @@ struct DownloadEngine: Sendable {
                     minimumSplitSize: configuration.minimumSplitSize,
                     minimumRaceSize: configuration.minimumRaceSize,
                     done: done,
-                    pieceSize: session.hasher != nil && configuration.connections > 1
+                    pieceSize: inPieces && session.hasher != nil && configuration.connections > 1
                         ? Self.pieceSize(
                             missing: (session.remoteFile.length ?? 0) - done.byteCount,
                             connections: configuration.connections
@@ -508,8 +747,17 @@ struct DownloadEngine: Sendable {
 
     /// Syncs the data and records what is on disk.
     private func saveJournal(_ journal: JournalStore, session: TransferSession) async throws(DownloadError) {
-        guard session.hasPlan, let length = session.remoteFile.length else { return }
-        let done = session.doneRanges()
+        guard session.hasPlan else { return }
+        try await self.saveJournal(journal, session: session, done: session.doneRanges())
+    }
+
+    /// Syncs the data and records `done` as what is on disk.
+    private func saveJournal(
+        _ journal: JournalStore,
+        session: TransferSession,
+        done: ByteRangeSet
+    ) async throws(DownloadError) {
+        guard let length = session.remoteFile.length else { return }
         let record = ResumeJournal(
             sourceURL: self.request.url.absoluteString,
             finalURL: session.remoteFile.url.absoluteString,

@@ -170,6 +170,36 @@ struct TransferRound: Sendable {
                 return .ended
             }
         }
+        if let checker = self.session.pieceChecker {
+            let session = self.session
+            group.addTask {
+                await Self.verifyAsPiecesArrive(checker, session: session)
+                return .ended
+            }
+        }
+    }
+
+    /// Verifies every piece whose bytes are all on disk, until cancelled, so that the check after the transfer
+    /// reads only what came last. Only matches count here: a bad piece, or a failed read, is left for that check
+    /// to find again and act on.
+    private static func verifyAsPiecesArrive(_ checker: PieceChecker, session: TransferSession) async {
+        while !Task.isCancelled {
+            let pieces = checker.piecesToHash(done: session.bytesOnDisk(), final: false)
+            for index in pieces {
+                do {
+                    _ = try await checker.check(index, final: false)
+                } catch {
+                    return
+                }
+            }
+            if pieces.isEmpty {
+                do {
+                    try await Task.sleep(for: Self.hashingPollInterval)
+                } catch {
+                    return
+                }
+            }
+        }
     }
 
     /// Hashes the file as far as it is on disk without a gap, until cancelled, so that verifying it at the end

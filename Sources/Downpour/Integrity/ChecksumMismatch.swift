@@ -9,13 +9,21 @@ public struct ChecksumMismatch: Error, Sendable, Hashable, CustomStringConvertib
         case reprDigest
         /// The server's `Digest` field (RFC 3230).
         case digest
+        /// ``DownloadConfiguration/pieceChecksums``: the digest of the piece with this index and byte range.
+        case piece(index: Int, range: Range<Int64>)
 
         public var description: String {
             switch self {
             case .configuration: "the expected checksum"
             case .reprDigest: "the server's Repr-Digest"
             case .digest: "the server's Digest"
+            case .piece(let index, let range): "the expected digest of piece \(index) (\(Self.bytes(range)))"
             }
+        }
+
+        /// `bytes 100-199`, inclusive as HTTP writes ranges.
+        static func bytes(_ range: Range<Int64>) -> String {
+            "bytes \(range.lowerBound)-\(range.upperBound - 1)"
         }
     }
 
@@ -38,7 +46,11 @@ public struct ChecksumMismatch: Error, Sendable, Hashable, CustomStringConvertib
 
     /// One sentence without its full stop: the actual digest, and the expected one with its source.
     var summary: String {
-        "The downloaded file's \(self.expected.algorithm) digest is \(self.actual), but \(self.source) is "
+        if case .piece(let index, let range) = self.source {
+            return "Piece \(index) (\(Source.bytes(range))) of the downloaded file has the \(self.expected.algorithm) "
+                + "digest \(self.actual), but its expected digest is \(self.expected.digest)"
+        }
+        return "The downloaded file's \(self.expected.algorithm) digest is \(self.actual), but \(self.source) is "
             + self.expected.digest
     }
 }

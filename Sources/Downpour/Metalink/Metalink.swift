@@ -42,6 +42,15 @@ public struct Metalink: Sendable, Hashable {
 
         /// The strongest whole-file digest.
         public var strongestChecksum: Checksum? { self.checksums.first }
+
+        /// ``sources`` with those in one of `locations` (ISO 3166-1 country codes, any case) first, as aria2's
+        /// `--metalink-location` prefers them; each group keeps its order (priority, then the document's).
+        public func sources(preferring locations: [String]) -> [Source] {
+            let preferred = Set(locations.map { $0.lowercased() })
+            guard !preferred.isEmpty else { return self.sources }
+            let isPreferred = { (source: Source) in source.location.map(preferred.contains) ?? false }
+            return self.sources.filter(isPreferred) + self.sources.filter { !isPreferred($0) }
+        }
     }
 
     /// The digests of consecutive pieces of one length (the last piece may be shorter).
@@ -119,6 +128,10 @@ public struct Metalink: Sendable, Hashable {
 
 /// Media types and file extensions by which a Metalink is recognised.
 extension Metalink {
+    /// The longest Metalink document a download reads into memory (``DownloadConfiguration/followsMetalink``):
+    /// 4 MiB, enough for the piece digests of a file of many gigabytes.
+    public static let maximumDocumentLength: Int64 = 4 * 1024 * 1024
+
     /// `application/metalink4+xml` and `application/metalink+xml`.
     public static func isMetalink(contentType: String) -> Bool {
         let type = contentType.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""

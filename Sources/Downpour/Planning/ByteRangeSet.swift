@@ -51,6 +51,22 @@ public struct ByteRangeSet: Sendable, Hashable, Codable, CustomStringConvertible
         self.ranges.replaceSubrange(low..<end, with: CollectionOfOne(merged))
     }
 
+    /// Takes every byte of `range` out of the set, splitting a range that holds it in the middle.
+    public mutating func remove(_ range: Range<Int64>) {
+        guard !range.isEmpty else { return }
+        var result: [Range<Int64>] = []
+        result.reserveCapacity(self.ranges.count + 1)
+        for existing in self.ranges {
+            guard existing.overlaps(range) else {
+                result.append(existing)
+                continue
+            }
+            if existing.lowerBound < range.lowerBound { result.append(existing.lowerBound..<range.lowerBound) }
+            if range.upperBound < existing.upperBound { result.append(range.upperBound..<existing.upperBound) }
+        }
+        self.ranges = result
+    }
+
     /// Whether every byte of `range` is in the set.
     public func contains(_ range: Range<Int64>) -> Bool {
         guard !range.isEmpty else { return true }

@@ -15,6 +15,8 @@ public struct RemoteFile: Sendable, Hashable {
     public var lastModified: String?
     /// The file name from `Content-Disposition`, already reduced to a safe base name.
     public var suggestedFilename: String?
+    /// The `Content-Type` of the probe's response, as sent (parameters included).
+    public var contentType: String?
 
     public init(
         url: URL,
@@ -22,7 +24,8 @@ public struct RemoteFile: Sendable, Hashable {
         acceptsRanges: Bool,
         etag: String? = nil,
         lastModified: String? = nil,
-        suggestedFilename: String? = nil
+        suggestedFilename: String? = nil,
+        contentType: String? = nil
     ) {
         self.url = url
         self.length = length
@@ -30,6 +33,7 @@ public struct RemoteFile: Sendable, Hashable {
         self.etag = etag
         self.lastModified = lastModified
         self.suggestedFilename = suggestedFilename
+        self.contentType = contentType
     }
 
     /// Whether the download can be cut into ranges.

@@ -215,7 +215,8 @@ struct ResourceProbe: Sendable {
             lastModified: headers.value("Last-Modified"),
             suggestedFilename: headers.value("Content-Disposition")
                 .flatMap(ContentDisposition.filename(fromHeader:))
-                .flatMap(SafeFileName.sanitize)
+                .flatMap(SafeFileName.sanitize),
+            contentType: headers.value("Content-Type")
         )
     }
 

@@ -135,4 +135,9 @@ public struct DownloadResult: Sendable {
     /// The digest the file was verified against: ``DownloadConfiguration/checksum``, else one the server sent;
     /// `nil` when there was none.
     public var checksum: Checksum? = nil
+    /// The Metalink document the URL answered with, when ``DownloadConfiguration/followsMetalink`` is set and the
+    /// response was one (`application/metalink4+xml`, `application/metalink+xml`, or a path ending in `.meta4` or
+    /// `.metalink`): the document was read and parsed, and no file was saved (``path`` is where it would have
+    /// been). Download the files it lists with requests of their own.
+    public var metalink: Metalink? = nil
 }

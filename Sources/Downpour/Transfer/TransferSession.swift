@@ -21,6 +21,8 @@ final class TransferSession: Sendable {
     let pacing: Pacing
     /// Hashes the file as its first bytes come in, when the download is verified against a digest.
     let hasher: PrefixHasher?
+    /// Verifies the pieces as they come in, when the download has piece digests and a known length.
+    let pieceChecker: PieceChecker?
     private let state: NIOLockedValueBox<State>
     /// One per connection, made up front: ends that connection's current request from another task.
     private let aborts: [Int: RequestAbort]
@@ -73,7 +75,8 @@ final class TransferSession: Sendable {
         budget: ConnectionBudget,
         pacing: Pacing,
         authorization: RequestAuthorization,
-        hasher: PrefixHasher? = nil
+        hasher: PrefixHasher? = nil,
+        pieceChecker: PieceChecker? = nil
     ) {
         self.transport = transport
         self.file = file
@@ -86,6 +89,7 @@ final class TransferSession: Sendable {
         self.pacing = pacing
         self.authorization = authorization
         self.hasher = hasher
+        self.pieceChecker = pieceChecker
         self.state = NIOLockedValueBox(State())
         self.aborts = Dictionary(
             uniqueKeysWithValues: (1...max(configuration.connections, 1)).map { ($0, RequestAbort()) }
@@ -110,7 +114,8 @@ final class TransferSession: Sendable {
             budget: self.budget,
             pacing: self.pacing,
             authorization: self.authorization,
-            hasher: hasher
+            hasher: hasher,
+            pieceChecker: self.pieceChecker
         )
     }
 
@@ -176,7 +181,7 @@ final class TransferSession: Sendable {
     /// Records bytes written by connection `id`.
     func written(_ range: Range<Int64>, connection id: Int) {
         let now = ContinuousClock.now
-        let watchesRewrites = self.hasher != nil
+        let watchesRewrites = self.hasher != nil || self.pieceChecker != nil
         let rewrote = self.state.withLockedValue { state in
             // Bytes written a second time (by a racing connection) may differ from the ones hashed already.
             let rewrote = watchesRewrites && state.planner?.done.overlaps(range) == true
@@ -194,6 +199,7 @@ final class TransferSession: Sendable {
         }
         if rewrote {
             self.hasher?.noteRewrite(from: range.lowerBound)
+            self.pieceChecker?.noteRewrite(range)
         }
     }
 
@@ -214,6 +220,13 @@ final class TransferSession: Sendable {
     /// The bytes on disk, for the journal.
     func doneRanges() -> ByteRangeSet {
         self.state.withLockedValue { $0.planner?.done ?? ByteRangeSet() }
+    }
+
+    /// The bytes on disk in either mode: the done ranges, or a stream's start.
+    func bytesOnDisk() -> ByteRangeSet {
+        self.state.withLockedValue { state in
+            state.planner?.done ?? (state.streamedBytes > 0 ? ByteRangeSet([0..<state.streamedBytes]) : ByteRangeSet())
+        }
     }
 
     /// Whether a segmented plan is in place (its done ranges are what the journal may record).
@@ -246,12 +259,14 @@ final class TransferSession: Sendable {
             }
         }
         self.hasher?.noteRewrite(from: 0)
+        self.pieceChecker?.noteRewrite(0..<Int64.max)
     }
 
     /// A stream restarting from byte 0 forgets what it wrote before.
     func restartStream() {
         self.state.withLockedValue { $0.streamedBytes = 0 }
         self.hasher?.noteRewrite(from: 0)
+        self.pieceChecker?.noteRewrite(0..<Int64.max)
     }
 
     func streamed(_ count: Int64, connection id: Int) {

@@ -279,7 +279,8 @@ extension RPCDispatcher {
 
 extension RPCDispatcher {
     /// `aria2.addMetalink(metalink, options?, position?)`: one download per file of the document (base64), its
-    /// URLs best first, `out` its name and `checksum` its strongest digest unless the options say otherwise;
+    /// URLs best first, `out` its name and `checksum` its strongest digest unless the options say otherwise, and
+    /// its piece digests and size (``Aria2Options/internalNames``);
     /// the GIDs in document order.
     func addMetalink(_ params: RPCParameters) async throws(RPCError) -> JSONValue {
         let encoded = try params.requiredString(at: 0)
@@ -296,6 +297,10 @@ extension RPCDispatcher {
         }
         let givesName = options.contains { $0.name == "out" } && metalink.files.count == 1
         let givesChecksum = options.contains { $0.name == "checksum" }
+        // aria2's metalink-location: URLs of these countries first.
+        let locations = (options.last { $0.name == "metalink-location" }?.value ?? "").split(separator: ",").map {
+            $0.trimmingCharacters(in: .whitespaces)
+        }
         var gids: [JSONValue] = []
         for (offset, file) in metalink.files.enumerated() {
             var fileOptions = options
@@ -308,7 +313,17 @@ extension RPCDispatcher {
                     QueueOption(name: "checksum", value: "\(checksum.algorithm.name)=\(checksum.digest)")
                 )
             }
-            let uris = file.sources.map(\.url.absoluteString)
+            // What the document says of the file's pieces and size, in options of Downpour's own.
+            fileOptions.removeAll { Aria2Options.internalNames.contains($0.name) }
+            if let pieces = file.pieces {
+                fileOptions.append(
+                    QueueOption(name: "downpour-piece-checksums", value: PieceChecksums(pieces).description)
+                )
+            }
+            if let size = file.size {
+                fileOptions.append(QueueOption(name: "downpour-length", value: "\(size)"))
+            }
+            let uris = file.sources(preferring: locations).map(\.url.absoluteString)
             let at = position.map { $0 + offset }
             let gid = try await Self.queue(nil) { () async throws(QueueError) in
                 try await self.service.add(uris: uris, options: fileOptions, position: at)
