@@ -115,6 +115,32 @@ struct CredentialsTests {
         #expect(NetrcFile.load(path: directory + "/none") == .missing)
     }
 
+    @Test("a downloader reads a .netrc again when it changes, is re-permissioned or goes away, else keeps it")
+    func netrcCacheFollowsTheFile() async throws {
+        let directory = NSTemporaryDirectory() + "downpour-netrc-cache-\(UInt64.random(in: 0...UInt64.max))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/netrc"
+        let cache = NetrcCache()
+        #expect(await cache.load(path: path) == .missing)
+        try "machine h login u password p".write(toFile: path, atomically: false, encoding: .utf8)
+        chmod(path, 0o600)
+        #expect(await cache.load(path: path) == .file(NetrcFile(parsing: "machine h login u password p")))
+        #expect(await cache.load(path: path) == .file(NetrcFile(parsing: "machine h login u password p")))
+        // Another file put in its place (a new inode, whatever the times and sizes say).
+        try "machine h login v password q".write(toFile: path + ".new", atomically: false, encoding: .utf8)
+        chmod(path + ".new", 0o600)
+        rename(path + ".new", path)
+        #expect(await cache.load(path: path) == .file(NetrcFile(parsing: "machine h login v password q")))
+        chmod(path, 0o644)
+        guard case .refused = await cache.load(path: path) else {
+            Issue.record("a file others may read was used from the cache")
+            return
+        }
+        unlink(path)
+        #expect(await cache.load(path: path) == .missing)
+    }
+
     // MARK: cookies.txt
 
     static let cookieFile = """

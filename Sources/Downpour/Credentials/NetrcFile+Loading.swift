@@ -10,7 +10,7 @@ import Darwin
 
 extension NetrcFile {
     /// What reading a `.netrc` file gave.
-    enum Loaded: Equatable {
+    enum Loaded: Equatable, Sendable {
         case file(NetrcFile)
         /// There is no such file: nothing to say.
         case missing

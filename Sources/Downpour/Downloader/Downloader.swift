@@ -82,6 +82,8 @@ public final class Downloader: Sendable {
     let clientPool: HTTPClientPool
     let connectionBudget: ConnectionBudget
     let overallLimiter: BandwidthLimiter
+    /// The `.netrc` files read so far, while unchanged.
+    let netrcFiles = NetrcCache()
     private let isShared: Bool
     private let state: NIOLockedValueBox<State>
 

@@ -723,14 +723,13 @@ struct DownloadEngine: Sendable {
         var credentials = Credentials(userInfoOf: url) ?? configuration.credentials
         let hasAuthorizationHeader = configuration.headers.contains { $0.name.lowercased() == "authorization" }
         if credentials == nil, !hasAuthorizationHeader, let path = configuration.netrcPath {
-            let loaded = try? await BlockingIO.run { NetrcFile.load(path: path) }
-            switch loaded {
+            switch await self.downloader.netrcFiles.load(path: path) {
             case .file(let netrc):
                 credentials = netrc.credentials(forHost: url.host ?? "")
             case .refused(let reason):
                 self.logger.info("\(reason)")
                 self.hub.emit(.notice(reason))
-            case .missing, nil:
+            case .missing:
                 break
             }
         }
