@@ -829,13 +829,19 @@ public actor DownloadManager: DownloadQueueService {
         guard let download = self.queue.downloads[gid], let state = known ?? self.queue.status(of: gid) else {
             return self.queue.result(of: gid).map { self.makeStatus(result: $0) }
         }
+        let directory = self.directory(of: download.entry)
+        // Before the probe names the file, the path is the one `out` asks for, as aria2 shows it (clients show
+        // a download's name from it).
+        let planned = download.entry.options.last { $0.name == "out" }.map {
+            directory.hasSuffix("/") ? directory + $0.value : directory + "/" + $0.value
+        }
         var status = DownloadStatus(
             gid: gid,
             status: state,
             uris: download.entry.uris,
             options: download.entry.options,
-            directory: self.directory(of: download.entry),
-            path: download.path,
+            directory: directory,
+            path: download.path ?? planned,
             totalLength: download.totalLength,
             completedLength: download.completedLength
         )

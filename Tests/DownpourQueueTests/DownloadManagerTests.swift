@@ -226,6 +226,11 @@ struct DownloadManagerTests {
             )
             #expect(await manager.waitingDownloads(0..<5).map(\.gid) == [third, second])
             #expect(await manager.waitingDownloads(0..<5).map(\.status) == [.paused, .waiting])
+            // Before they start, the paths are the ones `out` asks for, as aria2 shows them.
+            #expect(
+                await manager.waitingDownloads(0..<5).map(\.path)
+                    == [directory.path + "/w2.bin", directory.path + "/w1.bin"]
+            )
             #expect(try await manager.remove(second.description, force: false) == second)
             #expect(try await manager.remove(third.description, force: true) == third)
             for gid in [second, third] {
