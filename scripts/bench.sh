@@ -7,7 +7,7 @@
 #                         [--size-scale F] [--csv FILE] [--run-timeout S]
 #                         [--lossy-cc ALGO] [--settle S]
 #
-# Cases (default: all but `rss`, which runs only when listed):
+# Cases (default: all but `mirrors`, `rss` and `daemon`, which run only when listed):
 #   unthrottled  1 GiB, no limits
 #   throttled    100 MiB, every connection limited to 20 MiB/s
 #   straggler    200 MiB, one connection in four limited to 1 MiB/s, plus an

@@ -71,11 +71,21 @@ struct GetCommand: AsyncParsableCommand {
     @Option(
         name: [.customShort("M"), .customLong("metalink-file")],
         help: ArgumentHelp(
-            "Download every file of this Metalink (v4 or v3): each from its best URL, checked against its digest.",
+            "Download every file of this Metalink (v4 or v3): each from all its URLs (mirrors, best first), checked "
+                + "against its digest.",
             valueName: "file"
         )
     )
     var metalinkFile: String?
+
+    @Option(
+        name: .customLong("metalink-location"),
+        help: ArgumentHelp(
+            "With -M: try the URLs at these locations first (comma-separated country codes, e.g. de,fr).",
+            valueName: "codes"
+        )
+    )
+    var metalinkLocation: String?
 
     @Option(
         name: [.customShort("j"), .customLong("max-concurrent-downloads")],
@@ -534,7 +544,8 @@ struct GetCommand: AsyncParsableCommand {
             }
             do {
                 // Every URL of the file, best first: the others are its mirrors.
-                let request = try options.request(uris: file.sources.map(\.url.absoluteString))
+                let locations = self.metalinkLocation?.split(separator: ",").map(String.init) ?? []
+                let request = try options.request(uris: file.sources(preferring: locations).map(\.url.absoluteString))
                 try request.configuration.validate()
                 entries.append(BatchRunner.Entry(line: index + 1, request: request))
             } catch {

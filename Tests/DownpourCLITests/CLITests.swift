@@ -103,6 +103,7 @@ struct CLITests {
         "-d, --dir <dir>",
         "-i, --input-file <file>",
         "-M, --metalink-file <file>",
+        "--metalink-location <codes>",
         "-j, --max-concurrent-downloads <downloads>",
         "-x, --connections <connections>",
         "--min-split-size <size>",

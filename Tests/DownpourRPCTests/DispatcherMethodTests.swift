@@ -435,6 +435,18 @@ import Testing
         let second = try await harness.result("aria2.getOption", [.string(gids[1])])
         #expect(second["out"] == "b.iso")
         #expect(second["checksum"] == nil)
+
+        // metalink-location: the URLs at those locations first.
+        let located = xml.replacingOccurrences(of: "<url priority=\"2\">", with: "<url priority=\"2\" location=\"de\">")
+        let again = try await harness.result(
+            "aria2.addMetalink",
+            [.string(Data(located.utf8).base64EncodedString()), ["metalink-location": "fr,de"]]
+        )
+        let relocated = try #require(again.arrayValue?.first?.stringValue)
+        let reordered = try await harness.result("aria2.getUris", [.string(relocated)])
+        #expect(
+            reordered.arrayValue?.compactMap { $0["uri"]?.stringValue } == ["http://mirror/a.iso", "http://main/a.iso"]
+        )
     }
 
     @Test("multicall: a run of addUri calls is added as one batch; results and errors keep their places")

@@ -90,6 +90,8 @@ struct MirrorSetTests {
         #expect(again.isEmpty, "already dropped")
         #expect(wide == [0], "mirror 2 is the last")
         #expect(set.liveCount == 1 && set.mirrors[2].isLive)
+        let fresh = set.forgettingWrites()
+        #expect(fresh.writers(of: 0..<400).isEmpty && fresh.liveCount == 1)
     }
 
     @Test("credentials of one origin never go to a mirror on another; a mirror's own do")

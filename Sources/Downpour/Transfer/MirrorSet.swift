@@ -160,6 +160,13 @@ struct MirrorSet: Sendable, Hashable {
         self.writes[index, default: ByteRangeSet()].insert(range)
     }
 
+    /// The same mirrors with no bytes written yet: for a run that starts over from zero.
+    func forgettingWrites() -> MirrorSet {
+        var copy = self
+        copy.writes = [:]
+        return copy
+    }
+
     /// The mirrors that wrote a byte of `range` in this run, in order.
     func writers(of range: Range<Int64>) -> [Int] {
         self.writes.filter { $0.value.overlaps(range) }.map(\.key).sorted()

@@ -132,7 +132,8 @@ final class TransferSession: Sendable {
             pacing: self.pacing,
             authorization: self.authorization,
             hasher: hasher,
-            mirrors: self.mirrors
+            // Dropped mirrors stay dropped; what each wrote belongs to the run before.
+            mirrors: self.mirrors.forgettingWrites()
         )
     }
 

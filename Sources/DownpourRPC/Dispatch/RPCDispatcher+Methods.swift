@@ -279,8 +279,8 @@ extension RPCDispatcher {
 
 extension RPCDispatcher {
     /// `aria2.addMetalink(metalink, options?, position?)`: one download per file of the document (base64), its
-    /// URLs best first, `out` its name and `checksum` its strongest digest unless the options say otherwise;
-    /// the GIDs in document order.
+    /// URLs best first (those at a `metalink-location` first), `out` its name and `checksum` its strongest digest
+    /// unless the options say otherwise; the GIDs in document order.
     func addMetalink(_ params: RPCParameters) async throws(RPCError) -> JSONValue {
         let encoded = try params.requiredString(at: 0)
         let options = try params.object(at: 1).map(OptionsStruct.options(from:)) ?? []
@@ -296,6 +296,7 @@ extension RPCDispatcher {
         }
         let givesName = options.contains { $0.name == "out" } && metalink.files.count == 1
         let givesChecksum = options.contains { $0.name == "checksum" }
+        let locations = options.last { $0.name == "metalink-location" }?.value.split(separator: ",").map(String.init)
         var gids: [JSONValue] = []
         for (offset, file) in metalink.files.enumerated() {
             var fileOptions = options
@@ -308,7 +309,7 @@ extension RPCDispatcher {
                     QueueOption(name: "checksum", value: "\(checksum.algorithm.name)=\(checksum.digest)")
                 )
             }
-            let uris = file.sources.map(\.url.absoluteString)
+            let uris = file.sources(preferring: locations ?? []).map(\.url.absoluteString)
             let at = position.map { $0 + offset }
             let gid = try await Self.queue(nil) { () async throws(QueueError) in
                 try await self.service.add(uris: uris, options: fileOptions, position: at)
