@@ -215,14 +215,18 @@ status_location() {
 MIRROR_RATE=25m
 MIRROR_SLOW_RATE=6400k
 
-# mirror_server LISTEN: a second origin (another port) serving the same files, for the mirrors case.
+# mirror_server LISTEN DIR: a second host (127.0.0.2, so that aria2's -x, which counts connections per host
+# name, allows two to each mirror) serving the same files, for the mirrors case; it logs every request's
+# client, path and bytes to DIR/mirrors.log.
 mirror_server() {
     [[ -n $1 ]] || return 0
     cat <<EOF
+    log_format mirrors '\$http_user_agent|\$uri|\$status|\$body_bytes_sent';
     server {
         listen $1;
         server_name localhost;
         root $WWW;
+        access_log $2/mirrors.log mirrors;
         location /mirror/ {
             alias $WWW/;
             limit_rate $MIRROR_RATE;
@@ -314,20 +318,20 @@ $(nginx_http_common "$dir")
         # that never carried a request).
 $(status_location)
     }
-$(mirror_server "$mirror_listen")
+$(mirror_server "$mirror_listen" "$dir")
 }
 EOF
 }
 
 # start_nginx PORT: returns 0 once nginx answers on 127.0.0.1:PORT.
 start_nginx() {
-    write_conf "$WORK/nginx.conf" "127.0.0.1:$1" "$WORK" "127.0.0.1:$(($1 + 1))"
+    write_conf "$WORK/nginx.conf" "127.0.0.1:$1" "$WORK" "127.0.0.2:$(($1 + 1))"
     launch_nginx "$WORK" "$WORK/nginx.conf" "http://127.0.0.1:$1/conn"
 }
 
 start_on_free_port start_nginx 2 "$WORK"
 BASE="http://127.0.0.1:$PORT"
-MIRROR_BASE="http://127.0.0.1:$((PORT + 1))"
+MIRROR_BASE="http://127.0.0.2:$((PORT + 1))"
 
 # ------------------------------------------------------------------ helpers
 MIB=1048576
@@ -915,8 +919,18 @@ case_mirrors() {
     entries+=("aria2c 2 mirrors -x 2 -s 4|aria2c-mirrors|4|$a $b|main")
     entries+=("downpour fast+slow -x 4|downpour-mirrors|4|$a $slow|main")
     entries+=("aria2c fast+slow -x 2 -s 4|aria2c-mirrors|4|$a $slow|main")
+    : >"$WORK/mirrors.log"
     run_matrix mirrors "$size" "$tmo" "" "" "${entries[@]}"
     summarize mirrors "mirrors: $(human "$size") ($size bytes), limit_rate $MIRROR_RATE per connection (slow mirror $MIRROR_SLOW_RATE), 2 connections per mirror; $REPS rep(s), medians"
+    # How much of the file the second mirror served (nginx's log of it, over all repetitions).
+    awk -F'|' -v total="$((REPS * size))" '
+        { client = ($1 ~ /^aria2/) ? "aria2c" : ($1 ~ /^downpour/) ? "downpour" : "other"
+          where = ($2 ~ /^\/mirror-slow\//) ? "slow" : "same-speed"
+          bytes[client " " where] += $4 }
+        END { printf "second mirror'"'"'s share of the bytes (its log, body bytes / file size, all reps):"
+              n = split("downpour same-speed,aria2c same-speed,downpour slow,aria2c slow", keys, ",")
+              for (i = 1; i <= n; i++) printf "  %s %.3f", keys[i], bytes[keys[i]] / total
+              printf "\n" }' "$WORK/mirrors.log"
     drop_file "$DATA_NAME"
 }
 
