@@ -17,8 +17,10 @@ struct MirrorCLITests {
     func severalURLs() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        try await RangeTestServer.withServer(content: Self.content) { first in
-            try await RangeTestServer.withServer(content: Self.content) { second in
+        // Slow enough that the 404 mirror's answer comes long before the others could take its share over.
+        let throttle = RangeTestServer.Fault.throttle(bytesPerSecond: 256 * 1024)
+        try await RangeTestServer.withServer(content: Self.content, faults: [throttle]) { first in
+            try await RangeTestServer.withServer(content: Self.content, faults: [throttle]) { second in
                 let result = try await Binary.run([
                     "get", first.url(), second.url(), first.url("/status/404"), "-x", "4",
                     "--min-split-size", "64K", "--max-tries", "2", "--retry-wait", "0",

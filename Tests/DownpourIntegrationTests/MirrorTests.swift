@@ -1,7 +1,6 @@
 import Downpour
 import DownpourTestSupport
 import Foundation
-import NIOConcurrencyHelpers
 import Testing
 
 @Suite("Mirrors", .timeLimit(.minutes(1)))
@@ -37,6 +36,34 @@ struct MirrorTests {
         events.compactMap { if case .notice(let text) = $0 { text } else { nil } }
     }
 
+    /// Runs `request` to the end, and releases the bodies `held` holds back once a notice says that the mirror at
+    /// `dropped` was dropped: a download that cannot finish before a mirror is dropped, whatever the load.
+    static func run(
+        _ request: DownloadRequest,
+        releasing held: RangeTestServer,
+        whenDropped dropped: String,
+        while body: () async throws -> Void = {}
+    ) async throws -> DownloadOutcome {
+        let download = testDownloader.download(request)
+        let watcher = Task {
+            var events: [DownloadEvent] = []
+            for await event in download.events {
+                events.append(event)
+                if case .notice(let text) = event, text.contains("Dropped the mirror \(dropped)") {
+                    held.releaseBodies()
+                }
+            }
+            return events
+        }
+        let run = Task { () async throws(DownloadError) -> DownloadResult in try await download.run() }
+        try await body()
+        let result = await run.result.mapError {
+            $0 as? DownloadError ?? DownloadError(code: .cancelled, message: "\($0)")
+        }
+        held.releaseBodies()
+        return DownloadOutcome(result: result, events: await watcher.value)
+    }
+
     /// A URL on 127.0.0.1 where nothing listens: a server's port after it shut down.
     static func deadURL() async throws -> String {
         let server = try await RangeTestServer.start(content: [])
@@ -70,7 +97,13 @@ struct MirrorTests {
         try await withServer(content: Self.content) { good in
             try await withServer(content: longer) { other in
                 let path = directory.file("file.bin")
-                let outcome = try await Self.run([good.url(), other.url()], path: path)
+                // The good mirror cannot finish the file before the other one's first answer has been checked.
+                good.holdBodies(afterSending: Self.content.count / 2)
+                let outcome = try await Self.run(
+                    try Self.request([good.url(), other.url()], path: path),
+                    releasing: good,
+                    whenDropped: other.url()
+                )
                 _ = try outcome.value
                 try expectFile(path, equals: Self.content, in: directory)
                 let notices = Self.notices(outcome.events)
@@ -96,25 +129,19 @@ struct MirrorTests {
                 first.holdBodies(afterSending: Self.content.count / 2)
                 second.holdBodies(afterSending: 256 * 1024)
                 let path = directory.file("file.bin")
-                let download = testDownloader.download(try Self.request([first.url(), second.url()], path: path))
-                let events = NIOLockedValueBox<[DownloadEvent]>([])
-                let watcher = Task {
-                    for await event in download.events {
-                        events.withLockedValue { $0.append(event) }
-                        if case .notice(let text) = event, text.contains("Dropped the mirror \(second.url())") {
-                            first.releaseBodies()
-                        }
+                let outcome = try await Self.run(
+                    try Self.request([first.url(), second.url()], path: path),
+                    releasing: first,
+                    whenDropped: second.url()
+                ) {
+                    try await waitUntil("the second mirror sent its share") {
+                        second.statistics().bodyBytesSent >= 128 * 1024
                     }
+                    try await second.shutdown()
                 }
-                let run = Task { try await download.run() }
-                try await waitUntil("the second mirror sent its share") {
-                    second.statistics().bodyBytesSent >= 128 * 1024
-                }
-                try await second.shutdown()
-                _ = try await run.value
-                await watcher.value
+                _ = try outcome.value
                 try expectFile(path, equals: Self.content, in: directory)
-                let notices = Self.notices(events.withLockedValue { $0 })
+                let notices = Self.notices(outcome.events)
                 #expect(notices.contains { $0.contains("Dropped the mirror \(second.url())") }, "\(notices)")
             }
         }
@@ -180,10 +207,17 @@ struct MirrorTests {
                 ]
             ) { changing in
                 let path = directory.file("file.bin")
+                // The stable mirror cannot finish the file (racing the changing one's tail) before that one's
+                // second answer has been checked.
+                stable.holdBodies(afterSending: Self.content.count / 2)
                 let outcome = try await Self.run(
-                    [stable.url(), changing.url()],
-                    path: path,
-                    configuration: Self.configuration(connections: 2)
+                    try Self.request(
+                        [stable.url(), changing.url()],
+                        path: path,
+                        configuration: Self.configuration(connections: 2)
+                    ),
+                    releasing: stable,
+                    whenDropped: changing.url()
                 )
                 _ = try outcome.value
                 try expectFile(path, equals: Self.content, in: directory)
