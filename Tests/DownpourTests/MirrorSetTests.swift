@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Testing
 
 @testable import Downpour
@@ -92,6 +93,58 @@ struct MirrorSetTests {
         #expect(set.liveCount == 1 && set.mirrors[2].isLive)
         let fresh = set.forgettingWrites()
         #expect(fresh.writers(of: 0..<400).isEmpty && fresh.liveCount == 1)
+    }
+
+    @Test("a session drops the mirrors that wrote a bad piece, with a notice each, and moves their connections")
+    func sessionAttribution() async throws {
+        let downloader = Downloader(configuration: .init())
+        let configuration = DownloadConfiguration(connections: 3)
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("mirrors-\(UUID().uuidString)").path
+        let file = try OutputFile.openLocked(at: path)
+        let hub = DownloadEventHub()
+        let session = TransferSession(
+            transport: try downloader.transport(for: configuration, logger: Logger(label: "test")),
+            file: file,
+            remoteFile: Self.remote,
+            headers: [],
+            configuration: configuration,
+            logger: Logger(label: "test"),
+            hub: hub,
+            budget: downloader.connectionBudget,
+            pacing: .unlimited,
+            authorization: RequestAuthorization(origin: Origin(Self.urls[0]), credentials: nil, cookies: nil),
+            mirrors: MirrorSet(urls: Self.urls, primary: 0, remote: Self.remote)
+        )
+        #expect((1...3).map { session.mirror(forConnection: $0).index } == [0, 1, 2])
+        session.prefetched(0..<50)
+        session.written(50..<100, connection: 1)
+        session.written(100..<200, connection: 2)
+        session.written(200..<300, connection: 3)
+
+        let dropped = session.dropMirrors(thatWrote: 150..<250, reason: "its piece 1 has the wrong digest.")
+        #expect(dropped == [Self.urls[1], Self.urls[2]])
+        #expect(!session.lastMirrorFailed(DownloadError(code: .network, message: "x.")).message.contains("secret"))
+        #expect(session.mirror(forConnection: 2).index == 0 && session.mirror(forConnection: 3).index == 0)
+        #expect(session.dropMirrors(thatWrote: 0..<10, reason: "the probe's bytes are bad.").isEmpty, "the last one")
+        #expect(session.mirrors.liveCount == 1)
+
+        var notices: [String] = []
+        for await event in hub.subscribe() {
+            if case .notice(let text) = event { notices.append(text) }
+            if notices.count == 2 { break }
+        }
+        // No password in a notice.
+        #expect(
+            notices[0] == "Dropped the mirror http://b.example/f.iso: its piece 1 has the wrong digest. 2 URLs left."
+        )
+        #expect(notices[1] == "Dropped the mirror \(Self.urls[2]): its piece 1 has the wrong digest. 1 URL left.")
+        let sources = session.snapshot().connections.map { $0.source?.absoluteString }
+        #expect(
+            sources == ["http://a.example/real/f.iso", "http://a.example/real/f.iso", "http://a.example/real/f.iso"]
+        )
+        file.close()
+        unlink(path)
+        await downloader.shutdown()
     }
 
     @Test("credentials of one origin never go to a mirror on another; a mirror's own do")

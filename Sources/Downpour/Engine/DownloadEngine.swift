@@ -430,14 +430,14 @@ struct DownloadEngine: Sendable {
                 failed[index] = reason
                 lastError = error
                 if index < urls.count - 1 {
-                    let notice = "Dropped the mirror \(url.absoluteString): \(reason) Trying the next URL."
+                    let notice = "Dropped the mirror \(MirrorSet.key(url)): \(reason) Trying the next URL."
                     self.logger.info("\(notice)")
                     self.hub.emit(.notice(notice))
                 }
             }
         }
         var failure = lastError ?? .cancelled
-        let summary = urls.enumerated().map { "\($1.absoluteString) (\(failed[$0] ?? "-"))" }
+        let summary = urls.enumerated().map { "\(MirrorSet.key($1)) (\(failed[$0] ?? "-"))" }
         failure.message += " Every URL of the file failed: \(summary.joined(separator: "; "))."
         throw failure
     }

@@ -188,10 +188,10 @@ struct MirrorSet: Sendable, Hashable {
         return result
     }
 
-    /// Every mirror and why it was dropped, for the error when the last one fails.
+    /// Every mirror (no user info) and why it was dropped, for the error when the last one fails.
     var summary: String {
         self.mirrors.map { mirror in
-            "\(mirror.url.absoluteString)" + (mirror.droppedBecause.map { " (\($0))" } ?? "")
+            Self.key(mirror.url) + (mirror.droppedBecause.map { " (\($0))" } ?? "")
         }.joined(separator: "; ")
     }
 }

@@ -220,11 +220,15 @@ final class TransferSession: Sendable {
     @discardableResult
     func dropMirrors(thatWrote range: Range<Int64>, reason: String) -> [URL] {
         let (dropped, notices) = self.state.withLockedValue { state -> ([URL], [String]) in
-            let indices = state.mirrors.dropMirrors(thatWrote: range, because: reason)
-            return (
-                indices.map { state.mirrors.mirrors[$0].url },
-                indices.map { Self.dropNotice($0, reason: reason, mirrors: state.mirrors) }
-            )
+            var dropped: [URL] = []
+            var notices: [String] = []
+            // One at a time, so that each notice counts the URLs left after it.
+            for index in state.mirrors.writers(of: range) where state.mirrors.mirrors[index].isLive {
+                guard state.mirrors.drop(index, because: reason) else { continue }
+                dropped.append(state.mirrors.mirrors[index].url)
+                notices.append(Self.dropNotice(index, reason: reason, mirrors: state.mirrors))
+            }
+            return (dropped, notices)
         }
         self.announce(notices)
         return dropped
@@ -232,7 +236,7 @@ final class TransferSession: Sendable {
 
     private static func dropNotice(_ index: Int, reason: String, mirrors: MirrorSet) -> String {
         let left = mirrors.liveCount
-        return "Dropped the mirror \(mirrors.mirrors[index].url.absoluteString): \(reason) \(left) URL"
+        return "Dropped the mirror \(MirrorSet.key(mirrors.mirrors[index].url)): \(reason) \(left) URL"
             + (left == 1 ? "" : "s") + " left."
     }
 
