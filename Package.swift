@@ -104,6 +104,7 @@ let package = Package(
             name: "DownpourTests",
             dependencies: [
                 "Downpour", "DownpourTestSupport",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

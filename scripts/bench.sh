@@ -7,7 +7,7 @@
 #                         [--size-scale F] [--csv FILE] [--run-timeout S]
 #                         [--lossy-cc ALGO] [--settle S]
 #
-# Cases (default: all but `rss`, which runs only when listed):
+# Cases (default: all but `mirrors`, `rss` and `daemon`, which run only when listed):
 #   unthrottled  1 GiB, no limits
 #   throttled    100 MiB, every connection limited to 20 MiB/s
 #   straggler    200 MiB, one connection in four limited to 1 MiB/s, plus an
@@ -19,6 +19,10 @@
 #   ratelimit    4 x 50 MiB under --max-overall-download-limit 20M, and 100 MiB
 #                under --max-download-limit 10M (downpour, aria2c): rate / limit
 #   rss          downpour -x 4 on 1 GiB and 4 GiB: peak RSS of each
+#   mirrors      1 GiB from two nginx ports (mirrors), every connection limited
+#                to 25 MiB/s, two connections per mirror: downpour and aria2c
+#                with one mirror vs both; and a second mirror at a quarter of the
+#                rate (how the work spreads)
 #   daemon       downpour daemon vs aria2c --enable-rpc (scripts/bench/rpc_bench.py):
 #                10,000 addUri in multicall batches of 100, tellWaiting/tellStatus
 #                latency with 10,000 waiting, peak RSS, 1,000 x 64 KiB over RPC
@@ -54,7 +58,7 @@ CSV="bench-results.csv"
 RUN_TIMEOUT=""
 LOSSY_CC=""
 SETTLE=1
-ALL_CASES=(unthrottled throttled straggler lossy manyfiles ratelimit rss daemon)
+ALL_CASES=(unthrottled throttled straggler lossy manyfiles ratelimit mirrors rss daemon)
 
 while [[ $# -gt 0 ]]; do
     arg=$1
@@ -207,9 +211,39 @@ status_location() {
     printf '        location = /status {\n            stub_status;\n            access_log off;\n        }\n'
 }
 
-# write_conf FILE LISTEN PREFIXDIR
+# The mirrors case: every connection limited to this; the slow mirror to a quarter of it.
+MIRROR_RATE=25m
+MIRROR_SLOW_RATE=6400k
+
+# mirror_server LISTEN DIR: a second host (127.0.0.2, so that aria2's -x, which counts connections per host
+# name, allows two to each mirror) serving the same files, for the mirrors case; it logs every request's
+# client, path and bytes to DIR/mirrors.log.
+mirror_server() {
+    [[ -n $1 ]] || return 0
+    cat <<EOF
+    log_format mirrors '\$http_user_agent|\$uri|\$status|\$body_bytes_sent';
+    server {
+        listen $1;
+        server_name localhost;
+        root $WWW;
+        access_log $2/mirrors.log mirrors;
+        location /mirror/ {
+            alias $WWW/;
+            limit_rate $MIRROR_RATE;
+            sendfile_max_chunk 64k;
+        }
+        location /mirror-slow/ {
+            alias $WWW/;
+            limit_rate $MIRROR_SLOW_RATE;
+            sendfile_max_chunk 64k;
+        }
+    }
+EOF
+}
+
+# write_conf FILE LISTEN PREFIXDIR [MIRROR_LISTEN]
 write_conf() {
-    local file=$1 listen=$2 dir=$3
+    local file=$1 listen=$2 dir=$3 mirror_listen=${4:-}
     cat >"$file" <<EOF
 $(nginx_user_line)
 worker_processes auto;
@@ -274,22 +308,30 @@ $(nginx_http_common "$dir")
             alias $WWW/;
             access_log $dir/conn.log conns;
         }
+        # The first mirror of the mirrors case (the second is on the next port).
+        location /mirror/ {
+            alias $WWW/;
+            limit_rate $MIRROR_RATE;
+            sendfile_max_chunk 64k;
+        }
         # Accepted connections so far (nginx's counter, including connections
         # that never carried a request).
 $(status_location)
     }
+$(mirror_server "$mirror_listen" "$dir")
 }
 EOF
 }
 
 # start_nginx PORT: returns 0 once nginx answers on 127.0.0.1:PORT.
 start_nginx() {
-    write_conf "$WORK/nginx.conf" "127.0.0.1:$1" "$WORK"
+    write_conf "$WORK/nginx.conf" "127.0.0.1:$1" "$WORK" "127.0.0.2:$(($1 + 1))"
     launch_nginx "$WORK" "$WORK/nginx.conf" "http://127.0.0.1:$1/conn"
 }
 
-start_on_free_port start_nginx 1 "$WORK"
+start_on_free_port start_nginx 2 "$WORK"
 BASE="http://127.0.0.1:$PORT"
+MIRROR_BASE="http://127.0.0.2:$((PORT + 1))"
 
 # ------------------------------------------------------------------ helpers
 MIB=1048576
@@ -352,9 +394,20 @@ ARIA2_COMMON=(--no-conf --file-allocation=none --allow-overwrite=true --auto-fil
 # separated by spaces (appended before the URL).
 client_cmd() {
     local tool=$1 n=$2 url=$3 out=$4 size=$5
-    local -a extra=()
+    local -a extra=() urls=()
     [[ -n ${6:-} ]] && read -r -a extra <<<"$6"
     case $tool in
+        downpour-mirrors)
+            # URL: the mirrors, separated by spaces; N connections in all.
+            read -r -a urls <<<"$url"
+            CMD=("$BIN" get "${urls[@]}" -o "$out" -x "$n" --quiet --overwrite "${extra[@]}")
+            ;;
+        aria2c-mirrors)
+            # aria2's -x is per server: N / mirrors each, -s N in all.
+            read -r -a urls <<<"$url"
+            CMD=(aria2c "${ARIA2_COMMON[@]}" -x "$((n / ${#urls[@]}))" -s "$n" -k 1M
+                -d "$(dirname -- "$out")" -o "$(basename -- "$out")" "${extra[@]}" "${urls[@]}")
+            ;;
         downpour)
             CMD=("$BIN" get "$url" -o "$out" -x "$n" --quiet --overwrite "${extra[@]}")
             ;;
@@ -851,6 +904,36 @@ case_ratelimit() {
 }
 
 # daemon: the two RPC daemons side by side (see scripts/bench/rpc_bench.py).
+case_mirrors() {
+    local size tmo a b slow entries=()
+    size=$(scaled $((1024 * MIB)))
+    tmo=$(timeout_for "$size" 5000000)
+    gen_file "$size"
+    a="$BASE/mirror/$DATA_NAME"
+    b="$MIRROR_BASE/mirror/$DATA_NAME"
+    slow="$MIRROR_BASE/mirror-slow/$DATA_NAME"
+    # Two connections per mirror in every row: one mirror alone is the bottleneck.
+    entries+=("downpour 1 mirror -x 2|downpour-mirrors|2|$a|main")
+    entries+=("downpour 2 mirrors -x 4|downpour-mirrors|4|$a $b|main")
+    entries+=("aria2c 1 mirror -x 2 -s 2|aria2c-mirrors|2|$a|main")
+    entries+=("aria2c 2 mirrors -x 2 -s 4|aria2c-mirrors|4|$a $b|main")
+    entries+=("downpour fast+slow -x 4|downpour-mirrors|4|$a $slow|main")
+    entries+=("aria2c fast+slow -x 2 -s 4|aria2c-mirrors|4|$a $slow|main")
+    : >"$WORK/mirrors.log"
+    run_matrix mirrors "$size" "$tmo" "" "" "${entries[@]}"
+    summarize mirrors "mirrors: $(human "$size") ($size bytes), limit_rate $MIRROR_RATE per connection (slow mirror $MIRROR_SLOW_RATE), 2 connections per mirror; $REPS rep(s), medians"
+    # How much of the file the second mirror served (nginx's log of it, over all repetitions).
+    awk -F'|' -v total="$((REPS * size))" '
+        { client = ($1 ~ /^aria2/) ? "aria2c" : ($1 ~ /^downpour/) ? "downpour" : "other"
+          where = ($2 ~ /^\/mirror-slow\//) ? "slow" : "same-speed"
+          bytes[client " " where] += $4 }
+        END { printf "second mirror'"'"'s share of the bytes (its log, body bytes / file size, all reps):"
+              n = split("downpour same-speed,aria2c same-speed,downpour slow,aria2c slow", keys, ",")
+              for (i = 1; i <= n; i++) printf "  %s %.3f", keys[i], bytes[keys[i]] / total
+              printf "\n" }' "$WORK/mirrors.log"
+    drop_file "$DATA_NAME"
+}
+
 case_daemon() {
     gen_many
     PYTHONDONTWRITEBYTECODE=1 python3 "$HELPERS/rpc_bench.py" --downpour "$BIN" --base "$BASE" \

@@ -35,7 +35,9 @@ trap 'exit 143' TERM
 
 WWW="$WORK/www"
 OUT="$WORK/out"
-mkdir -p "$WWW" "$OUT"
+# A mirror whose big.bin has another length (for the mirror cases).
+WWW_OTHER="$WORK/www-other"
+mkdir -p "$WWW" "$OUT" "$WWW_OTHER"
 
 # ---------------------------------------------------------------- test files
 head -c 1048576 /dev/urandom >"$WWW/one-mib.bin"
@@ -47,6 +49,7 @@ for f in "${FILES[@]}"; do
     SHA[$f]=$(sha256sum <"$WWW/$f" | awk '{print $1}')
     SIZE[$f]=$(stat -c %s "$WWW/$f")
 done
+head -c 104857000 "$WWW/big.bin" >"$WWW_OTHER/big.bin"
 
 # ------------------------------------------------- a self-signed certificate
 # For 127.0.0.1 (IP SAN) and localhost; valid two days; thrown away with $WORK.
@@ -74,19 +77,32 @@ $(nginx_conf_head "$WORK" 256)
         ssl_certificate_key $WORK/tls/key.pem;
         root $WWW;
     }
+    # Mirrors: the same files on another origin, and another length of big.bin on a third.
+    server {
+        listen 127.0.0.1:$((port + 2));
+        server_name localhost;
+        root $WWW;
+    }
+    server {
+        listen 127.0.0.1:$((port + 3));
+        server_name localhost;
+        root $WWW_OTHER;
+    }
 }
 EOF
 }
 
-# Starts nginx on the given port (and the next, for TLS).
+# Starts nginx on the given port (the next for TLS, the two after for mirrors).
 start_nginx() {
     write_conf "$1"
     launch_nginx "$WORK" "$WORK/nginx.conf" "http://127.0.0.1:$1/one-mib.bin"
 }
 
-start_on_free_port start_nginx 2 "$WORK"
+start_on_free_port start_nginx 4 "$WORK"
 BASE="http://127.0.0.1:$PORT"
 TLS_BASE="https://127.0.0.1:$((PORT + 1))"
+MIRROR_BASE="http://127.0.0.1:$((PORT + 2))"
+OTHER_BASE="http://127.0.0.1:$((PORT + 3))"
 echo "interop: $("$NGINX" -v 2>&1) on $BASE (pid $NGINX_PID), binary $BIN"
 
 # ------------------------------------------------------------------- helpers
@@ -264,6 +280,45 @@ else
     fail "-M with a bad piece digest: expected exit 10 and no file, got $(describe_rc "$RC"): $(head -c 300 "$LOG")"
 fi
 rm -rf -- "$OUT"/ml-* "$OUT/saved.meta4"
+
+# ------------------------------------------------------------------ mirrors
+# mirror_case LABEL EXPECT_NOTICE URL...: several URLs of big.bin are mirrors of one file; the file must be
+# identical, nothing left behind, and (when EXPECT_NOTICE is not empty) the output must say that mirror was dropped.
+mirror_case() {
+    local label=$1 notice=$2
+    shift 2
+    local out="$OUT/mirror.bin"
+    run_dp get "$@" -o "$out" -x 8 --max-tries 2 --retry-wait 0
+    local left
+    left=$(leftovers "$out")
+    if [[ $RC -ne 0 ]]; then
+        fail "mirrors, $label: $(describe_rc "$RC")"
+    elif [[ ! -f $out || $(sha_of "$out") != "${SHA[big.bin]}" ]]; then
+        fail "mirrors, $label: sha256 mismatch"
+    elif [[ -n $left ]]; then
+        fail "mirrors, $label: left behind: $left"
+    elif [[ -n $notice ]] && ! grep -q "Dropped the mirror $notice" "$LOG"; then
+        fail "mirrors, $label: no notice that $notice was dropped"
+    else
+        pass "mirrors, $label: sha256 matches"
+    fi
+    rm -f -- "$out" "$out".*
+}
+mirror_case "two origins" "" "$BASE/big.bin" "$MIRROR_BASE/big.bin"
+mirror_case "a 404 first" "$BASE/missing.bin" "$BASE/missing.bin" "$MIRROR_BASE/big.bin"
+mirror_case "a dead port first" "http://127.0.0.1:1/big.bin" "http://127.0.0.1:1/big.bin" "$BASE/big.bin"
+mirror_case "another length" "$OTHER_BASE/big.bin" "$BASE/big.bin" "$OTHER_BASE/big.bin" "$MIRROR_BASE/big.bin"
+
+# Every mirror failing: the last error's exit status (a 404: 3), no file.
+out="$OUT/mirror-dead.bin"
+run_dp get "http://127.0.0.1:1/big.bin" "$BASE/missing.bin" -o "$out" --max-tries 2 --retry-wait 0 --quiet
+left=$(leftovers "$out")
+if [[ $RC -eq 3 && ! -e $out && -z $left ]]; then
+    pass "mirrors, all failing -> exit 3, no file"
+else
+    fail "mirrors, all failing: expected exit 3 and no file, got $(describe_rc "$RC")"
+fi
+rm -f -- "$out" "$out".*
 
 # ---------------------------------------------------------------------- TLS
 # Verified against the given CA file: success, identical bytes.

@@ -45,6 +45,10 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
 
     /// An `http` or `https` URL.
     public var url: URL
+    /// Other URLs of the same file (mirrors), as aria2 takes several URIs of one file: ranges are fetched from
+    /// all that work, a mirror that fails or serves another file is dropped with a notice, and faster mirrors end
+    /// up serving more. Each is an `http` or `https` URL, checked as ``url`` is. Empty by default.
+    public var mirrors: [URL] = []
     public var destination: Destination
     public var configuration: DownloadConfiguration
 
@@ -52,16 +56,27 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     ///   ``Destination/named(_:in:)`` name leaves its directory.
     public init(
         url: URL,
+        mirrors: [URL] = [],
         destination: Destination = .directory("."),
         configuration: DownloadConfiguration = .init()
     )
         throws(DownloadError)
     {
         try Self.validate(url)
+        for mirror in mirrors {
+            try Self.validate(mirror)
+        }
         try destination.validate()
         self.url = url
+        self.mirrors = mirrors
         self.destination = destination
         self.configuration = configuration
+    }
+
+    /// Every URL of the file: ``url``, then the ``mirrors`` (repeats left out).
+    public var urls: [URL] {
+        var seen: Set<String> = []
+        return ([self.url] + self.mirrors).filter { seen.insert($0.absoluteString).inserted }
     }
 
     /// Parses `text` as a URL first; a bad one is an ``DownloadError/Code/invalidRequest`` error.
@@ -91,7 +106,15 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case url, destination, configuration
+        case url, mirrors, destination, configuration
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(self.url, forKey: .url)
+        try container.encode(self.mirrors, forKey: .mirrors)
+        try container.encode(self.destination, forKey: .destination)
+        try container.encode(self.configuration, forKey: .configuration)
     }
 
     public init(from decoder: any Decoder) throws {
@@ -103,6 +126,15 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
             throw DecodingError.dataCorruptedError(forKey: .url, in: container, debugDescription: error.message)
         }
         self.url = url
+        // Requests stored before mirrors existed have none.
+        self.mirrors = try container.decodeIfPresent([URL].self, forKey: .mirrors) ?? []
+        for mirror in self.mirrors {
+            do {
+                try Self.validate(mirror)
+            } catch {
+                throw DecodingError.dataCorruptedError(forKey: .mirrors, in: container, debugDescription: error.message)
+            }
+        }
         self.destination = try container.decode(Destination.self, forKey: .destination)
         self.configuration =
             try container.decodeIfPresent(DownloadConfiguration.self, forKey: .configuration) ?? .init()

@@ -19,7 +19,13 @@ struct GetCommand: AsyncParsableCommand {
             The file is written to NAME.part and renamed to NAME only when every byte is in and the length \
             checks out. An existing NAME is never replaced unless --overwrite is given.
 
-            With -i FILE, every URL of FILE is downloaded, N at a time (-j): one URL a line, '#' starts a \
+            Several URLs are mirrors of one file, as in aria2: the connections are spread over the ones that \
+            work (connection i to URL i mod N at first), faster mirrors end up serving more, and a mirror that \
+            fails (an error status after its tries, another length, a changed ETag, no ranges) is dropped with a \
+            notice while the others take over its work. The download fails only when every URL has failed.
+
+            With -i FILE, every URL of FILE is downloaded, N at a time (-j): one file a line (TAB-separated URLs \
+            on a line are mirrors of that file), '#' starts a \
             comment, and indented NAME=VALUE lines under a URL set that download's options (aria2's names: \
             out, dir, header, split, max-connection-per-server, min-split-size, max-download-limit, \
             user-agent, max-tries, retry-wait, timeout, connect-timeout, lowest-speed-limit, allow-overwrite, \
@@ -27,12 +33,12 @@ struct GetCommand: AsyncParsableCommand {
             conditional-get, all-proxy, http-proxy, https-proxy, no-proxy, checksum). The command-line options are \
             every entry's defaults. \
             With -M FILE, every file of a Metalink document (v4, RFC 5854, or v3) is downloaded the same way, \
-            each from its best URL, named as the document names it (inside -d) and checked against its digest \
-            and the digests of its pieces (a bad piece is fetched again, that piece only; the file gets its name \
-            only when every piece and the whole file match). A URL whose path ends in .meta4 or .metalink, or \
-            that answers with Content-Type application/metalink4+xml or application/metalink+xml, is such a \
-            document too: it is read (at most 4 MiB), not saved, and its files are downloaded as with -M, unless \
-            --follow-metalink=false. \
+            each from all its URLs (mirrors, best first), named as the document names it (inside -d) and checked \
+            against its digest and the digests of its pieces (a bad piece is fetched again, that piece only; the \
+            file gets its name only when every piece and the whole file match). A URL whose path ends in .meta4 or \
+            .metalink, or that answers with Content-Type application/metalink4+xml or application/metalink+xml, is \
+            such a document too: it is read (at most 4 MiB), not saved, and its files are downloaded as with -M, \
+            unless --follow-metalink=false. \
             The exit status is 0 only when every download succeeded; otherwise it is the status of the first \
             failed entry, and the summary names each failure.
 
@@ -43,7 +49,12 @@ struct GetCommand: AsyncParsableCommand {
             """
     )
 
-    @Argument(help: "The http or https URL to download (none with -i).")
+    @Argument(
+        help: ArgumentHelp(
+            "The http or https URL to download (none with -i or -M).",
+            discussion: "Several URLs are mirrors of one file, as in aria2: the connections are spread over them."
+        )
+    )
     var urls: [String] = []
 
     @Option(name: [.customShort("o"), .customLong("output")], help: "Save to this file.")
@@ -64,7 +75,8 @@ struct GetCommand: AsyncParsableCommand {
     @Option(
         name: [.customShort("M"), .customLong("metalink-file")],
         help: ArgumentHelp(
-            "Download every file of this Metalink (v4 or v3): each from its best URL, checked against its digest.",
+            "Download every file of this Metalink (v4 or v3): each from all its URLs (mirrors, best first), checked "
+                + "against its digest.",
             valueName: "file"
         )
     )
@@ -207,7 +219,10 @@ struct GetCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("http-user"),
-        help: "User name for HTTP Basic authentication; sent only to the URL's origin, not to another after a redirect."
+        help: ArgumentHelp(
+            "User name for HTTP Basic authentication; sent only to the first URL's origin, never to a mirror on "
+                + "another or after a redirect to another."
+        )
     )
     var httpUser: String?
 
@@ -311,12 +326,6 @@ struct GetCommand: AsyncParsableCommand {
             }
         } else {
             guard !self.urls.isEmpty else { throw ValidationError("Give a URL to download, or -i FILE.") }
-            guard self.urls.count == 1 else {
-                throw ValidationError(
-                    "Several URLs for one file (mirrors) are not supported yet; give one URL, or list the files "
-                        + "in an input file and use -i."
-                )
-            }
             if self.output != nil, self.followMetalink,
                 let url = URL(string: self.urls[0]), Metalink.isMetalink(path: url.path)
             {
@@ -416,13 +425,12 @@ struct GetCommand: AsyncParsableCommand {
 
         let request: DownloadRequest
         do {
+            // Several URLs are mirrors of one file; each is checked as the first is.
             var configuration = self.downloadConfiguration
             configuration.followsMetalink = self.followMetalink
-            request = try DownloadRequest(
-                url: self.urls[0],
-                destination: self.destination,
-                configuration: configuration
-            )
+            var built = try Aria2Options(directory: ".", configuration: configuration).request(uris: self.urls)
+            built.destination = self.destination
+            request = built
             try request.configuration.validate()
         } catch {
             writeError("downpour: \(error.message)")
@@ -572,9 +580,9 @@ struct GetCommand: AsyncParsableCommand {
         }
     }
 
-    /// The files of a Metalink document as batch entries: each from its best URL, named as the document names it
-    /// (inside `-d`), with its strongest digest as its checksum unless `--checksum` gives one, its piece digests
-    /// and its size. `source` names the document in messages.
+    /// The files of a Metalink document as batch entries: each from all its URLs (mirrors, best first), named as
+    /// the document names it (inside `-d`), with its strongest digest as its checksum unless `--checksum` gives
+    /// one, its piece digests and its size. `source` names the document in messages.
     private func metalinkEntries(from metalink: Metalink, source path: String) throws -> [BatchRunner.Entry] {
         var entries: [BatchRunner.Entry] = []
         for (index, file) in metalink.files.enumerated() {
@@ -585,18 +593,12 @@ struct GetCommand: AsyncParsableCommand {
             }
             options.configuration.pieceChecksums = file.pieces.map(PieceChecksums.init)
             options.configuration.expectedLength = file.size
-            let locations = (self.metalinkLocation ?? "").split(separator: ",").map {
-                $0.trimmingCharacters(in: .whitespaces)
-            }
-            let best = file.sources(preferring: locations)[0]
-            if file.sources.count > 1 {
-                writeError(
-                    "downpour: \(file.name): \(file.sources.count) URLs listed; downloading from the best one, "
-                        + "\(best.url.absoluteString) (mirrors are not used yet)."
-                )
-            }
             do {
-                let request = try options.request(uris: [best.url.absoluteString])
+                // Every URL of the file, best first: the others are its mirrors.
+                let locations = (self.metalinkLocation ?? "").split(separator: ",").map {
+                    $0.trimmingCharacters(in: .whitespaces)
+                }
+                let request = try options.request(uris: file.sources(preferring: locations).map(\.url.absoluteString))
                 try request.configuration.validate()
                 entries.append(BatchRunner.Entry(line: index + 1, request: request))
             } catch {

@@ -224,12 +224,6 @@ public actor DownloadManager: DownloadQueueService {
             }
         }
         let entry = QueueEntry(gid: gid, uris: uris, options: kept)
-        if uris.count > 1 {
-            self.logger.info(
-                "Mirrors are kept but not used yet; the first URI is downloaded",
-                metadata: ["gid": "\(gid)", "uris": "\(uris.count)"]
-            )
-        }
         _ = try self.makeRequest(for: QueuedDownload(entry: entry))
         for uri in uris.dropFirst() { try Self.checkURI(uri) }
         return (entry, paused)
@@ -730,9 +724,9 @@ public actor DownloadManager: DownloadQueueService {
                 )
             }
         }
-        let uri = download.entry.uris[0]
         do {
-            var request = try options.request(uris: [uri])
+            // Every URI of the entry: the first is the request's URL, the others its mirrors.
+            var request = try options.request(uris: download.entry.uris)
             if let path = download.path {
                 let url = URL(fileURLWithPath: path)
                 request.destination = .named(url.lastPathComponent, in: url.deletingLastPathComponent().path)

@@ -100,7 +100,7 @@ struct BatchTests {
             ["get", "-i", "list.txt", "-o", "x"],
             ["get", "-i", "list.txt", "-j", "0"],
             ["get"],
-            ["get", "http://127.0.0.1:1/a", "http://127.0.0.1:1/b"],
+            ["get", "http://127.0.0.1:1/a", "ftp://127.0.0.1:1/b"],
             ["get", "http://127.0.0.1:1/a", "--max-download-limit", "fast"],
             ["get", "http://127.0.0.1:1/a", "--max-overall-download-limit", "-1"],
         ]

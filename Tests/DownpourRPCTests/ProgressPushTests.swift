@@ -1,5 +1,6 @@
 import Downpour
 import DownpourQueue
+import Foundation
 import Testing
 
 @testable import DownpourRPC
@@ -11,7 +12,7 @@ import Testing
         let status = DownloadStatus(
             gid: gid,
             status: .active,
-            uris: ["http://host/f.bin"],
+            uris: ["http://host/f.bin", "http://mirror/f.bin"],
             options: [],
             directory: "/dl",
             path: "/dl/f.bin",
@@ -26,7 +27,8 @@ import Testing
                     receivedBytes: 100,
                     bytesPerSecond: 0,
                     remainingRange: 600..<1000,
-                    restarts: 2
+                    restarts: 2,
+                    source: URL(string: "http://mirror/f.bin")
                 ),
                 ConnectionProgress(id: 3, receivedBytes: 0, bytesPerSecond: 0, remainingRange: nil),
             ],
@@ -53,7 +55,10 @@ import Testing
         #expect(
             entry["connectionRanges"] == [
                 ["id": 1, "start": 200, "end": 500, "downloadSpeed": "25", "restarts": 0],
-                ["id": 2, "start": 600, "end": 1000, "downloadSpeed": "0", "restarts": 2],
+                [
+                    "id": 2, "start": 600, "end": 1000, "downloadSpeed": "0", "restarts": 2,
+                    "source": "http://mirror/f.bin",
+                ],
             ]
         )
     }

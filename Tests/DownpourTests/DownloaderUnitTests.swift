@@ -149,13 +149,13 @@ struct Aria2OptionsTests {
         }
     }
 
-    @Test("no out: the directory, under the server's or the URL's name; several URLs are refused")
+    @Test("no out: the directory, under the server's or the URL's name; several URLs are mirrors")
     func destinations() throws {
         let request = try Aria2Options(directory: "d").request(uris: ["http://127.0.0.1/f"])
         #expect(request.destination == .directory("d"))
-        #expect(throws: DownloadError.self) {
-            try Aria2Options().request(uris: ["http://127.0.0.1/a", "http://127.0.0.1/b"])
-        }
+        #expect(request.mirrors.isEmpty)
+        let mirrored = try Aria2Options().request(uris: ["http://127.0.0.1/a", "http://127.0.0.1/b"])
+        #expect(mirrored.mirrors == [URL(string: "http://127.0.0.1/b")!])
         #expect(throws: DownloadError.self) { try Aria2Options().request(uris: []) }
     }
 

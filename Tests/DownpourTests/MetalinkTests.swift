@@ -137,6 +137,27 @@ struct MetalinkTests {
         }
     }
 
+    @Test("--metalink-location: the URLs at the given locations first, each group best first")
+    func preferredLocations() {
+        let source = { (url: String, location: String?) in
+            Metalink.Source(url: URL(string: url)!, priority: 1, location: location)
+        }
+        let file = Metalink.File(
+            name: "f",
+            size: nil,
+            checksums: [],
+            pieces: nil,
+            sources: [
+                source("http://a/f", "us"), source("http://b/f", "de"), source("http://c/f", nil),
+                source("http://d/f", "fr"),
+            ]
+        )
+        let order = { (locations: [String]) in file.sources(preferring: locations).map(\.url.host!) }
+        #expect(order([]) == ["a", "b", "c", "d"])
+        #expect(order(["FR", " de"]) == ["b", "d", "a", "c"])
+        #expect(order(["jp"]) == ["a", "b", "c", "d"])
+    }
+
     @Test("Recognised by media type and by extension")
     func recognition() {
         #expect(Metalink.isMetalink(contentType: "application/metalink4+xml"))

@@ -154,8 +154,8 @@ def print_ratios(stats, per_connection_rate=None):
             if ar[n]["mbps"]:
                 shares.append("aria2c x%d %.3f" % (n, ar[n]["mbps"] * 1e6 / (n * per_connection_rate)))
         print("throughput / (N x per-connection limit): " + "  ".join(shares))
-    dps = [s for s in main if s["tool"] == "downpour" and s["mbps"]]
-    peers = [s for s in main if s["tool"] != "downpour" and s["mbps"]]
+    dps = [s for s in main if s["tool"] in ("downpour", "downpour-mirrors") and s["mbps"]]
+    peers = [s for s in main if s["tool"] not in ("downpour", "downpour-mirrors") and s["mbps"]]
     if dps and peers:
         bd = max(dps, key=lambda s: s["mbps"])
         bp = max(peers, key=lambda s: s["mbps"])

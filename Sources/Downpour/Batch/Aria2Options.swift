@@ -1,3 +1,5 @@
+import Foundation
+
 /// Per-download options by aria2's names, as an input file (`aria2c -i`) or aria2's RPC gives them, turned into
 /// a ``DownloadRequest``.
 ///
@@ -166,16 +168,16 @@ public struct Aria2Options: Sendable, Hashable {
         }
     }
 
-    /// A request for the file at `uris`.
+    /// A request for the file at `uris`: the first is the request's URL, the others its mirrors (as aria2 takes
+    /// several URIs of one file).
     ///
-    /// - Throws: ``DownloadError/Code/invalidRequest`` for a bad URL, or for more than one: mirrors of one file
-    ///   are not supported yet.
+    /// - Throws: ``DownloadError/Code/invalidRequest`` for no URL or a bad one.
     public func request(uris: [String]) throws(DownloadError) -> DownloadRequest {
         guard let first = uris.first else { throw .invalidRequest("A download needs a URL.") }
-        guard uris.count == 1 else {
-            throw .invalidRequest(
-                "Several URLs for one file (mirrors) are not supported yet; give one URL per download."
-            )
+        var mirrors: [URL] = []
+        for text in uris.dropFirst() {
+            // Parsed and checked as the first one is.
+            mirrors.append(try DownloadRequest(url: text).url)
         }
         let destination: DownloadRequest.Destination
         if let output {
@@ -183,6 +185,8 @@ public struct Aria2Options: Sendable, Hashable {
         } else {
             destination = .directory(self.directory)
         }
-        return try DownloadRequest(url: first, destination: destination, configuration: self.configuration)
+        var request = try DownloadRequest(url: first, destination: destination, configuration: self.configuration)
+        request.mirrors = mirrors
+        return request
     }
 }

@@ -13,6 +13,9 @@ struct RequestAuthorization: Sendable {
     let credentials: Credentials?
     /// The cookie jar, when cookies are in use.
     let cookies: CookieStore?
+    /// Basic credentials for the origins of the download's other URLs (mirrors): from each one's own user info or
+    /// `.netrc` entry, never those of ``origin``.
+    var otherCredentials: [Origin: Credentials] = [:]
 
     /// `headers` (the configured ones) as they may be sent with a request for `url`, with the credentials and
     /// cookies that belong to it.
@@ -21,6 +24,9 @@ struct RequestAuthorization: Sendable {
         let isHome = Origin(url) == self.origin
         if !isHome {
             result.removeAll { $0.carriesCredentials }
+            if let own = self.otherCredentials[Origin(url)] {
+                result.append(HTTPHeaderField(name: "Authorization", value: own.basicAuthorization))
+            }
         }
         if isHome, let credentials, !result.contains(where: { $0.name.lowercased() == "authorization" }) {
             result.append(HTTPHeaderField(name: "Authorization", value: credentials.basicAuthorization))

@@ -36,6 +36,9 @@ struct DownloadEngine: Sendable {
         let configuration = self.request.configuration
         try configuration.validate()
         try self.request.destination.validate()
+        for mirror in self.request.mirrors {
+            try DownloadRequest.validate(mirror)
+        }
         if let path = self.request.destination.fixedPath {
             // With a conditional GET an existing file is judged once the probe has said how new the remote is.
             try self.checkFree(path, replacing: configuration.overwrite || configuration.conditionalGet)
@@ -50,21 +53,9 @@ struct DownloadEngine: Sendable {
             authorization: authorization,
             logger: self.logger
         )
-        let host = self.request.url.host ?? ""
         let budget = self.downloader.connectionBudget
-        do {
-            try await budget.acquire(host: host)
-        } catch {
-            throw .cancelled
-        }
-        let outcome: ResourceProbe.Outcome
-        do {
-            outcome = try await probe.probe(self.request.url)
-            budget.release(host: host)
-        } catch {
-            budget.release(host: host)
-            throw error
-        }
+        let urls = self.request.urls
+        let (probedIndex, outcome, failedMirrors) = try await self.probeFirstWorking(urls, probe: probe, budget: budget)
         let remote = outcome.remoteFile
         self.logger.info(
             "Probed",
@@ -127,12 +118,18 @@ struct DownloadEngine: Sendable {
         let overwrite = replacing
         let (file, prepared, finished) = try await BlockingIO.run {
             () throws(DownloadError) -> (
-                OutputFile, Result<(ByteRangeSet, [String]), DownloadError>, Result<Void, DownloadFinisher.Failure>?
+                OutputFile, Result<Prepared, DownloadError>, Result<Void, DownloadFinisher.Failure>?
             ) in
             let file = try OutputFile.openLocked(at: partPath)
             do throws(DownloadError) {
                 // Space is reserved so that a full disk shows up now; the write of a whole file shows it as soon.
-                let prepared = try self.prepare(file, journal: journal, remote: remote, reserving: !isWholeFile)
+                let prepared = try self.prepare(
+                    file,
+                    journal: journal,
+                    remote: remote,
+                    probedURL: urls[probedIndex],
+                    reserving: !isWholeFile
+                )
                 if let firstBytes, firstBytes.readableBytes > 0 {
                     try file.write(firstBytes, at: 0)
                 }
@@ -169,13 +166,20 @@ struct DownloadEngine: Sendable {
                 ? nil
                 : configuration.pieceChecksums.flatMap { checksums in
                     remote.length.map { PieceChecker(checksums: checksums, length: $0, file: file) }
-                }
+                },
+            mirrors: MirrorSet(
+                urls: urls,
+                primary: probedIndex,
+                remote: remote,
+                failed: failedMirrors,
+                recorded: (try? prepared.get())?.mirrors ?? [:]
+            )
         )
 
         var resumed: ByteRangeSet
         let notices: [String]
         do {
-            (resumed, notices) = try prepared.get()
+            (resumed, notices) = try prepared.get().doneAndNotices
         } catch {
             // Nothing of this run is on disk. An earlier run's bytes stay as long as their journal does (a
             // cancel before the preparation ran, say); without one the `.part` file holds nothing of use.
@@ -488,7 +492,9 @@ struct DownloadEngine: Sendable {
         verdict: PieceVerification.Verdict,
         session: TransferSession
     ) -> DownloadError? {
-        // mirrors: drop the mirror that wrote this piece (TransferSession.dropMirrors(thatWrote: range, reason:)).
+        // A mirror that sent bytes of a bad piece gets no more work; the piece is fetched again from the others
+        // (the last mirror left is never dropped: it gets the piece once more).
+        _ = session.dropMirrors(thatWrote: range, reason: "it sent bytes of piece \(index) that do not match its digest")
         let tries = PieceVerification.maximumTries
         let canRefetch = session.remoteFile.isSegmentable && session.hasPlan
         if case .refetch = verdict, canRefetch {
@@ -584,41 +590,94 @@ struct DownloadEngine: Sendable {
         _ file: OutputFile,
         journal: JournalStore,
         remote: RemoteFile,
+        probedURL: URL,
         reserving: Bool
-    ) throws(DownloadError) -> (ByteRangeSet, [String]) {
+    ) throws(DownloadError) -> Prepared {
         let resume = self.request.configuration.resume
         var notices: [String] = []
-        func startOver(_ notice: String?) throws(DownloadError) -> ByteRangeSet {
+        func startOver(_ notice: String?) throws(DownloadError) -> Prepared {
             if let notice { notices.append(notice) }
             journal.remove()
             try file.startOver(length: remote.isSegmentable && reserving ? remote.length : nil)
-            return ByteRangeSet()
+            return Prepared(done: ByteRangeSet(), notices: notices)
         }
         guard remote.isSegmentable, resume else {
-            return (try startOver(nil), notices)
+            return try startOver(nil)
         }
         switch journal.load() {
         case .missing:
             let notice =
                 try file.size() > 0 ? "'\(file.path)' has no resume journal beside it; starting over." : nil
-            return (try startOver(notice), notices)
+            return try startOver(notice)
         case .unreadable(let reason):
-            return (
-                try startOver("The resume journal '\(journal.path)' cannot be trusted (\(reason)); starting over."),
-                notices
-            )
+            return try startOver("The resume journal '\(journal.path)' cannot be trusted (\(reason)); starting over.")
         case .loaded(let saved):
-            switch ResumeDecision(journal: saved, remote: remote, partSize: try file.size()) {
+            // The mirror probed now may not be the one probed then: it is held to its own recorded validators.
+            let seen = saved.asSeen(by: MirrorSet.key(probedURL))
+            switch ResumeDecision(journal: seen, remote: remote, partSize: try file.size()) {
             case .startOver(let reason):
-                return (try startOver(reason), notices)
+                return try startOver(reason)
             case .resume(let warning):
                 if let warning { notices.append(warning) }
-                if saved.sourceURL != self.request.url.absoluteString && saved.finalURL != remote.url.absoluteString {
+                if saved.sourceURL != self.request.url.absoluteString && saved.finalURL != remote.url.absoluteString
+                    && saved.mirrors?[MirrorSet.key(probedURL)] == nil
+                {
                     notices.append("Resuming from a different URL than the first run; length and validators match.")
                 }
-                return (saved.doneRanges, notices)
+                return Prepared(done: saved.doneRanges, notices: notices, mirrors: saved.mirrors ?? [:])
             }
         }
+    }
+
+    /// What ``prepare(_:journal:remote:probedURL:reserving:)`` found: the bytes on disk, what a person should be
+    /// told, and the validators the journal recorded for each mirror (the bytes on disk came from those versions).
+    struct Prepared: Sendable {
+        var done: ByteRangeSet
+        var notices: [String]
+        var mirrors: [String: ResumeJournal.MirrorValidators] = [:]
+
+        var doneAndNotices: (ByteRangeSet, [String]) { (self.done, self.notices) }
+    }
+
+    /// Probes the URLs in order until one answers well: a mirror that is dead or refuses (a connection error, an
+    /// error status after the retries) is skipped with a notice. Returns the index of the one probed, its outcome,
+    /// and why the ones before it failed. With one URL its error is thrown as it is; when every URL fails, the last
+    /// error, naming them all.
+    private func probeFirstWorking(
+        _ urls: [URL],
+        probe: ResourceProbe,
+        budget: ConnectionBudget
+    ) async throws(DownloadError) -> (Int, ResourceProbe.Outcome, [Int: String]) {
+        var failed: [Int: String] = [:]
+        var lastError: DownloadError?
+        for (index, url) in urls.enumerated() {
+            let host = url.host ?? ""
+            do {
+                try await budget.acquire(host: host)
+            } catch {
+                throw .cancelled
+            }
+            do {
+                let outcome = try await probe.probe(url)
+                budget.release(host: host)
+                return (index, outcome, failed)
+            } catch {
+                budget.release(host: host)
+                guard urls.count > 1, SegmentWorker.isMirrorFault(error), !Task.isCancelled else { throw error }
+                let reason = SegmentWorker.reason(error)
+                failed[index] = reason
+                lastError = error
+                if index < urls.count - 1 {
+                    let notice = "Dropped the mirror \(MirrorSet.key(url)): \(reason) Trying the next URL."
+                    self.logger.info("\(notice)")
+                    self.hub.emit(.notice(notice))
+                }
+            }
+        }
+        var failure = lastError ?? .cancelled
+        let summary = urls.enumerated().map { "\(MirrorSet.key($1)) (\(failed[$0] ?? "-"))" }
+        failure.message += " Every URL of the file failed: \(summary.joined(separator: "; "))."
+        throw failure
     }
 
     /// Downloads in ranges when the server allows, else as one stream, as the ``DownloadStateMachine`` says;
@@ -733,7 +792,23 @@ struct DownloadEngine: Sendable {
                 break
             }
         }
-        return RequestAuthorization(origin: Origin(url), credentials: credentials, cookies: self.cookies)
+        var authorization = RequestAuthorization(origin: Origin(url), credentials: credentials, cookies: self.cookies)
+        // A mirror on another origin gets the credentials of its own URL or its own `.netrc` entry, never the
+        // first URL's or the configured ones.
+        var netrc: NetrcFile?
+        for mirror in self.request.mirrors where Origin(mirror) != authorization.origin {
+            var own = Credentials(userInfoOf: mirror)
+            if own == nil, let path = configuration.netrcPath {
+                if netrc == nil, case .file(let loaded)? = try? await BlockingIO.run({ NetrcFile.load(path: path) }) {
+                    netrc = loaded
+                }
+                own = netrc?.credentials(forHost: mirror.host ?? "")
+            }
+            if let own, authorization.otherCredentials[Origin(mirror)] == nil {
+                authorization.otherCredentials[Origin(mirror)] = own
+            }
+        }
+        return authorization
     }
 
     /// The piece size when the file is hashed as it arrives: the connections work near the front of the file,
@@ -763,7 +838,8 @@ struct DownloadEngine: Sendable {
             length: length,
             etag: session.remoteFile.etag,
             lastModified: session.remoteFile.lastModified,
-            done: done
+            done: done,
+            mirrors: self.request.mirrors.isEmpty ? nil : session.mirrors.validatorsToRecord
         )
         let file = session.file
         try await BlockingIO.run { () throws(DownloadError) in

@@ -32,6 +32,15 @@ public struct Metalink: Sendable, Hashable {
         /// document order among equals.
         public var sources: [Source]
 
+        /// ``sources`` with those at one of `locations` (ISO 3166-1 country codes, any case, as aria2's
+        /// `--metalink-location` takes them) first, each group in its own order: best first.
+        public func sources(preferring locations: [String]) -> [Source] {
+            let wanted = Set(locations.map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
+            guard !wanted.isEmpty else { return self.sources }
+            let preferred = self.sources.filter { $0.location.map(wanted.contains) ?? false }
+            return preferred + self.sources.filter { !($0.location.map(wanted.contains) ?? false) }
+        }
+
         public init(name: String, size: Int64?, checksums: [Checksum], pieces: Pieces?, sources: [Source]) {
             self.name = name
             self.size = size
@@ -42,15 +51,6 @@ public struct Metalink: Sendable, Hashable {
 
         /// The strongest whole-file digest.
         public var strongestChecksum: Checksum? { self.checksums.first }
-
-        /// ``sources`` with those in one of `locations` (ISO 3166-1 country codes, any case) first, as aria2's
-        /// `--metalink-location` prefers them; each group keeps its order (priority, then the document's).
-        public func sources(preferring locations: [String]) -> [Source] {
-            let preferred = Set(locations.map { $0.lowercased() })
-            guard !preferred.isEmpty else { return self.sources }
-            let isPreferred = { (source: Source) in source.location.map(preferred.contains) ?? false }
-            return self.sources.filter(isPreferred) + self.sources.filter { !isPreferred($0) }
-        }
     }
 
     /// The digests of consecutive pieces of one length (the last piece may be shorter).

@@ -99,19 +99,24 @@ public struct ConnectionProgress: Sendable, Hashable {
     /// How many times it was replaced by a new connection in this run: restarted for being slow, or reconnected
     /// after a dropped connection or a failed request.
     public var restarts: Int
+    /// The URL its current or last request went to: one of the download's mirrors (after redirects, for the one
+    /// that was probed); `nil` before its first request.
+    public var source: URL?
 
     public init(
         id: Int,
         receivedBytes: Int64,
         bytesPerSecond: Double,
         remainingRange: Range<Int64>?,
-        restarts: Int = 0
+        restarts: Int = 0,
+        source: URL? = nil
     ) {
         self.id = id
         self.receivedBytes = receivedBytes
         self.bytesPerSecond = bytesPerSecond
         self.remainingRange = remainingRange
         self.restarts = restarts
+        self.source = source
     }
 }
 

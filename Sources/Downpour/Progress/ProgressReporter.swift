@@ -32,7 +32,8 @@ final class ProgressReporter: Sendable {
                     receivedBytes: entry.state.receivedBytes,
                     bytesPerSecond: meters.connections[entry.id]!.bytesPerSecond,
                     remainingRange: entry.remaining,
-                    restarts: entry.state.restarts
+                    restarts: entry.state.restarts,
+                    source: entry.source
                 )
             }
             return DownloadProgress(

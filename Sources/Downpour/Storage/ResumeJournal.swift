@@ -22,6 +22,20 @@ public struct ResumeJournal: Sendable, Hashable, Codable {
     public var lastModified: String?
     /// Byte ranges on disk (synced before they were recorded), as `[start, end)` pairs.
     public var done: [[Int64]]
+    /// The validators of each mirror the bytes may have come from, by the URL as given; `nil` in journals of
+    /// downloads from one URL (and of versions before mirrors), which decode as before.
+    public var mirrors: [String: MirrorValidators]?
+
+    /// One mirror's validators, as it sent them; both `nil` for a mirror that sends none.
+    public struct MirrorValidators: Sendable, Hashable, Codable {
+        public var etag: String?
+        public var lastModified: String?
+
+        public init(etag: String?, lastModified: String?) {
+            self.etag = etag
+            self.lastModified = lastModified
+        }
+    }
 
     public init(
         sourceURL: String,
@@ -29,7 +43,8 @@ public struct ResumeJournal: Sendable, Hashable, Codable {
         length: Int64,
         etag: String?,
         lastModified: String?,
-        done: ByteRangeSet
+        done: ByteRangeSet,
+        mirrors: [String: MirrorValidators]? = nil
     ) {
         self.sourceURL = sourceURL
         self.finalURL = finalURL
@@ -37,6 +52,17 @@ public struct ResumeJournal: Sendable, Hashable, Codable {
         self.etag = etag
         self.lastModified = lastModified
         self.done = done.ranges.map { [$0.lowerBound, $0.upperBound] }
+        self.mirrors = mirrors
+    }
+
+    /// The journal as the mirror at `url` would have written it: its own validators in place of the primary's,
+    /// when the journal records them (a later run may probe another mirror first).
+    public func asSeen(by url: String) -> ResumeJournal {
+        guard let own = self.mirrors?[url] else { return self }
+        var journal = self
+        journal.etag = own.etag
+        journal.lastModified = own.lastModified
+        return journal
     }
 
     /// The done ranges as a set; invalid pairs are dropped (``decode(_:)`` rejects them first).

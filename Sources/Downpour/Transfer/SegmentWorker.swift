@@ -17,7 +17,9 @@ enum AttemptFailure: Error {
 }
 
 /// One connection of a segmented download: takes a range from the planner, fetches it with one `GET` and
-/// `Range`, writes it at its offset, retries from the last written byte, and asks for more until none is left.
+/// `Range` from its mirror, writes it at its offset, retries from the last written byte, and asks for more until
+/// none is left. When its mirror fails for good (and others are left), the mirror is dropped, the range goes back
+/// to the planner, and the connection goes on with another mirror.
 struct SegmentWorker: Sendable {
     let id: Int
     let session: TransferSession
@@ -25,17 +27,18 @@ struct SegmentWorker: Sendable {
     func run() async throws(AttemptFailure) {
         var takesOver = true
         while true {
+            let source = self.session.mirror(forConnection: self.id)
             // A permit first, then work: a connection waiting for a permit holds no range another could fetch.
-            try await self.session.acquirePermit()
+            try await self.session.acquirePermit(host: source.host)
             if let lease = self.session.acquire(connection: self.id, takesOver: takesOver) {
                 defer {
                     self.session.release(lease.id, connection: self.id)
-                    self.session.releasePermit()
+                    self.session.releasePermit(host: source.host)
                 }
-                takesOver = try await self.fetch(lease.id)
+                takesOver = try await self.fetch(lease.id, from: source)
                 continue
             }
-            self.session.releasePermit()
+            self.session.releasePermit(host: source.host)
             // Nothing to take now; a connection still busy may yet turn out slow enough to race.
             guard takesOver, self.session.mayRaceLater else { return }
             do {
@@ -49,16 +52,40 @@ struct SegmentWorker: Sendable {
     /// How often an idle connection checks whether a busy one has become worth racing.
     static let racePollInterval = Duration.milliseconds(50)
 
-    /// Fetches what is left of `lease`, retrying as the configuration allows. `false` when the last request
-    /// was cut short because another connection took the rest over (which closed this connection).
-    private func fetch(_ lease: SegmentPlanner.LeaseID) async throws(AttemptFailure) -> Bool {
+    /// Fetches what is left of `lease` from `source`, retrying as the configuration allows. `false` when the last
+    /// request was cut short because another connection took the rest over (which closed this connection).
+    /// Returns early, leaving the rest to the planner, when `source` is dropped.
+    private func fetch(
+        _ lease: SegmentPlanner.LeaseID,
+        from source: TransferSession.Source
+    ) async throws(AttemptFailure)
+        -> Bool
+    {
         var failuresWithoutProgress = 0
         var restartsBelowFloor = 0
         var connectionKept = true
         while let range = self.session.remaining(lease), !range.isEmpty {
             if Task.isCancelled { throw .fatal(.cancelled) }
+            if source.hasMirrors, !self.session.isLive(mirror: source.index) { return true }
             do {
-                connectionKept = try await self.attempt(lease, range: range)
+                connectionKept = try await self.attempt(lease, range: range, from: source)
+            } catch .fatal(let error) where Self.isMirrorFault(error) {
+                guard source.hasMirrors else { throw .fatal(error) }
+                guard self.session.dropMirror(source.index, because: Self.reason(error)) else {
+                    throw .fatal(self.session.lastMirrorFailed(error))
+                }
+                return true
+            } catch .rangesIgnored where source.hasMirrors {
+                let error = DownloadError(
+                    code: .remoteMisbehaved,
+                    message: "\(source.url.absoluteString) answered a range request with the whole file."
+                )
+                if self.session.dropMirror(source.index, because: "it ignores range requests.") { return true }
+                // The last mirror: the primary's file can still come as one stream; another's cannot.
+                guard source.index == self.session.mirrors.primary else {
+                    throw .fatal(self.session.lastMirrorFailed(error))
+                }
+                throw .rangesIgnored
             } catch .slow(let slow) {
                 restartsBelowFloor = slow.belowFloor ? restartsBelowFloor + 1 : 0
                 let speed = ByteCount.formatRate(slow.speed)
@@ -88,6 +115,14 @@ struct SegmentWorker: Sendable {
                 let progressed = (self.session.remaining(lease)?.lowerBound ?? range.upperBound) > range.lowerBound
                 failuresWithoutProgress = progressed ? 1 : failuresWithoutProgress + 1
                 self.session.noteRestart(connection: self.id)
+                if source.hasMirrors, failuresWithoutProgress >= self.session.configuration.retry.maximumTries {
+                    // Out of tries on this mirror: the others take its work, unless it is the last.
+                    let reason = Self.reason(error, tries: failuresWithoutProgress)
+                    guard self.session.dropMirror(source.index, because: reason) else {
+                        throw .fatal(self.session.lastMirrorFailed(error))
+                    }
+                    return true
+                }
                 try await self.session.waitBeforeRetry(
                     connection: self.id,
                     failuresWithoutProgress: failuresWithoutProgress,
@@ -101,9 +136,14 @@ struct SegmentWorker: Sendable {
 
     /// One request for `range`. Returns when the range is written (`true`) or another connection took the
     /// rest over (`false`: ending the request early closed the connection).
-    private func attempt(_ lease: SegmentPlanner.LeaseID, range: Range<Int64>) async throws(AttemptFailure) -> Bool {
+    private func attempt(
+        _ lease: SegmentPlanner.LeaseID,
+        range: Range<Int64>,
+        from source: TransferSession.Source
+    ) async throws(AttemptFailure) -> Bool {
         let session = self.session
-        let remote = session.remoteFile
+        // A mirror's validators are known once its first response was checked (or from an earlier run).
+        let remote = source.hasMirrors ? session.remoteFile(forMirror: source.index) : source.remote
         var extraHeaders = [("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)")]
         if let validator = remote.ifRangeValidator {
             extraHeaders.append(("If-Range", validator))
@@ -124,11 +164,14 @@ struct SegmentWorker: Sendable {
                     )
                 },
                 checkHead: { head throws(AttemptFailure) in
-                    try Self.check(head, asked: range, remote: remote)
+                    try Self.check(head, asked: range, remote: remote) { headers throws(AttemptFailure) in
+                        try session.checkPartial(headers, asked: range, mirror: source.index)
+                    }
                 },
                 claim: { session.claim(lease, upTo: $0) },
                 written: { session.written($0, connection: id) }
             ),
+            from: source.url,
             extraHeaders: extraHeaders,
             connection: id
         )
@@ -147,15 +190,30 @@ struct SegmentWorker: Sendable {
         return !stopped
     }
 
-    /// Accepts only a `206` for exactly `asked` of the probed file.
+    /// Whether `error`, from a response or a connection, says something about the mirror rather than about this
+    /// machine or the download: such an error drops a mirror when others are left.
+    static func isMirrorFault(_ error: DownloadError) -> Bool {
+        [.httpStatus, .network, .remoteChanged, .remoteMisbehaved].contains(error.code)
+    }
+
+    /// Why a mirror is dropped, as a sentence.
+    static func reason(_ error: DownloadError, tries: Int? = nil) -> String {
+        var message = error.message
+        if !message.hasSuffix(".") { message += "." }
+        guard let tries else { return message }
+        return "\(tries) tries failed, the last with: \(message)"
+    }
+
+    /// Accepts only a `206` for exactly `asked` of the probed file, as `checkPartial` checks it.
     private static func check(
         _ head: HTTPResponseHead,
         asked range: Range<Int64>,
-        remote: RemoteFile
+        remote: RemoteFile,
+        checkPartial: (HTTPHeaders) throws(AttemptFailure) -> Void
     ) throws(AttemptFailure) {
         switch head.status.code {
         case 206:
-            try ResponseValidator.checkPartial(head.headers, asked: range, remote: remote)
+            try checkPartial(head.headers)
         case 200:
             try ResponseValidator.checkSameFile(head.headers, remote: remote)
             throw .rangesIgnored

@@ -10,8 +10,8 @@ struct StreamWorker: Sendable {
 
     /// Returns the number of bytes written.
     func run() async throws(AttemptFailure) -> Int64 {
-        try await self.session.acquirePermit()
-        defer { self.session.releasePermit() }
+        try await self.session.acquirePermit(host: self.session.host)
+        defer { self.session.releasePermit(host: self.session.host) }
         var failuresWithoutProgress = 0
         var furthest: Int64 = 0
         while true {
@@ -56,6 +56,7 @@ struct StreamWorker: Sendable {
                 claim: { $0 },
                 written: { session.streamed(Int64($0.count), connection: id) }
             ),
+            from: remote.url,
             extraHeaders: [],
             connection: id
         )

@@ -41,6 +41,8 @@ final class TransferSession: Sendable {
         var rate: Double?
         /// When its current request started, or last wrote.
         var lastProgress: ContinuousClock.Instant?
+        /// The mirror (an index in ``State/mirrors``) its current or last request went to.
+        var mirror: Int?
 
         /// Its speed now: the moving average, but no more than one write buffer over the time since its last
         /// write (so a connection that stalled counts as slow at once).
@@ -62,6 +64,22 @@ final class TransferSession: Sendable {
         var mostActiveConnections = 0
         /// Requests whose bytes were written before any connection ran: the probe's.
         var prefetchRequests = 0
+        /// The URLs the ranges come from, and which bytes each wrote in this run.
+        var mirrors: MirrorSet
+    }
+
+    /// Where one connection's requests go for now (see ``mirror(forConnection:)``).
+    struct Source: Sendable {
+        /// An index in the download's ``MirrorSet``.
+        var index: Int
+        var url: URL
+        /// The file as this mirror must describe it: the length, and its own validators when known.
+        var remote: RemoteFile
+        /// Whether the download has more than one URL.
+        var hasMirrors: Bool
+
+        /// The host whose connection budget its requests count against.
+        var host: String { self.url.host ?? "" }
     }
 
     init(
@@ -76,7 +94,8 @@ final class TransferSession: Sendable {
         pacing: Pacing,
         authorization: RequestAuthorization,
         hasher: PrefixHasher? = nil,
-        pieceChecker: PieceChecker? = nil
+        pieceChecker: PieceChecker? = nil,
+        mirrors: MirrorSet? = nil
     ) {
         self.transport = transport
         self.file = file
@@ -90,7 +109,9 @@ final class TransferSession: Sendable {
         self.authorization = authorization
         self.hasher = hasher
         self.pieceChecker = pieceChecker
-        self.state = NIOLockedValueBox(State())
+        self.state = NIOLockedValueBox(
+            State(mirrors: mirrors ?? MirrorSet(remote: remoteFile, url: remoteFile.url))
+        )
         self.aborts = Dictionary(
             uniqueKeysWithValues: (1...max(configuration.connections, 1)).map { ($0, RequestAbort()) }
         )
@@ -115,8 +136,129 @@ final class TransferSession: Sendable {
             pacing: self.pacing,
             authorization: self.authorization,
             hasher: hasher,
-            pieceChecker: self.pieceChecker
+            pieceChecker: self.pieceChecker,
+            // Dropped mirrors stay dropped; what each wrote belongs to the run before.
+            mirrors: self.mirrors.forgettingWrites()
         )
+    }
+
+    // MARK: Mirrors
+
+    /// The URLs of the file as they stand: which are in use, which were dropped and why.
+    var mirrors: MirrorSet {
+        self.state.withLockedValue { $0.mirrors }
+    }
+
+    /// The mirror connection `id` fetches from now: the one it had while that one lives, else the live one with
+    /// the fewest connections.
+    func mirror(forConnection id: Int) -> Source {
+        self.state.withLockedValue { state in
+            let index = state.mirrors.assign(connection: id)
+            state.connections[id, default: ConnectionState()].mirror = index
+            return Source(
+                index: index,
+                url: state.mirrors.mirrors[index].fetchURL,
+                remote: state.mirrors.remoteFile(for: index, file: self.remoteFile),
+                hasMirrors: state.mirrors.hasMirrors
+            )
+        }
+    }
+
+    /// The file as mirror `index` must describe it now: its own validators once known.
+    func remoteFile(forMirror index: Int) -> RemoteFile {
+        self.state.withLockedValue { $0.mirrors.remoteFile(for: index, file: self.remoteFile) }
+    }
+
+    /// Whether mirror `index` is still in use.
+    func isLive(mirror index: Int) -> Bool {
+        self.state.withLockedValue { $0.mirrors.mirrors[index].isLive }
+    }
+
+    /// Checks a `206` from mirror `index` for `asked` against what that mirror must match (the file's length, its
+    /// own validators once known), and records its validators when it is the mirror's first checked response.
+    /// Under the lock, so that two first responses from one mirror cannot both set its validators.
+    func checkPartial(_ headers: HTTPHeaders, asked: Range<Int64>, mirror index: Int) throws(AttemptFailure) {
+        let failure: AttemptFailure? = self.state.withLockedValue { state in
+            let remote = state.mirrors.remoteFile(for: index, file: self.remoteFile)
+            if index != state.mirrors.primary, let length = remote.length,
+                let total = headers.value("Content-Range").flatMap({ ContentRange($0) })?.completeLength,
+                total != length
+            {
+                return .fatal(
+                    DownloadError(
+                        code: .remoteChanged,
+                        message: "it serves a file of \(total) bytes, not \(length) as "
+                            + "\(state.mirrors.mirrors[state.mirrors.primary].url.absoluteString) does."
+                    )
+                )
+            }
+            do throws(AttemptFailure) {
+                try ResponseValidator.checkPartial(headers, asked: asked, remote: remote)
+            } catch {
+                return error
+            }
+            state.mirrors.recordChecked(
+                index,
+                etag: headers.value("ETag"),
+                lastModified: headers.value("Last-Modified")
+            )
+            return nil
+        }
+        if let failure { throw failure }
+    }
+
+    /// Drops mirror `index` for `reason` (a sentence), unless it is the last one in use; the notice names it.
+    /// `true` when it is dropped (now or earlier): the caller moves its work to the others. `false` when it is
+    /// the last: the caller's error ends the download.
+    func dropMirror(_ index: Int, because reason: String) -> Bool {
+        let outcome = self.state.withLockedValue { state -> (dropped: Bool, notices: [String]) in
+            guard state.mirrors.mirrors[index].isLive else { return (true, []) }
+            guard state.mirrors.drop(index, because: reason) else { return (false, []) }
+            return (true, [Self.dropNotice(index, reason: reason, mirrors: state.mirrors)])
+        }
+        self.announce(outcome.notices)
+        return outcome.dropped
+    }
+
+    /// Drops the mirrors that wrote any byte of `range` in this run (a piece whose digest is wrong, to be fetched
+    /// again), each with `reason` (a sentence), except the last one in use. Returns the URLs dropped.
+    @discardableResult
+    func dropMirrors(thatWrote range: Range<Int64>, reason: String) -> [URL] {
+        let (dropped, notices) = self.state.withLockedValue { state -> ([URL], [String]) in
+            var dropped: [URL] = []
+            var notices: [String] = []
+            // One at a time, so that each notice counts the URLs left after it.
+            for index in state.mirrors.writers(of: range) where state.mirrors.mirrors[index].isLive {
+                guard state.mirrors.drop(index, because: reason) else { continue }
+                dropped.append(state.mirrors.mirrors[index].url)
+                notices.append(Self.dropNotice(index, reason: reason, mirrors: state.mirrors))
+            }
+            return (dropped, notices)
+        }
+        self.announce(notices)
+        return dropped
+    }
+
+    private static func dropNotice(_ index: Int, reason: String, mirrors: MirrorSet) -> String {
+        let left = mirrors.liveCount
+        return "Dropped the mirror \(MirrorSet.key(mirrors.mirrors[index].url)): \(reason) \(left) URL"
+            + (left == 1 ? "" : "s") + " left."
+    }
+
+    private func announce(_ notices: [String]) {
+        for notice in notices {
+            self.logger.info("\(notice)")
+            self.emit(.notice(notice))
+        }
+    }
+
+    /// `error`, the failure of the last mirror in use, with what became of the others when there were several.
+    func lastMirrorFailed(_ error: DownloadError) -> DownloadError {
+        let mirrors = self.mirrors
+        guard mirrors.hasMirrors else { return error }
+        var failure = error
+        failure.message += " Every URL of the file failed: \(mirrors.summary)."
+        return failure
     }
 
     // MARK: Segmented mode
@@ -188,6 +330,9 @@ final class TransferSession: Sendable {
             state.planner?.markDone(range)
             state.bytesThisRun += Int64(range.count)
             var connection = state.connections[id, default: ConnectionState()]
+            if let mirror = connection.mirror {
+                state.mirrors.noteWritten(range, by: mirror)
+            }
             connection.receivedBytes += Int64(range.count)
             if let last = connection.lastProgress {
                 let rate = Double(range.count) / max((now - last).inSeconds, 1e-6)
@@ -243,6 +388,7 @@ final class TransferSession: Sendable {
     func prefetched(_ range: Range<Int64>) {
         self.state.withLockedValue { state in
             if state.planner == nil { state.streamedBytes = range.upperBound }
+            state.mirrors.noteWritten(range, by: state.mirrors.primary)
             state.bytesThisRun += Int64(range.count)
             state.prefetchRequests += 1
         }
@@ -302,7 +448,7 @@ final class TransferSession: Sendable {
         var completedBytes: Int64
         var completedRanges: [Range<Int64>]
         var bytesThisRun: Int64
-        var connections: [(id: Int, state: ConnectionState, remaining: Range<Int64>?)]
+        var connections: [(id: Int, state: ConnectionState, remaining: Range<Int64>?, source: URL?)]
         var mostActiveConnections: Int
         /// Requests whose bytes were written before any connection ran (the probe's).
         var prefetchRequests: Int
@@ -322,7 +468,10 @@ final class TransferSession: Sendable {
                 bytesThisRun: state.bytesThisRun,
                 connections: state.connections.keys.sorted().map { id in
                     let connection = state.connections[id]!
-                    return (id, connection, connection.lease.flatMap { state.planner?.lease($0)?.remaining })
+                    return (
+                        id, connection, connection.lease.flatMap { state.planner?.lease($0)?.remaining },
+                        connection.mirror.map { state.mirrors.mirrors[$0].fetchURL }
+                    )
                 },
                 mostActiveConnections: state.mostActiveConnections,
                 prefetchRequests: state.prefetchRequests
@@ -337,10 +486,10 @@ final class TransferSession: Sendable {
     /// the last writes failed. The watchdog can end the request through ``restart(_:)``.
     func fetch(
         _ target: FileBodyDelegate.Target,
+        from url: URL,
         extraHeaders: [(String, String)],
         connection: Int
     ) async throws(AttemptFailure) -> (reached: Int64, stopped: Bool, failure: AttemptFailure?) {
-        let url = self.remoteFile.url
         var target = target
         if !self.pacing.limiters.isEmpty {
             let pacing = self.pacing
@@ -412,23 +561,23 @@ final class TransferSession: Sendable {
         self.hub.emit(event)
     }
 
-    /// The host whose connection budget this download's requests count against.
+    /// The host whose connection budget a stream's requests count against.
     var host: String {
         self.remoteFile.url.host ?? ""
     }
 
-    /// Waits for a permit to open a connection (see ``ConnectionBudget``); give it back with
-    /// ``releasePermit()``.
-    func acquirePermit() async throws(AttemptFailure) {
+    /// Waits for a permit to open a connection to `host` (see ``ConnectionBudget``); give it back with
+    /// ``releasePermit(host:)``.
+    func acquirePermit(host: String) async throws(AttemptFailure) {
         do {
-            try await self.budget.acquire(host: self.host)
+            try await self.budget.acquire(host: host)
         } catch {
             throw .fatal(.cancelled)
         }
     }
 
-    func releasePermit() {
-        self.budget.release(host: self.host)
+    func releasePermit(host: String) {
+        self.budget.release(host: host)
     }
 
     /// After a failed attempt: gives up when the tries are used up (or the download is cancelled), else logs,

@@ -279,9 +279,9 @@ extension RPCDispatcher {
 
 extension RPCDispatcher {
     /// `aria2.addMetalink(metalink, options?, position?)`: one download per file of the document (base64), its
-    /// URLs best first, `out` its name and `checksum` its strongest digest unless the options say otherwise, and
-    /// its piece digests and size (``Aria2Options/internalNames``);
-    /// the GIDs in document order.
+    /// URLs best first (those at a `metalink-location` first), `out` its name and `checksum` its strongest digest
+    /// unless the options say otherwise, and its piece digests and size (``Aria2Options/internalNames``); the GIDs
+    /// in document order.
     func addMetalink(_ params: RPCParameters) async throws(RPCError) -> JSONValue {
         let encoded = try params.requiredString(at: 0)
         let options = try params.object(at: 1).map(OptionsStruct.options(from:)) ?? []

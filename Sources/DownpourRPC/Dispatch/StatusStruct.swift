@@ -94,13 +94,13 @@ enum StatusStruct {
         return [file]
     }
 
-    /// The URIs with aria2's status: an active download uses its first URI (Downpour fetches a file from one
-    /// URI; the rest wait as mirrors), a waiting one uses none yet, a stopped one has used them.
+    /// The URIs with aria2's status: an active download uses all of them (they are mirrors of one file, and its
+    /// connections are spread over them), a waiting one uses none yet, a stopped one has used them.
     static func uris(_ status: DownloadStatus) -> [JSONValue] {
-        status.uris.enumerated().map { index, uri in
+        status.uris.map { uri in
             let used: Bool
             switch status.status {
-            case .active: used = index == 0
+            case .active: used = true
             case .waiting, .paused: used = false
             case .complete, .error, .removed: used = true
             }

@@ -1,5 +1,6 @@
 import Downpour
 import DownpourQueue
+import Foundation
 
 /// The dashboard's push (`docs/dashboard.md`): a `downpour.onProgress` notification with the queue's totals, the
 /// overall limit, a version that changes with the waiting and stopped lists, and every active download as
@@ -40,13 +41,21 @@ public enum ProgressPush {
             .array(
                 status.connectionProgress.compactMap { connection in
                     guard let range = connection.remainingRange else { return nil }
-                    return [
-                        "id": .integer(Int64(connection.id)),
-                        "start": .integer(range.lowerBound),
-                        "end": .integer(range.upperBound),
-                        "downloadSpeed": StatusStruct.number(Int64(connection.bytesPerSecond.rounded())),
-                        "restarts": .integer(Int64(connection.restarts)),
-                    ]
+                    var entry = JSONObject([
+                        .init(key: "id", value: .integer(Int64(connection.id))),
+                        .init(key: "start", value: .integer(range.lowerBound)),
+                        .init(key: "end", value: .integer(range.upperBound)),
+                        .init(
+                            key: "downloadSpeed",
+                            value: StatusStruct.number(Int64(connection.bytesPerSecond.rounded()))
+                        ),
+                        .init(key: "restarts", value: .integer(Int64(connection.restarts))),
+                    ])
+                    // The mirror it fetches from, when the download has several URLs.
+                    if status.uris.count > 1, let source = connection.source {
+                        entry.append("source", .string(source.absoluteString))
+                    }
+                    return .object(entry)
                 }
             )
         )

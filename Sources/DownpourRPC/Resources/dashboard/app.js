@@ -618,12 +618,21 @@
     const racing = racingIds(conns);
     const list = conns.map((c) => {
       const restarts = Number(c.restarts) > 0 ? ` (restarted ×${Number(c.restarts)})` : '';
-      return `#${c.id} ${fmtSpeed(num(c.downloadSpeed))}${racing.has(c.id) ? ' (racing)' : ''}${restarts}`;
+      const from = typeof c.source === 'string' ? ` from ${hostOf(c.source)}` : '';
+      return `#${c.id} ${fmtSpeed(num(c.downloadSpeed))}${from}${racing.has(c.id) ? ' (racing)' : ''}${restarts}`;
     });
     const opened = row.seenConnections.size;
     let text = conns.length ? list.join(' · ') : 'no connection open';
     if (opened > conns.length) text += ` · ${opened} connections opened so far`;
     return text;
+  }
+
+  function hostOf(url) {
+    try {
+      return new URL(url).host;
+    } catch {
+      return url;
+    }
   }
 
   function racingIds(conns) {
