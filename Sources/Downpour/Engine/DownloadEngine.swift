@@ -494,7 +494,10 @@ struct DownloadEngine: Sendable {
     ) -> DownloadError? {
         // A mirror that sent bytes of a bad piece gets no more work; the piece is fetched again from the others
         // (the last mirror left is never dropped: it gets the piece once more).
-        _ = session.dropMirrors(thatWrote: range, reason: "it sent bytes of piece \(index) that do not match its digest")
+        _ = session.dropMirrors(
+            thatWrote: range,
+            reason: "it sent bytes of piece \(index) that do not match its digest"
+        )
         let tries = PieceVerification.maximumTries
         let canRefetch = session.remoteFile.isSegmentable && session.hasPlan
         if case .refetch = verdict, canRefetch {
