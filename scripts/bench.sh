@@ -9,6 +9,10 @@
 #
 # Cases (default: all but `mirrors`, `rss` and `daemon`, which run only when listed):
 #   unthrottled  1 GiB, no limits
+#   checksum     the unthrottled case's 1 GiB file: downpour -x 4 without and with
+#                --checksum=sha-256=HEX and --checksum=sha-512=HEX, aria2c -x 4 -s 4
+#                without and with --checksum=sha-256=HEX: time with / without per
+#                tool (issue 10's target for downpour sha-256: <= 1.15)
 #   throttled    100 MiB, every connection limited to 20 MiB/s
 #   straggler    200 MiB, one connection in four limited to 1 MiB/s, plus an
 #                unthrottled 200 MiB "ideal" reference for downpour/aria2c -x 4
@@ -52,13 +56,13 @@ usage() {
 # ------------------------------------------------------------------ options
 BIN=""
 REPS=3
-CASES="unthrottled,throttled,straggler,lossy,manyfiles,ratelimit"
+CASES="unthrottled,checksum,throttled,straggler,lossy,manyfiles,ratelimit"
 SCALE=1
 CSV="bench-results.csv"
 RUN_TIMEOUT=""
 LOSSY_CC=""
 SETTLE=1
-ALL_CASES=(unthrottled throttled straggler lossy manyfiles ratelimit mirrors rss daemon)
+ALL_CASES=(unthrottled checksum throttled straggler lossy manyfiles ratelimit mirrors rss daemon)
 
 while [[ $# -gt 0 ]]; do
     arg=$1
@@ -110,13 +114,22 @@ case_selected() {
     for c in "${SELECTED[@]}"; do [[ $c == "$1" ]] && return 0; done
     return 1
 }
+# The cases started so far (the main loop adds each one as it starts it).
+STARTED=()
+# pending CASE: CASE is selected and has not started yet (so a case can leave it a file it shares).
+pending() {
+    local c
+    case_selected "$1" || return 1
+    for c in "${STARTED[@]}"; do [[ $c == "$1" ]] && return 1; done
+    return 0
+}
 
 # ------------------------------------------------------------- dependencies
 # command -> Debian package
 declare -A PKG_OF=(
     [nginx]=nginx [aria2c]=aria2 [curl]=curl [wget2]=wget2
     [/usr/bin/time]=time [ip]=iproute2 [tc]=iproute2 [python3]=python3
-    [sha256sum]=coreutils [timeout]=coreutils [awk]=mawk
+    [sha256sum]=coreutils [sha512sum]=coreutils [timeout]=coreutils [awk]=mawk
 )
 have() {
     case $1 in
@@ -634,19 +647,50 @@ timeout_for() { # timeout_for SIZE BYTES_PER_SECOND_FLOOR
 }
 
 # -------------------------------------------------------------------- cases
-# plain_case NAME SIZE RATE PATH DESCRIPTION: every client once per repetition on one file under PATH.
+# plain_case NAME SIZE RATE PATH DESCRIPTION [keep]: every client once per repetition on one file under
+# PATH; with "keep" the file stays for a later case.
 plain_case() {
-    local name=$1 size=$2 rate=$3 path=$4 description=$5 tmo c entries=()
+    local name=$1 size=$2 rate=$3 path=$4 description=$5 keep=${6:-} tmo c entries=()
     tmo=$(timeout_for "$size" "$rate")
     gen_file "$size"
     for c in "${CLIENTS[@]}"; do entries+=("$c|$BASE$path/$DATA_NAME|main"); done
     run_matrix "$name" "$size" "$tmo" "" "" "${entries[@]}"
     summarize "$name" "$name: $(human "$size") ($size bytes), $description; $REPS rep(s), medians"
-    drop_file "$DATA_NAME"
+    [[ $keep == keep ]] || drop_file "$DATA_NAME"
 }
 
 case_unthrottled() {
-    plain_case unthrottled "$(scaled $((1024 * MIB)))" 20000000 "" "nginx on 127.0.0.1, no limits"
+    local keep=""
+    pending checksum && keep=keep # the same file, made and hashed once
+    plain_case unthrottled "$(scaled $((1024 * MIB)))" 20000000 "" "nginx on 127.0.0.1, no limits" $keep
+}
+
+# checksum: what --checksum costs (issue 10: verify as the bytes arrive, so that 1 GiB with a checksum takes at
+# most CHECKSUM_TARGET times as long as without). The unthrottled case's file (same size and name: when both
+# cases run, it is made once, and its SHA-256 is the one gen_file took), from nginx on 127.0.0.1 with no limits.
+# Roles in the CSV: "main" without a checksum, else the algorithm. The output's SHA-256 is checked after every
+# run as in the other cases.
+CHECKSUM_TARGET=1.15
+case_checksum() {
+    local size tmo url sha256 sha512 entries=()
+    size=$(scaled $((1024 * MIB)))
+    tmo=$(timeout_for "$size" 20000000)
+    gen_file "$size"
+    url="$BASE/$DATA_NAME"
+    sha256=${FILE_SHA[$DATA_NAME]}
+    note "computing the SHA-512 of $DATA_NAME"
+    sha512=$(sha512sum <"$WWW/$DATA_NAME" | awk '{print $1}')
+    [[ $sha512 =~ ^[0-9a-f]{128}$ ]] || die "sha512sum failed on $WWW/$DATA_NAME"
+    # LABEL|TOOL|N|URL|ROLE|SIZE|SHA|LIMIT|EXTRA
+    entries+=("downpour -x 4|downpour|4|$url|main")
+    entries+=("downpour -x 4 sha-256|downpour|4|$url|sha-256||||--checksum=sha-256=$sha256")
+    entries+=("downpour -x 4 sha-512|downpour|4|$url|sha-512||||--checksum=sha-512=$sha512")
+    entries+=("aria2c -x 4|aria2c|4|$url|main")
+    entries+=("aria2c -x 4 sha-256|aria2c|4|$url|sha-256||||--checksum=sha-256=$sha256")
+    run_matrix checksum "$size" "$tmo" "" "" "${entries[@]}"
+    summarize checksum "checksum: $(human "$size") ($size bytes), nginx on 127.0.0.1, no limits; -x 4 (aria2c -x 4 -s 4) without and with --checksum=TYPE=HEX; $REPS rep(s), medians" \
+        --target "$CHECKSUM_TARGET"
+    pending unthrottled || drop_file "$DATA_NAME"
 }
 
 case_throttled() {
@@ -954,6 +998,9 @@ if case_selected manyfiles || case_selected ratelimit; then
     echo "lists:   downpour get -i LIST -j N -d DIR -x 1 [--max-overall-download-limit 20M] --quiet; aria2c -i LIST -j N -d DIR -x 1 -s 1 (same options);"
     echo "         curl --parallel --parallel-max N -sS -f --config F (url/output pairs); per-download limit: --max-download-limit 10M on the -x 4 rows"
 fi
+if case_selected checksum; then
+    echo "checksum: the -x 4 rows above plus --checksum=sha-256=HEX or --checksum=sha-512=HEX (aria2c: sha-256 only)"
+fi
 echo "run:     cases ${SELECTED[*]}; $REPS rep(s); size scale $SCALE; settle ${SETTLE} s before each run; CSV $CSV"
 echo "units:   MB = 10^6 bytes; median over successful runs; CPU = user+sys of the client; peak RSS = max over runs"
 
@@ -961,6 +1008,7 @@ echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) at start"
 
 for c in "${SELECTED[@]}"; do
     note "=== case $c ==="
+    STARTED+=("$c")
     "case_$c"
 done
 echo

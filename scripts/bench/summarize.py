@@ -2,7 +2,7 @@
 """Summarises the raw runs that scripts/bench.sh wrote to its CSV (stdlib only).
 
     summarize.py --csv FILE --case NAME [--title TEXT] [--rss-limit-mb 32]
-                 [--per-connection-rate B/S] [--slots N]
+                 [--per-connection-rate B/S] [--slots N] [--target 1.15]
 
 Prints one table for the case (medians over the runs that succeeded), then the
 ratios: Downpour/aria2c throughput at the same number of connections, Downpour's
@@ -11,7 +11,10 @@ reference (role "ref") the ratio of the median times. For the `rss` case it
 prints the peak RSS per file size and whether it stays under the limit. For
 `manyfiles`: Downpour's time over aria2c's and curl's, and the connections each
 client used per download slot (from nginx's log). For `ratelimit`: each row's
-achieved rate over its limit, from the wall time and from nginx's log.
+achieved rate over its limit, from the wall time and from nginx's log. For
+`checksum`: each tool's median time and CPU with a checksum (role = the
+algorithm) over without (role "main"), the same ratio per repetition, and
+whether downpour's sha-256 ratio is within --target.
 
 MB = 10^6 bytes everywhere (throughput and RSS).
 """
@@ -248,6 +251,38 @@ def print_ratelimit(stats):
           " start to the last one's end, from $msec - $request_time; [min-max] over the runs)")
 
 
+def print_checksum(stats, rows, target):
+    """Time and CPU with a checksum over without, per tool; the target for downpour's sha-256."""
+    base = {s["tool"]: s for s in stats if s["role"] == "main"}
+    # (client label, repetition) -> wall time of an ok run, to pair the runs of one repetition.
+    walls = {(r["client"], r["rep"]): fnum(r["wall_s"]) for r in rows if r["status"] == "ok"}
+    reps = sorted({r["rep"] for r in rows}, key=int)
+    target_ratio = None
+    for s in stats:
+        b = base.get(s["tool"])
+        if s["role"] == "main" or b is None:
+            continue
+        r = ratio(s["wall"], b["wall"])
+        c = ratio(s["cpu"], b["cpu"])
+        per = sorted(ratio(walls.get((s["client"], k)), walls.get((b["client"], k))) for k in reps
+                     if ratio(walls.get((s["client"], k)), walls.get((b["client"], k))) is not None)
+        rng = " [%.2f-%.2f per rep]" % (per[0], per[-1]) if len(per) > 1 else ""
+        rss = (s["rss_mb"] - b["rss_mb"]) if s["rss_mb"] is not None and b["rss_mb"] is not None else None
+        print("with / without, %s: time %s%s (%s s vs %s s); CPU %s (%s s vs %s s); peak RSS %s MB"
+              % (s["client"], "-" if r is None else "%.2f" % r, rng, fmt(s["wall"], 0, 3), fmt(b["wall"], 0, 3),
+                 "-" if c is None else "%.2f" % c, fmt(s["cpu"], 0, 2), fmt(b["cpu"], 0, 2),
+                 "-" if rss is None else "%+.1f" % rss))
+        if s["tool"] == "downpour" and s["role"] == "sha-256":
+            target_ratio = (r, s["client"], b["client"])
+    if target_ratio is not None:
+        r, with_c, without_c = target_ratio
+        if r is None:
+            print("target <= %g: - (no successful runs on one side)" % target)
+        else:
+            print("target <= %g: %s (%s / %s median time = %.3f)"
+                  % (target, yes_no(r <= target), with_c, without_c, r))
+
+
 def print_rss(stats, limit_mb):
     rows = [s for s in stats if s["tool"] == "downpour"]
     if not rows:
@@ -281,6 +316,8 @@ def main():
                     help="bytes per second each connection is limited to (throttled case)")
     ap.add_argument("--slots", type=int, default=16,
                     help="downloads at a time (manyfiles: connections per slot)")
+    ap.add_argument("--target", type=float, default=1.15,
+                    help="checksum: the most downpour's sha-256 time may be over its time without")
     args = ap.parse_args()
     rows = load(args.csv, args.case)
     print()
@@ -296,6 +333,9 @@ def main():
     elif args.case == "ratelimit":
         print_table(stats, (("conns", "conns", 0), ("server s", "server_s", 3)))
         print_ratelimit(stats)
+    elif args.case == "checksum":
+        print_table(stats)
+        print_checksum(stats, rows, args.target)
     elif args.case == "rss":
         print_table(stats)
         print_rss(stats, args.rss_limit_mb)
