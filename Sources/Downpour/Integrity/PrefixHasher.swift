@@ -3,7 +3,9 @@ import NIOCore
 
 /// Hashes a download's file from its first byte on, as far as the bytes are in, while the download goes on, so
 /// that at the end only the tail is left to read: the bytes are read back with `pread` (they are still in the
-/// page cache) on NIO's thread pool, in chunks of ``chunkSize``, and hashed here.
+/// page cache) on NIO's thread pool, in chunks of ``chunkSize``, into one buffer used again and again (a new buffer
+/// per chunk, freed on another thread than the one that made it, left tens of MiB in the allocator's per-thread
+/// arenas), and hashed here.
 ///
 /// A byte that is written again after it was hashed (a racing connection writing its copy of a tail, a stream
 /// that starts again from byte 0) makes the hash start over: the writer reports it with ``noteRewrite(from:)``,
@@ -23,6 +25,8 @@ actor PrefixHasher {
     let algorithm: Checksum.Algorithm
     private let file: OutputFile
     private let watch = NIOLockedValueBox(Watch())
+    /// The read buffer: filled on the blocking-I/O threads, hashed here, one chunk at a time.
+    private let buffer = NIOLockedValueBox(ByteBuffer())
     private var digest: RunningDigest
     /// The first byte not hashed yet.
     private(set) var hashedBytes: Int64 = 0
@@ -55,19 +59,27 @@ actor PrefixHasher {
             let offset = self.hashedBytes
             let count = Int(min(Int64(Self.chunkSize), target - offset, budget))
             self.watch.withLockedValue { $0.readUpTo = max($0.readUpTo, offset + Int64(count)) }
-            let file = self.file
-            let chunk = try await BlockingIO.run { () throws(DownloadError) in
-                try file.read(count: count, at: offset)
+            let (file, buffer) = (self.file, self.buffer)
+            let read = try await BlockingIO.run { () throws(DownloadError) -> Int in
+                try buffer.withLockedValue { buffer -> Result<Int, DownloadError> in
+                    buffer.clear(minimumCapacity: count)
+                    do throws(DownloadError) {
+                        try file.read(into: &buffer, count: count, at: offset)
+                    } catch {
+                        return .failure(error)
+                    }
+                    return .success(buffer.readableBytes)
+                }.get()
             }
-            guard chunk.readableBytes == count else {
+            guard read == count else {
                 throw DownloadError(
                     code: .localIO,
-                    message: "'\(file.path)' ends at byte \(offset + Int64(chunk.readableBytes)), before the "
+                    message: "'\(file.path)' ends at byte \(offset + Int64(read)), before the "
                         + "\(target) bytes written to it: something else changed the file."
                 )
             }
             if self.startOverIfRewritten() { return true }
-            chunk.withUnsafeReadableBytes { self.digest.update($0) }
+            buffer.withLockedValue { buffer in buffer.withUnsafeReadableBytes { self.digest.update($0) } }
             self.hashedBytes = offset + Int64(count)
             budget -= Int64(count)
             worked = true

@@ -209,6 +209,13 @@ final class OutputFile: Sendable {
     /// Reads `count` bytes at `offset` (fewer only at the end of the file).
     func read(count: Int, at offset: Int64) throws(DownloadError) -> ByteBuffer {
         var buffer = ByteBufferAllocator().buffer(capacity: count)
+        try self.read(into: &buffer, count: count, at: offset)
+        return buffer
+    }
+
+    /// Reads up to `count` bytes at `offset` onto the end of `buffer` (fewer only at the end of the file): a
+    /// caller that reads again and again can clear and reuse one buffer.
+    func read(into buffer: inout ByteBuffer, count: Int, at offset: Int64) throws(DownloadError) {
         var failure: Int32?
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { bytes in
             var done = 0
@@ -228,7 +235,6 @@ final class OutputFile: Sendable {
         if let failure {
             throw .localIO("Cannot read '\(self.path)' at byte \(offset)", systemCall: "pread", errno: failure)
         }
-        return buffer
     }
 
     /// The most vectors one `pwritev` takes (`IOV_MAX` on Linux).
