@@ -51,6 +51,10 @@ final class BatchRenderer: Sendable {
                 state.active[index]?.progress = progress
             case .notice(let message):
                 permanent.append("downpour: \(message)")
+            case .finished(let result) where result.metalink != nil:
+                // Not a download of its own: its files join the batch (``addMetalinkFiles(_:)``).
+                state.active[index] = nil
+                permanent.append("Metalink \(url): \(result.metalink?.files.count ?? 0) files to download")
             case .finished(let result):
                 state.active[index] = nil
                 state.finished += 1
@@ -73,6 +77,12 @@ final class BatchRenderer: Sendable {
             }
             self.draw(&state, permanent: permanent)
         }
+    }
+
+    /// The files of a Metalink document that an entry answered with join the batch: the entry itself is no
+    /// longer counted as a download, its `count` files are.
+    func addMetalinkFiles(_ count: Int) {
+        self.state.withLockedValue { $0.total += count - 1 }
     }
 
     /// Prints a line above the live block.
