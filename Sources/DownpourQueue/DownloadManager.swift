@@ -606,7 +606,7 @@ public actor DownloadManager: DownloadQueueService {
         switch outcome {
         case .success(let result):
             if let metalink = result.metalink {
-                actions = self.follow(metalink, of: gid, path: result.path)
+                actions = self.follow(metalink, of: gid, path: result.path, length: result.length)
             } else {
                 actions = self.queue.finish(gid, outcome: .complete(path: result.path, length: result.length))
                 self.logger.info("Download complete", metadata: ["gid": "\(gid)", "path": "\(result.path)"])
@@ -632,11 +632,11 @@ public actor DownloadManager: DownloadQueueService {
 
     /// A run whose URL was a Metalink document (it follows Metalinks, the `follow-metalink` option): as aria2
     /// does, the download is `complete` (`followedBy` the new GIDs) and one download per file of the document
-    /// joins the front of the waiting queue (``DownloadQueue/finish(_:path:followedBy:)``), each as
+    /// joins the front of the waiting queue (``DownloadQueue/finish(_:path:length:followedBy:)``), each as
     /// `aria2.addMetalink` would add it (``AddRequest/files(of:options:position:)``) with this download's options
     /// but `out` and `checksum`, which were the document's. A file that cannot be added fails the download
     /// (aria2's code 1) and adds none.
-    private func follow(_ metalink: Metalink, of gid: DownloadID, path: String) -> [QueueAction] {
+    private func follow(_ metalink: Metalink, of gid: DownloadID, path: String, length: Int64) -> [QueueAction] {
         guard let download = self.queue.downloads[gid] else { return [] }
         let options = download.entry.options.filter { $0.name != "out" && $0.name != "checksum" }
         do throws(QueueError) {
@@ -648,7 +648,7 @@ public actor DownloadManager: DownloadQueueService {
                 }
                 files.append(entry)
             }
-            let actions = try self.queue.finish(gid, path: path, followedBy: files)
+            let actions = try self.queue.finish(gid, path: path, length: length, followedBy: files)
             self.logger.info(
                 "Metalink followed",
                 metadata: ["gid": "\(gid)", "files": "\(files.map(\.gid.description).joined(separator: ","))"]

@@ -404,7 +404,7 @@ public struct DownloadQueue: Sendable {
 
     /// Records that an active download's URL was a Metalink document whose files are to be downloaded, as aria2
     /// does after a `.meta4` download: the download becomes a `complete` result (`path` where the document would
-    /// have been saved, its `followedBy` the new GIDs), and `files` (each with `following` set to it) go to the
+    /// have been saved, `length` the document's, its `followedBy` the new GIDs), and `files` (each with `following` set to it) go to the
     /// front of the waiting queue in their order, where aria2 puts the downloads a finished one makes; then the
     /// free slots are filled. All of it is one set of ``changes``.
     ///
@@ -412,6 +412,7 @@ public struct DownloadQueue: Sendable {
     public mutating func finish(
         _ gid: DownloadID,
         path: String,
+        length: Int64,
         followedBy files: [QueueEntry]
     ) throws(QueueError) -> [QueueAction] {
         guard var download = self.downloads[gid], let index = self.active.firstIndex(of: gid) else { return [] }
@@ -436,7 +437,9 @@ public struct DownloadQueue: Sendable {
             actions.append(.emit(.added(file.gid)))
         }
         download.entry.followedBy = files.map(\.gid)
-        self.appendResult(StoppedResult(entry: download.entry, errorCode: 0, path: path))
+        self.appendResult(
+            StoppedResult(entry: download.entry, errorCode: 0, path: path, totalLength: length, completedLength: length)
+        )
         return actions + self.fillSlots()
     }
 

@@ -43,6 +43,9 @@ struct DownloadManagerMetalinkTests {
                 try await log.wait(for: .completed(gid))
                 let status = try await manager.status(of: gid.description)
                 #expect(status.status == .complete)
+                // As aria2 shows a metadata download: the document's length, all of it done.
+                let length = Int64(Self.document(url: files.url("/linked.bin")).count)
+                #expect(status.totalLength == length && status.completedLength == length)
                 let followers = status.followedBy
                 try #require(followers.count == 1)
                 let file = followers[0]

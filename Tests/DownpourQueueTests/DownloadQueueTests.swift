@@ -54,7 +54,7 @@ struct DownloadQueueTests {
         Row(
             name: "a Metalink followed: complete, its files at the front of the waiting queue, the first starts",
             operation: { q throws(QueueError) in
-                try q.finish(gid(1), path: "/d/x.meta4", followedBy: [entry(7), entry(8)])
+                try q.finish(gid(1), path: "/d/x.meta4", length: 9, followedBy: [entry(7), entry(8)])
             },
             actions: [
                 .emit(.completed(gid(1))), .emit(.added(gid(7))), .emit(.added(gid(8))), .start(gid(7)),
@@ -351,7 +351,9 @@ struct DownloadQueueTests {
         ),
         Refusal(
             name: "a Metalink followed by a file with the GID of a waiting one",
-            operation: { q throws(QueueError) in _ = try q.finish(gid(1), path: "/d/x.meta4", followedBy: [entry(3)]) },
+            operation: { q throws(QueueError) in
+                _ = try q.finish(gid(1), path: "/d/x.meta4", length: 9, followedBy: [entry(3)])
+            },
             reason: .duplicateGID
         ),
         Refusal(

@@ -143,13 +143,14 @@ struct QueueStoreTests {
         try store.apply(queue.changes)
         queue.acceptChanges()
         let files = [2, 3].map { QueueEntry(gid: Self.gid($0), uris: ["http://example.com/\($0)"], options: []) }
-        _ = try queue.finish(Self.gid(1), path: "/d/x.meta4", followedBy: files)
+        _ = try queue.finish(Self.gid(1), path: "/d/x.meta4", length: 9, followedBy: files)
         try store.apply(queue.changes)
         queue.acceptChanges()
 
         func check(_ loaded: QueueStore.Contents) {
             #expect(loaded.stopped.map(\.entry.followedBy) == [[Self.gid(2), Self.gid(3)]])
             #expect(loaded.stopped.map(\.entry.following) == [nil])
+            #expect(loaded.stopped.map(\.totalLength) == [9])
             #expect(loaded.active.map(\.entry.gid) == [Self.gid(2)])
             #expect(loaded.active.map(\.entry.following) == [Self.gid(1)])
             #expect(loaded.waiting.map(\.0.entry.following) == [Self.gid(1)])
