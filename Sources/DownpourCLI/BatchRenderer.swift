@@ -54,7 +54,7 @@ final class BatchRenderer: Sendable {
             case .finished(let result) where result.metalink != nil:
                 // Not a download of its own: its files join the batch (``addMetalinkFiles(_:)``).
                 state.active[index] = nil
-                permanent.append("Metalink \(url): \(result.metalink?.files.count ?? 0) files to download")
+                permanent.append("Metalink \(url): \(result.metalink?.files.count ?? 0) file(s) to download")
             case .finished(let result):
                 state.active[index] = nil
                 state.finished += 1
@@ -83,6 +83,16 @@ final class BatchRenderer: Sendable {
     /// longer counted as a download, its `count` files are.
     func addMetalinkFiles(_ count: Int) {
         self.state.withLockedValue { $0.total += count - 1 }
+    }
+
+    /// An entry's Metalink document was read, but its files could not be made into downloads: a failure.
+    func metalinkFailed(url: String, _ error: DownloadError) {
+        guard self.mode != .quiet else { return }
+        self.state.withLockedValue { state in
+            state.failed += 1
+            let line = "[\(state.finished + state.failed)/\(state.total)] FAILED \(url): \(error.message)"
+            self.draw(&state, permanent: [line])
+        }
     }
 
     /// Prints a line above the live block.

@@ -95,6 +95,7 @@ struct BatchRunner {
                             renderer.addMetalinkFiles(files.count)
                             outcomes[index] = .followed
                         } catch {
+                            renderer.metalinkFailed(url: entry.request.url.absoluteString, error)
                             outcomes[index] = .finished(.failure(error))
                         }
                     } else {

@@ -24,6 +24,10 @@ struct MetalinkBatchCLITests {
                 ])
                 #expect(result.status == 0, "\(result.standardError)")
                 #expect(result.standardOutput.contains("All 2 downloads completed."), "\(result.standardOutput)")
+                #expect(
+                    result.standardOutput.contains("Metalink \(server.url("/release.meta4")): 1 file(s) to download"),
+                    "\(result.standardOutput)"
+                )
                 #expect(try sha256Hex(ofFileAt: scratch.file("out/plain.bin")) == sha256Hex(Self.content))
                 // The file goes into the entry's dir; the document is nowhere.
                 #expect(try sha256Hex(ofFileAt: scratch.file("out/sub/file.bin")) == sha256Hex(Self.content))
