@@ -51,6 +51,10 @@ final class BatchRenderer: Sendable {
                 state.active[index]?.progress = progress
             case .notice(let message):
                 permanent.append("downpour: \(message)")
+            case .finished(let result) where result.metalink != nil:
+                // Not a download of its own: its files join the batch (``addMetalinkFiles(_:)``).
+                state.active[index] = nil
+                permanent.append("Metalink \(url): \(result.metalink?.files.count ?? 0) file(s) to download")
             case .finished(let result):
                 state.active[index] = nil
                 state.finished += 1
@@ -72,6 +76,22 @@ final class BatchRenderer: Sendable {
                 break
             }
             self.draw(&state, permanent: permanent)
+        }
+    }
+
+    /// The files of a Metalink document that an entry answered with join the batch: the entry itself is no
+    /// longer counted as a download, its `count` files are.
+    func addMetalinkFiles(_ count: Int) {
+        self.state.withLockedValue { $0.total += count - 1 }
+    }
+
+    /// An entry's Metalink document was read, but its files could not be made into downloads: a failure.
+    func metalinkFailed(url: String, _ error: DownloadError) {
+        guard self.mode != .quiet else { return }
+        self.state.withLockedValue { state in
+            state.failed += 1
+            let line = "[\(state.finished + state.failed)/\(state.total)] FAILED \(url): \(error.message)"
+            self.draw(&state, permanent: [line])
         }
     }
 

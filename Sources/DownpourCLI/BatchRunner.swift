@@ -2,44 +2,67 @@ import Downpour
 import Foundation
 
 /// Runs the entries of an input file through one ``Downloader``, `concurrency` at a time, in the file's order,
-/// and returns the exit status: 0 when every entry succeeded, else the status of the first failed entry (8 when
+/// and returns the exit status: 0 when every download succeeded, else the status of the first failed one (8 when
 /// Ctrl-C or SIGTERM paused the batch).
+///
+/// An entry whose URL turned out to be a Metalink document (its request follows Metalinks, and its result has
+/// ``DownloadResult/metalink``) is not a download of its own: the files the document lists join the batch
+/// (``Entry/metalinkFiles(of:options:locations:line:origin:)``, in the entry's directory) and start before the
+/// entries still waiting, as aria2 puts them at the front of its waiting queue. They are counted, and their
+/// failures named, as every other download.
 struct BatchRunner {
     struct Entry: Sendable {
         /// The entry's line in the input file.
         var line: Int
         var request: DownloadRequest
+        /// For a file of a Metalink document that an entry's URL answered with: that URL and the file's name.
+        var origin: String? = nil
+    }
+
+    /// What became of one entry.
+    private enum Outcome: Sendable {
+        case finished(Result<DownloadResult, DownloadError>)
+        /// A Metalink document whose files joined the batch.
+        case followed
     }
 
     let entries: [Entry]
     let concurrency: Int
     let downloader: Downloader
     let renderer: BatchRenderer
+    /// `--metalink-location`: with a Metalink, the URLs of these countries first.
+    var metalinkLocations: [String] = []
     /// Given the cookie jar of every download that used cookies, when it has ended.
     var cookiesCollected: (@Sendable (CookieJar) -> Void)?
 
     func run() async -> Int32 {
-        let entries = self.entries
         let downloader = self.downloader
         let renderer = self.renderer
         let cookiesCollected = self.cookiesCollected
-        renderer.begin(total: entries.count)
-        let batch = Task { () async -> [Int: Result<DownloadResult, DownloadError>] in
-            await withTaskGroup(of: (Int, Result<DownloadResult, DownloadError>).self) { group in
-                var results: [Int: Result<DownloadResult, DownloadError>] = [:]
-                var next = 0
+        let locations = self.metalinkLocations
+        renderer.begin(total: self.entries.count)
+        let batch = Task { [entries = self.entries, concurrency = self.concurrency] in
+            await withTaskGroup(of: (Int, Result<DownloadResult, DownloadError>).self) {
+                group -> (entries: [Entry], outcomes: [Int: Outcome]) in
+                // Entries only grow (a Metalink's files are appended), so an index names one download for good;
+                // `order` is what starts next.
+                var entries = entries
+                var order = Array(entries.indices)[...]
+                var outcomes: [Int: Outcome] = [:]
+                var running = 0
                 func startNext() {
-                    guard next < entries.count, !Task.isCancelled else { return }
-                    let index = next
-                    next += 1
+                    guard let index = order.first, !Task.isCancelled else { return }
+                    order = order.dropFirst()
+                    running += 1
+                    let entry = entries[index]
                     group.addTask {
-                        let download = downloader.download(entries[index].request)
+                        let download = downloader.download(entry.request)
                         // Quiet: nothing to show, so no listener to wake for every event.
                         let events = renderer.isQuiet ? nil : download.events
                         async let listened: Void = {
                             guard let events else { return }
                             for await event in events {
-                                renderer.render(event, of: index, url: entries[index].request.url.absoluteString)
+                                renderer.render(event, of: index, url: entry.request.url.absoluteString)
                             }
                         }()
                         let result: Result<DownloadResult, DownloadError>
@@ -53,36 +76,60 @@ struct BatchRunner {
                         return (index, result)
                     }
                 }
-                for _ in 0..<min(self.concurrency, entries.count) { startNext() }
+                for _ in 0..<min(concurrency, entries.count) { startNext() }
                 while let (index, result) = await group.next() {
-                    results[index] = result
-                    startNext()
+                    running -= 1
+                    if case .success(let done) = result, let metalink = done.metalink {
+                        let entry = entries[index]
+                        do throws(DownloadError) {
+                            let files = try Entry.metalinkFiles(
+                                of: metalink,
+                                options: entry.optionsForMetalinkFiles,
+                                locations: locations,
+                                line: { _ in entry.line },
+                                origin: "Metalink \(entry.request.url.absoluteString)"
+                            )
+                            let first = entries.count
+                            entries += files
+                            order = Array(first..<entries.count)[...] + order
+                            renderer.addMetalinkFiles(files.count)
+                            outcomes[index] = .followed
+                        } catch {
+                            renderer.metalinkFailed(url: entry.request.url.absoluteString, error)
+                            outcomes[index] = .finished(.failure(error))
+                        }
+                    } else {
+                        outcomes[index] = .finished(result)
+                    }
+                    while running < concurrency, !order.isEmpty, !Task.isCancelled { startNext() }
                 }
-                return results
+                return (entries, outcomes)
             }
         }
         // Ctrl-C or SIGTERM: every running download stops gracefully (data written, journal saved), no new one
         // starts. A second one leaves at once.
         let interruptions = InterruptionHandler { batch.cancel() }
         defer { interruptions.stop() }
-        let results = await batch.value
+        let (entries, outcomes) = await batch.value
         renderer.end()
-        return self.summarize(results)
+        return self.summarize(entries, outcomes)
     }
 
-    private func summarize(_ results: [Int: Result<DownloadResult, DownloadError>]) -> Int32 {
+    private func summarize(_ entries: [Entry], _ outcomes: [Int: Outcome]) -> Int32 {
         var failures: [(Entry, DownloadError)] = []
         var succeeded = 0
         var paused = 0
-        for (index, entry) in self.entries.enumerated() {
-            switch results[index] {
-            case .success: succeeded += 1
-            case .failure(let error) where error.code == .cancelled: paused += 1
-            case .failure(let error): failures.append((entry, error))
-            case nil: paused += 1
+        var total = 0
+        for (index, entry) in entries.enumerated() {
+            if case .followed = outcomes[index] { continue }
+            total += 1
+            switch outcomes[index] {
+            case .finished(.success): succeeded += 1
+            case .finished(.failure(let error)) where error.code == .cancelled: paused += 1
+            case .finished(.failure(let error)): failures.append((entry, error))
+            case nil, .followed: paused += 1
             }
         }
-        let total = self.entries.count
         guard succeeded < total else {
             self.renderer.line("All \(total) downloads completed.")
             return ExitStatus.success
@@ -92,7 +139,8 @@ struct BatchRunner {
         if paused > 0 { summary[0] += ", \(paused) stopped or not started" }
         summary[0] += "."
         for (entry, error) in failures {
-            summary.append("  line \(entry.line): \(entry.request.url.absoluteString): \(error.message)")
+            let place = entry.origin.map { "line \(entry.line) (\($0))" } ?? "line \(entry.line)"
+            summary.append("  \(place): \(entry.request.url.absoluteString): \(error.message)")
             if let hint = Remedy.hint(for: error) { summary.append("    " + hint) }
         }
         if paused > 0 {

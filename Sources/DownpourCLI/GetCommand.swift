@@ -30,15 +30,16 @@ struct GetCommand: AsyncParsableCommand {
             out, dir, header, split, max-connection-per-server, min-split-size, max-download-limit, \
             user-agent, max-tries, retry-wait, timeout, connect-timeout, lowest-speed-limit, allow-overwrite, \
             continue, check-certificate, ca-certificate, http-user, http-passwd, no-netrc, remote-time, \
-            conditional-get, all-proxy, http-proxy, https-proxy, no-proxy, checksum). The command-line options are \
-            every entry's defaults. \
+            conditional-get, all-proxy, http-proxy, https-proxy, no-proxy, checksum, follow-metalink). The \
+            command-line options are every entry's defaults. \
             With -M FILE, every file of a Metalink document (v4, RFC 5854, or v3) is downloaded the same way, \
             each from all its URLs (mirrors, best first), named as the document names it (inside -d) and checked \
             against its digest and the digests of its pieces (a bad piece is fetched again, that piece only; the \
             file gets its name only when every piece and the whole file match). A URL whose path ends in .meta4 or \
             .metalink, or that answers with Content-Type application/metalink4+xml or application/metalink+xml, is \
             such a document too: it is read (at most 4 MiB), not saved, and its files are downloaded as with -M, \
-            unless --follow-metalink=false. \
+            unless --follow-metalink=false; in a -i FILE its files join the batch (inside the entry's dir) unless \
+            the entry says follow-metalink=false. \
             The exit status is 0 only when every download succeeded; otherwise it is the status of the first \
             failed entry, and the summary names each failure.
 
@@ -471,6 +472,7 @@ struct GetCommand: AsyncParsableCommand {
                 downloader: downloader,
                 renderer: BatchRenderer(mode: self.renderMode)
             )
+            runner.metalinkLocations = self.metalinkLocations
             runner.cookiesCollected = { cookies.add($0) }
             return await runner.run()
         }
@@ -539,7 +541,10 @@ struct GetCommand: AsyncParsableCommand {
             writeError("downpour: \(path) lists no URLs.")
             throw ExitCode(ExitStatus.usage)
         }
-        let defaults = Aria2Options(directory: self.directory ?? ".", configuration: self.downloadConfiguration)
+        var defaults = Aria2Options(directory: self.directory ?? ".", configuration: self.downloadConfiguration)
+        // An entry whose URL is a Metalink is followed (its files join the batch) unless `--follow-metalink=false`
+        // or the entry's own `follow-metalink=false` says otherwise.
+        defaults.configuration.followsMetalink = self.followMetalink
         var entries: [BatchRunner.Entry] = []
         for entry in input.entries {
             var options = defaults
@@ -580,33 +585,25 @@ struct GetCommand: AsyncParsableCommand {
         }
     }
 
-    /// The files of a Metalink document as batch entries: each from all its URLs (mirrors, best first), named as
-    /// the document names it (inside `-d`), with its strongest digest as its checksum unless `--checksum` gives
-    /// one, its piece digests and its size. `source` names the document in messages.
+    /// The files of a Metalink document as batch entries (``BatchRunner/Entry/metalinkFiles(of:options:locations:line:origin:)``)
+    /// inside `-d`, with `--checksum` over the files' own digests. `source` names the document in messages.
     private func metalinkEntries(from metalink: Metalink, source path: String) throws -> [BatchRunner.Entry] {
-        var entries: [BatchRunner.Entry] = []
-        for (index, file) in metalink.files.enumerated() {
-            var options = Aria2Options(directory: self.directory ?? ".", configuration: self.downloadConfiguration)
-            options.output = file.name
-            if options.configuration.checksum == nil {
-                options.configuration.checksum = file.strongestChecksum
-            }
-            options.configuration.pieceChecksums = file.pieces.map(PieceChecksums.init)
-            options.configuration.expectedLength = file.size
-            do {
-                // Every URL of the file, best first: the others are its mirrors.
-                let locations = (self.metalinkLocation ?? "").split(separator: ",").map {
-                    $0.trimmingCharacters(in: .whitespaces)
-                }
-                let request = try options.request(uris: file.sources(preferring: locations).map(\.url.absoluteString))
-                try request.configuration.validate()
-                entries.append(BatchRunner.Entry(line: index + 1, request: request))
-            } catch {
-                writeError("downpour: \(path): \(file.name): \(error.message)")
-                throw ExitCode(ExitStatus.usage)
-            }
+        do throws(DownloadError) {
+            return try BatchRunner.Entry.metalinkFiles(
+                of: metalink,
+                options: Aria2Options(directory: self.directory ?? ".", configuration: self.downloadConfiguration),
+                locations: self.metalinkLocations,
+                line: { $0 + 1 }
+            )
+        } catch {
+            writeError("downpour: \(path): \(error.message)")
+            throw ExitCode(ExitStatus.usage)
         }
-        return entries
+    }
+
+    /// `--metalink-location` as a list of country codes.
+    private var metalinkLocations: [String] {
+        (self.metalinkLocation ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
     }
 
     private var destination: DownloadRequest.Destination {

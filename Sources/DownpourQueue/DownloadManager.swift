@@ -380,6 +380,7 @@ public actor DownloadManager: DownloadQueueService {
             ("check-certificate", "\(configuration.tls.verifyCertificates)"),
             ("remote-time", "\(configuration.setsRemoteTime)"),
             ("conditional-get", "\(configuration.conditionalGet)"),
+            ("follow-metalink", "\(configuration.followsMetalink)"),
         ]
         let listed = Set(values.map(\.0))
         for option in self.effectiveGlobals where !listed.contains(option.name) {
@@ -604,8 +605,12 @@ public actor DownloadManager: DownloadQueueService {
         let actions: [QueueAction]
         switch outcome {
         case .success(let result):
-            actions = self.queue.finish(gid, outcome: .complete(path: result.path, length: result.length))
-            self.logger.info("Download complete", metadata: ["gid": "\(gid)", "path": "\(result.path)"])
+            if let metalink = result.metalink {
+                actions = self.follow(metalink, of: gid, path: result.path, length: result.length)
+            } else {
+                actions = self.queue.finish(gid, outcome: .complete(path: result.path, length: result.length))
+                self.logger.info("Download complete", metadata: ["gid": "\(gid)", "path": "\(result.path)"])
+            }
         case .failure(let error):
             let progress = run.download.progress
             self.queue.record(gid, totalLength: progress.totalBytes, completedLength: progress.completedBytes)
@@ -623,6 +628,37 @@ public actor DownloadManager: DownloadQueueService {
         guard !self.queue.changes.isEmpty else { return }
         self.commitOrLog()
         self.perform(actions)
+    }
+
+    /// A run whose URL was a Metalink document (it follows Metalinks, the `follow-metalink` option): as aria2
+    /// does, the download is `complete` (`followedBy` the new GIDs) and one download per file of the document
+    /// joins the front of the waiting queue (``DownloadQueue/finish(_:path:length:followedBy:)``), each as
+    /// `aria2.addMetalink` would add it (``AddRequest/files(of:options:position:)``) with this download's options
+    /// but `out` and `checksum`, which were the document's. A file that cannot be added fails the download
+    /// (aria2's code 1) and adds none.
+    private func follow(_ metalink: Metalink, of gid: DownloadID, path: String, length: Int64) -> [QueueAction] {
+        guard let download = self.queue.downloads[gid] else { return [] }
+        let options = download.entry.options.filter { $0.name != "out" && $0.name != "checksum" }
+        do throws(QueueError) {
+            var files: [QueueEntry] = []
+            for request in AddRequest.files(of: metalink, options: options, position: nil) {
+                var entry = try self.prepareAdd(uris: request.uris, options: request.options, position: nil).entry
+                while self.queue.contains(entry.gid) || files.contains(where: { $0.gid == entry.gid }) {
+                    entry.gid = self.gids.next()
+                }
+                files.append(entry)
+            }
+            let actions = try self.queue.finish(gid, path: path, length: length, followedBy: files)
+            self.logger.info(
+                "Metalink followed",
+                metadata: ["gid": "\(gid)", "files": "\(files.map(\.gid.description).joined(separator: ","))"]
+            )
+            return actions
+        } catch {
+            self.queue.revertChanges()
+            self.logger.info("Metalink cannot be followed", metadata: ["gid": "\(gid)", "error": "\(error.message)"])
+            return self.queue.finish(gid, outcome: .failed(code: 1, message: error.message))
+        }
     }
 
     // MARK: - Helpers
@@ -727,6 +763,8 @@ public actor DownloadManager: DownloadQueueService {
         do {
             // Every URI of the entry: the first is the request's URL, the others its mirrors.
             var request = try options.request(uris: download.entry.uris)
+            // The files of a Metalink are not followed again (a document that lists itself would never end).
+            if download.entry.following != nil { request.configuration.followsMetalink = false }
             if let path = download.path {
                 let url = URL(fileURLWithPath: path)
                 request.destination = .named(url.lastPathComponent, in: url.deletingLastPathComponent().path)
@@ -837,7 +875,8 @@ public actor DownloadManager: DownloadQueueService {
             directory: directory,
             path: download.path ?? planned,
             totalLength: download.totalLength,
-            completedLength: download.completedLength
+            completedLength: download.completedLength,
+            following: download.entry.following
         )
         // Before its probe is done a run knows nothing yet: what was recorded stands until then.
         if state == .active, let run = self.runs[gid], run.download.state != .queued, run.download.state != .probing {
@@ -864,7 +903,9 @@ public actor DownloadManager: DownloadQueueService {
             completedLength: result.completedLength,
             completedRanges: result.errorCode == 0 && result.totalLength > 0 ? [0..<result.totalLength] : [],
             errorCode: result.errorCode,
-            errorMessage: result.errorMessage
+            errorMessage: result.errorMessage,
+            following: result.entry.following,
+            followedBy: result.entry.followedBy
         )
     }
 

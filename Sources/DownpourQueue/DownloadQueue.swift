@@ -402,6 +402,47 @@ public struct DownloadQueue: Sendable {
         return [.emit(event)] + self.fillSlots()
     }
 
+    /// Records that an active download's URL was a Metalink document whose files are to be downloaded, as aria2
+    /// does after a `.meta4` download: the download becomes a `complete` result (`path` where the document would
+    /// have been saved, `length` the document's, its `followedBy` the new GIDs), and `files` (each with `following` set to it) go to the
+    /// front of the waiting queue in their order, where aria2 puts the downloads a finished one makes; then the
+    /// free slots are filled. All of it is one set of ``changes``.
+    ///
+    /// - Throws: ``QueueError`` `duplicateGID` when a file's GID is taken; nothing is changed then (revert).
+    public mutating func finish(
+        _ gid: DownloadID,
+        path: String,
+        length: Int64,
+        followedBy files: [QueueEntry]
+    ) throws(QueueError) -> [QueueAction] {
+        guard var download = self.downloads[gid], let index = self.active.firstIndex(of: gid) else { return [] }
+        var seen: Set<DownloadID> = []
+        for file in files where self.contains(file.gid) || !seen.insert(file.gid).inserted {
+            throw QueueError(
+                .duplicateGID,
+                gid: file.gid.description,
+                message: "The GID \(file.gid) is in use already; give another one or none."
+            )
+        }
+        self.removeActive(at: index)
+        self.setDownload(nil, for: gid)
+        self.changes.append(.delete(gid))
+        var actions: [QueueAction] = [.emit(.completed(gid))]
+        for (offset, var file) in files.enumerated() {
+            file.following = gid
+            let added = QueuedDownload(entry: file)
+            self.setDownload(added)
+            let position = self.insertWaiting(WaitingItem(gid: file.gid, isPaused: false), at: offset)
+            self.changes.append(.insert(added, state: .waiting, position: position))
+            actions.append(.emit(.added(file.gid)))
+        }
+        download.entry.followedBy = files.map(\.gid)
+        self.appendResult(
+            StoppedResult(entry: download.entry, errorCode: 0, path: path, totalLength: length, completedLength: length)
+        )
+        return actions + self.fillSlots()
+    }
+
     /// Notes what a run has learnt of its file: the resolved path, the length, the bytes on disk.
     public mutating func record(
         _ gid: DownloadID,

@@ -43,6 +43,10 @@ public struct DownloadStatus: Sendable, Hashable {
     public var errorCode: Int?
     /// What went wrong, for stopped downloads only ("" when complete or removed).
     public var errorMessage: String?
+    /// The Metalink download this one is a file of (aria2's `following`).
+    public var following: DownloadID?
+    /// The downloads of the files of the Metalink document this download turned out to be (aria2's `followedBy`).
+    public var followedBy: [DownloadID]
 
     public init(
         gid: DownloadID,
@@ -58,7 +62,9 @@ public struct DownloadStatus: Sendable, Hashable {
         connectionProgress: [ConnectionProgress] = [],
         completedRanges: [Range<Int64>] = [],
         errorCode: Int? = nil,
-        errorMessage: String? = nil
+        errorMessage: String? = nil,
+        following: DownloadID? = nil,
+        followedBy: [DownloadID] = []
     ) {
         self.gid = gid
         self.status = status
@@ -74,6 +80,8 @@ public struct DownloadStatus: Sendable, Hashable {
         self.completedRanges = completedRanges
         self.errorCode = errorCode
         self.errorMessage = errorMessage
+        self.following = following
+        self.followedBy = followedBy
     }
 }
 

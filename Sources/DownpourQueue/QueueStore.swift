@@ -147,6 +147,17 @@ public final class QueueStore: Sendable {
                     """
             )
         }
+        migrator.registerMigration("v4-followed-metalink") { db in
+            // A Metalink URL's download and the downloads of its files name each other (aria2's `followedBy`
+            // and `following`): NULL, or a GID (`following`), or a JSON array of GIDs (`followedBy`).
+            try db.execute(
+                sql: """
+                    ALTER TABLE entry ADD COLUMN following TEXT;
+                    ALTER TABLE result ADD COLUMN following TEXT;
+                    ALTER TABLE result ADD COLUMN followedBy TEXT;
+                    """
+            )
+        }
         return migrator
     }
 
@@ -163,7 +174,8 @@ public final class QueueStore: Sendable {
                     let entry = QueueEntry(
                         gid: try Self.gid(row["gid"]),
                         uris: try Self.decode([String].self, row["uris"]),
-                        options: try Self.decode([QueueOption].self, row["options"])
+                        options: try Self.decode([QueueOption].self, row["options"]),
+                        following: try (row["following"] as String?).map(Self.gid)
                     )
                     let download = QueuedDownload(
                         entry: entry,
@@ -183,7 +195,11 @@ public final class QueueStore: Sendable {
                         entry: QueueEntry(
                             gid: try Self.gid(row["gid"]),
                             uris: try Self.decode([String].self, row["uris"]),
-                            options: try Self.decode([QueueOption].self, row["options"])
+                            options: try Self.decode([QueueOption].self, row["options"]),
+                            following: try (row["following"] as String?).map(Self.gid),
+                            followedBy: try (row["followedBy"] as String?).map {
+                                try Self.decode([String].self, $0).map(Self.gid)
+                            } ?? []
                         ),
                         errorCode: row["errorCode"],
                         errorMessage: row["errorMessage"],
@@ -227,13 +243,14 @@ public final class QueueStore: Sendable {
                     guard let download = queue.downloads[gid], let position = queue.position(of: gid) else { return }
                     try db.execute(
                         sql: """
-                            INSERT INTO entry (gid, uris, options, position, state, path, totalLength, completedLength)
-                            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                            INSERT INTO entry (gid, uris, options, position, state, path, totalLength, completedLength,
+                                following)
+                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                             """,
                         arguments: [
                             gid.description, Self.encode(download.entry.uris),
                             Self.encode(download.entry.options), position, state, download.path,
-                            download.totalLength, download.completedLength,
+                            download.totalLength, download.completedLength, download.entry.following?.description,
                         ]
                     )
                 }
@@ -250,13 +267,14 @@ public final class QueueStore: Sendable {
                     try db.execute(
                         sql: """
                             INSERT INTO result (gid, uris, options, status, errorCode, errorMessage, path, totalLength,
-                                completedLength)
-                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                completedLength, following, followedBy)
+                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                             """,
                         arguments: [
                             result.gid.description, Self.encode(result.entry.uris),
                             Self.encode(result.entry.options), result.status.rawValue, result.errorCode,
                             result.errorMessage, result.path, result.totalLength, result.completedLength,
+                            result.entry.following?.description, Self.encodeFollowedBy(result.entry),
                         ]
                     )
                 }
@@ -300,13 +318,13 @@ public final class QueueStore: Sendable {
             try db.cachedStatement(
                 sql: """
                     INSERT OR REPLACE INTO entry (gid, uris, options, position, state, path, totalLength,
-                        completedLength)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                        completedLength, following)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """
             ).execute(arguments: [
                 download.entry.gid.description, Self.encode(download.entry.uris),
                 Self.encode(download.entry.options), position, state.rawValue, download.path,
-                download.totalLength, download.completedLength,
+                download.totalLength, download.completedLength, download.entry.following?.description,
             ])
         case .place(let gid, let state, let position):
             try db.cachedStatement(sql: "UPDATE entry SET state = ?, position = ? WHERE gid = ?")
@@ -328,13 +346,13 @@ public final class QueueStore: Sendable {
             try db.cachedStatement(
                 sql: """
                     INSERT INTO result (gid, uris, options, status, errorCode, errorMessage, path, totalLength,
-                        completedLength)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        completedLength, following, followedBy)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """
             ).execute(arguments: [
                 result.gid.description, Self.encode(result.entry.uris), Self.encode(result.entry.options),
                 result.status.rawValue, result.errorCode, result.errorMessage, result.path, result.totalLength,
-                result.completedLength,
+                result.completedLength, result.entry.following?.description, Self.encodeFollowedBy(result.entry),
             ])
         case .deleteResult(let gid):
             try db.cachedStatement(sql: "DELETE FROM result WHERE gid = ?").execute(arguments: [gid.description])
@@ -358,6 +376,11 @@ public final class QueueStore: Sendable {
 
     /// URIs as a JSON array of strings (what `JSONDecoder` reads back), written by hand: a `JSONEncoder` per row
     /// was the largest cost of an add.
+    /// `followedBy` as stored: `NULL` when empty, else a JSON array of GIDs.
+    static func encodeFollowedBy(_ entry: QueueEntry) -> String? {
+        entry.followedBy.isEmpty ? nil : Self.encode(entry.followedBy.map(\.description))
+    }
+
     static func encode(_ uris: [String]) -> String {
         var json = "["
         for (index, uri) in uris.enumerated() {

@@ -52,6 +52,17 @@ struct DownloadQueueTests {
             layout: "A=2,3 W=1p,4p,5 S=6:0"
         ),
         Row(
+            name: "a Metalink followed: complete, its files at the front of the waiting queue, the first starts",
+            operation: { q throws(QueueError) in
+                try q.finish(gid(1), path: "/d/x.meta4", length: 9, followedBy: [entry(7), entry(8)])
+            },
+            actions: [
+                .emit(.completed(gid(1))), .emit(.added(gid(7))), .emit(.added(gid(8))), .start(gid(7)),
+                .emit(.started(gid(7))),
+            ],
+            layout: "A=2,7 W=8,3,4p,5 S=6:0,1:0"
+        ),
+        Row(
             name: "pause waiting: paused in place",
             operation: { q throws(QueueError) in try q.pause(gid(3)) },
             actions: [.emit(.changed(gid(3)))],
@@ -336,6 +347,13 @@ struct DownloadQueueTests {
         Refusal(
             name: "add with the GID of a result",
             operation: { q throws(QueueError) in _ = try q.add(entry(6)) },
+            reason: .duplicateGID
+        ),
+        Refusal(
+            name: "a Metalink followed by a file with the GID of a waiting one",
+            operation: { q throws(QueueError) in
+                _ = try q.finish(gid(1), path: "/d/x.meta4", length: 9, followedBy: [entry(3)])
+            },
             reason: .duplicateGID
         ),
         Refusal(

@@ -123,9 +123,47 @@ struct QueueStoreTests {
         #expect(download.path == "/d/a.bin")
         #expect(download.totalLength == 42)
         #expect(download.completedLength == 0)
+        #expect(download.entry.following == nil && download.entry.followedBy.isEmpty)
         #expect(loaded.stoppedTotal == 7)
         let applied = try DatabaseQueue(path: path).read { db in try QueueStore.migrator.appliedMigrations(db) }
-        #expect(applied == ["v1-queue", "v2-entry-completed-length", "v3-entry-sparse-position"])
+        #expect(
+            applied == ["v1-queue", "v2-entry-completed-length", "v3-entry-sparse-position", "v4-followed-metalink"]
+        )
+    }
+
+    @Test("a followed Metalink's links (followedBy, following) are stored row by row and whole")
+    func followedMetalinkLinks() throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let path = directory.file(QueueStore.fileName)
+        let store = try QueueStore(path: path)
+        var queue = DownloadQueue(maxConcurrentDownloads: 1)
+        let document = QueueEntry(gid: Self.gid(1), uris: ["http://example.com/x.meta4"], options: [])
+        _ = try queue.add(document)
+        try store.apply(queue.changes)
+        queue.acceptChanges()
+        let files = [2, 3].map { QueueEntry(gid: Self.gid($0), uris: ["http://example.com/\($0)"], options: []) }
+        _ = try queue.finish(Self.gid(1), path: "/d/x.meta4", length: 9, followedBy: files)
+        try store.apply(queue.changes)
+        queue.acceptChanges()
+
+        func check(_ loaded: QueueStore.Contents) {
+            #expect(loaded.stopped.map(\.entry.followedBy) == [[Self.gid(2), Self.gid(3)]])
+            #expect(loaded.stopped.map(\.entry.following) == [nil])
+            #expect(loaded.stopped.map(\.totalLength) == [9])
+            #expect(loaded.active.map(\.entry.gid) == [Self.gid(2)])
+            #expect(loaded.active.map(\.entry.following) == [Self.gid(1)])
+            #expect(loaded.waiting.map(\.0.entry.following) == [Self.gid(1)])
+        }
+        check(try QueueStore(path: path).load())
+
+        // The file that completes keeps its link in its result.
+        _ = queue.finish(Self.gid(2), outcome: .complete(path: "/d/2", length: 2))
+        try store.save(queue, options: [])
+        let saved = try QueueStore(path: path).load()
+        #expect(saved.stopped.map(\.entry.following) == [nil, Self.gid(1)])
+        #expect(saved.stopped.first?.entry.followedBy == [Self.gid(2), Self.gid(3)])
+        #expect(saved.active.map(\.entry.following) == [Self.gid(1)])
     }
 
     @Test("a file that is not a database is refused with a storage error")

@@ -582,5 +582,35 @@ import Testing
         let text = JSONWriter.string(StatusStruct.make(snapshot))
         #expect(!text.contains("null"))
         #expect(!text.contains("errorCode"))
+        #expect(!text.contains("followedBy") && !text.contains("following"))
+    }
+
+    @Test("a Metalink URL's download lists followedBy; each of its files names it in following")
+    func followedByAndFollowing() {
+        let metalink = DownloadStatus(
+            gid: DownloadID(value: 1),
+            status: .complete,
+            uris: ["http://a/x.meta4"],
+            options: [],
+            directory: "/d",
+            followedBy: [DownloadID(value: 2), DownloadID(value: 3)]
+        )
+        let object = StatusStruct.make(metalink)
+        #expect(object["followedBy"] == ["0000000000000002", "0000000000000003"])
+        #expect(object["following"] == nil)
+        let file = DownloadStatus(
+            gid: DownloadID(value: 2),
+            status: .waiting,
+            uris: ["http://a/f"],
+            options: [],
+            directory: "/d",
+            following: DownloadID(value: 1)
+        )
+        #expect(
+            StatusStruct.make(file, keys: ["following", "gid"]) == [
+                "gid": "0000000000000002", "following": "0000000000000001",
+            ]
+        )
+        #expect(StatusStruct.make(file)["followedBy"] == nil)
     }
 }

@@ -25,7 +25,7 @@ public struct Aria2Options: Sendable, Hashable {
         "user-agent", "max-tries", "retry-wait", "timeout", "connect-timeout", "lowest-speed-limit",
         "allow-overwrite", "continue", "check-certificate", "ca-certificate", "http-user", "http-passwd", "no-netrc",
         "remote-time", "conditional-get", "all-proxy", "http-proxy", "https-proxy",
-        "no-proxy", "checksum",
+        "no-proxy", "checksum", "follow-metalink",
     ]
 
     /// Options of Downpour's own that carry what a Metalink says about a file, for a download queue that stores
@@ -152,6 +152,13 @@ public struct Aria2Options: Sendable, Hashable {
                 throw bad("TYPE=DIGEST: sha-256, sha-512, sha-1 or md5, then the digest in hexadecimal")
             }
             self.configuration.checksum = checksum
+        case "follow-metalink":
+            // aria2's `mem` (read the document without saving it) is what following does here anyway.
+            switch value.lowercased() {
+            case "true", "mem": self.configuration.followsMetalink = true
+            case "false": self.configuration.followsMetalink = false
+            default: throw bad("true, mem or false")
+            }
         case "downpour-piece-checksums":
             guard let pieces = PieceChecksums(parsing: value) else {
                 throw bad("TYPE:LENGTH:DIGEST,DIGEST,... (piece digests)")

@@ -295,38 +295,10 @@ extension RPCDispatcher {
         } catch {
             throw RPCError.method(error.message)
         }
-        let givesName = options.contains { $0.name == "out" } && metalink.files.count == 1
-        let givesChecksum = options.contains { $0.name == "checksum" }
-        // aria2's metalink-location: URLs of these countries first.
-        let locations = (options.last { $0.name == "metalink-location" }?.value ?? "").split(separator: ",").map {
-            $0.trimmingCharacters(in: .whitespaces)
-        }
         var gids: [JSONValue] = []
-        for (offset, file) in metalink.files.enumerated() {
-            var fileOptions = options
-            if !givesName {
-                fileOptions.removeAll { $0.name == "out" }
-                fileOptions.append(QueueOption(name: "out", value: file.name))
-            }
-            if !givesChecksum, let checksum = file.strongestChecksum {
-                fileOptions.append(
-                    QueueOption(name: "checksum", value: "\(checksum.algorithm.name)=\(checksum.digest)")
-                )
-            }
-            // What the document says of the file's pieces and size, in options of Downpour's own.
-            fileOptions.removeAll { Aria2Options.internalNames.contains($0.name) }
-            if let pieces = file.pieces {
-                fileOptions.append(
-                    QueueOption(name: "downpour-piece-checksums", value: PieceChecksums(pieces).description)
-                )
-            }
-            if let size = file.size {
-                fileOptions.append(QueueOption(name: "downpour-length", value: "\(size)"))
-            }
-            let uris = file.sources(preferring: locations).map(\.url.absoluteString)
-            let at = position.map { $0 + offset }
+        for file in AddRequest.files(of: metalink, options: options, position: position) {
             let gid = try await Self.queue(nil) { () async throws(QueueError) in
-                try await self.service.add(uris: uris, options: fileOptions, position: at)
+                try await self.service.add(uris: file.uris, options: file.options, position: file.position)
             }
             gids.append(.string(gid.description))
         }

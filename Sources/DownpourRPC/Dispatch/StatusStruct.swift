@@ -3,7 +3,8 @@ import DownpourQueue
 
 /// A ``DownloadStatus`` as aria2's status struct (§2.3 of the reference, for downloads that are not
 /// BitTorrent): every number a decimal string, no JSON `null`, and exactly the keys aria2 has for such a
-/// download: `errorCode` and `errorMessage` only for stopped ones, `bitfield` only once the length is known.
+/// download: `errorCode` and `errorMessage` only for stopped ones, `bitfield` only once the length is known,
+/// `followedBy` and `following` only for a Metalink URL's download and the downloads of its files.
 enum StatusStruct {
     /// The piece size used for `pieceLength`, `numPieces` and `bitfield`. Downpour has no pieces (it tracks
     /// byte ranges), so this is a fixed size for display: 1 MiB, aria2's default `piece-length`.
@@ -39,6 +40,13 @@ enum StatusStruct {
                 object.append("errorCode", Self.number(Int64(status.errorCode ?? Self.defaultErrorCode(status.status))))
             }
             if wants("errorMessage") { object.append("errorMessage", .string(status.errorMessage ?? "")) }
+        }
+        // aria2 leaves these out unless set: a Metalink URL's download and the downloads of its files.
+        if wants("followedBy"), !status.followedBy.isEmpty {
+            object.append("followedBy", .array(status.followedBy.map { .string($0.description) }))
+        }
+        if wants("following"), let following = status.following {
+            object.append("following", .string(following.description))
         }
         if wants("dir") { object.append("dir", .string(status.directory)) }
         if wants("files") { object.append("files", Self.files(status)) }

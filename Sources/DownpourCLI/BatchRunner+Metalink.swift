@@ -1,0 +1,57 @@
+import Downpour
+import Foundation
+
+extension BatchRunner.Entry {
+    /// The files of a Metalink document as batch entries: each from all its URLs (mirrors, best first: those of
+    /// `locations` first), named as the document names it inside `options.directory`, with `options`' checksum,
+    /// else the file's strongest digest, its piece digests and its size. The files themselves are not followed
+    /// as Metalinks again (a document that lists itself would never end).
+    ///
+    /// `line` gives each file's line for messages (its place in `-M`'s document, or the input file's line of the
+    /// entry that named the document); `origin` names the document when it was a URL of a batch.
+    ///
+    /// - Throws: ``DownloadError`` `invalidRequest`, its message starting with the file's name, for a file that
+    ///   cannot be downloaded as the document describes it.
+    static func metalinkFiles(
+        of metalink: Metalink,
+        options base: Aria2Options,
+        locations: [String],
+        line: (Int) -> Int,
+        origin: String? = nil
+    ) throws(DownloadError) -> [BatchRunner.Entry] {
+        var entries: [BatchRunner.Entry] = []
+        for (index, file) in metalink.files.enumerated() {
+            var options = base
+            options.output = file.name
+            options.configuration.followsMetalink = false
+            if options.configuration.checksum == nil {
+                options.configuration.checksum = file.strongestChecksum
+            }
+            options.configuration.pieceChecksums = file.pieces.map(PieceChecksums.init)
+            options.configuration.expectedLength = file.size
+            do throws(DownloadError) {
+                // Every URL of the file, best first: the others are its mirrors.
+                let request = try options.request(uris: file.sources(preferring: locations).map(\.url.absoluteString))
+                try request.configuration.validate()
+                var entry = BatchRunner.Entry(line: line(index), request: request)
+                entry.origin = origin.map { "\($0), file \(file.name)" }
+                entries.append(entry)
+            } catch {
+                throw DownloadError(code: error.code, message: "\(file.name): \(error.message)")
+            }
+        }
+        return entries
+    }
+
+    /// The options this entry's request was made from, as far as its files would need them if it turns out to
+    /// be a Metalink: its directory and configuration.
+    var optionsForMetalinkFiles: Aria2Options {
+        let directory: String
+        switch self.request.destination {
+        case .directory(let path): directory = path
+        case .named(_, let path): directory = path
+        case .file(let path): directory = (path as NSString).deletingLastPathComponent
+        }
+        return Aria2Options(directory: directory.isEmpty ? "." : directory, configuration: self.request.configuration)
+    }
+}
