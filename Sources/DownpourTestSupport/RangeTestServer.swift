@@ -137,6 +137,12 @@ public struct RangeTestServer: Sendable {
         self.state.holdBodies(afterSending: bytes)
     }
 
+    /// Holds the bodies as ``holdBodies(afterSending:)`` does, once `bytes` more body bytes than so far have been
+    /// sent: a budget for what starts now, whatever was sent before.
+    public func holdBodies(afterSendingMore bytes: Int) {
+        self.state.holdBodies(afterSendingMore: bytes)
+    }
+
     /// Sends the bodies that ``holdBodies()`` held back, and every body from now on.
     ///
     /// A throttled response catches up with its rate at once: its pace counts from the start of the response.

@@ -105,6 +105,13 @@ final class ServerState: Sendable {
 
     /// Holds the bodies once `bytes` body bytes have been handed to the sockets in all (at once if they have): the
     /// count is taken as each slice is written, so not a byte more goes out.
+    /// Holds the bodies once `bytes` more body bytes than so far have been handed to the sockets.
+    func holdBodies(afterSendingMore bytes: Int) {
+        self.mutable.withLockedValue { state in
+            state.holdAfterBytes = state.bodyBytesQueued + bytes
+        }
+    }
+
     func holdBodies(afterSending bytes: Int) {
         self.mutable.withLockedValue { state in
             if state.bodyBytesQueued >= bytes {

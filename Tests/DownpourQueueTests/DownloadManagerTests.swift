@@ -264,22 +264,23 @@ struct DownloadManagerTests {
                 let manager = try makeManager(in: directory, downloader: downloader)
                 let log = EventLog(manager.events)
                 try await manager.start()
-                // Past 4 MiB in all the server holds the bodies: neither file can be complete before its pause.
-                server.holdBodies(afterSending: 4 * 1024 * 1024)
+                // One download at a time, each with a budget of 4 MiB of bodies (less than the file) before the
+                // server holds them: neither file can be complete before its pause, and the first cannot take the
+                // second's bytes, however loaded the machine.
                 for name in ["p0.bin", "p1.bin"] {
+                    server.releaseBodies()
+                    server.holdBodies(afterSendingMore: 4 * 1024 * 1024)
                     let gid = try await manager.add(
                         uris: [server.url("/big.bin")],
                         options: Self.out(name),
                         position: nil
                     )
                     try await Self.waitForBytes(manager, gid, 256 * 1024)
+                    #expect(try await manager.pause(gid.description, force: false) == gid)
+                    try await log.wait(for: .paused(gid))
                     gids.append(gid)
                 }
                 server.holdBodies()
-                for gid in gids {
-                    #expect(try await manager.pause(gid.description, force: false) == gid)
-                    try await log.wait(for: .paused(gid))
-                }
                 // Removed while its run may still be letting go of the file: the file goes once it has.
                 #expect(try await manager.remove(gids[0].description, force: false) == gids[0])
                 try await waitUntil("p0's files gone: \(directory.contents())") {
