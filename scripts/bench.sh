@@ -687,8 +687,13 @@ case_checksum() {
     entries+=("downpour -x 4 sha-512|downpour|4|$url|sha-512||||--checksum=sha-512=$sha512")
     entries+=("aria2c -x 4|aria2c|4|$url|main")
     entries+=("aria2c -x 4 sha-256|aria2c|4|$url|sha-256||||--checksum=sha-256=$sha256")
+    # The same over a link as fast as a good network (limit_rate $THROTTLE_RATE per connection, 4 connections),
+    # where the hash has the time the bytes take to come.
+    entries+=("downpour -x 4 @4x$THROTTLE_RATE|downpour|4|$BASE/throttled/$DATA_NAME|main@link")
+    entries+=("downpour -x 4 sha-256 @4x$THROTTLE_RATE|downpour|4|$BASE/throttled/$DATA_NAME|sha-256@link||||--checksum=sha-256=$sha256")
+    tmo=$(timeout_for "$size" 5000000)
     run_matrix checksum "$size" "$tmo" "" "" "${entries[@]}"
-    summarize checksum "checksum: $(human "$size") ($size bytes), nginx on 127.0.0.1, no limits; -x 4 (aria2c -x 4 -s 4) without and with --checksum=TYPE=HEX; $REPS rep(s), medians" \
+    summarize checksum "checksum: $(human "$size") ($size bytes), nginx on 127.0.0.1, no limits (@: limit_rate $THROTTLE_RATE per connection); -x 4 (aria2c -x 4 -s 4) without and with --checksum=TYPE=HEX; $REPS rep(s), medians" \
         --target "$CHECKSUM_TARGET"
     pending unthrottled || drop_file "$DATA_NAME"
 }

@@ -252,15 +252,20 @@ def print_ratelimit(stats):
 
 
 def print_checksum(stats, rows, target):
-    """Time and CPU with a checksum over without, per tool; the target for downpour's sha-256."""
-    base = {s["tool"]: s for s in stats if s["role"] == "main"}
+    """Time and CPU with a checksum over without, per tool and link (a role "KIND@LINK" is paired with
+    "main@LINK"; no "@": the unlimited link); the target for downpour's sha-256 on each link."""
+    def split(role):
+        kind, _, link = role.partition("@")
+        return kind, link
+    base = {(s["tool"], split(s["role"])[1]): s for s in stats if split(s["role"])[0] == "main"}
     # (client label, repetition) -> wall time of an ok run, to pair the runs of one repetition.
     walls = {(r["client"], r["rep"]): fnum(r["wall_s"]) for r in rows if r["status"] == "ok"}
     reps = sorted({r["rep"] for r in rows}, key=int)
-    target_ratio = None
+    targets = []
     for s in stats:
-        b = base.get(s["tool"])
-        if s["role"] == "main" or b is None:
+        kind, link = split(s["role"])
+        b = base.get((s["tool"], link))
+        if kind == "main" or b is None:
             continue
         r = ratio(s["wall"], b["wall"])
         c = ratio(s["cpu"], b["cpu"])
@@ -272,10 +277,9 @@ def print_checksum(stats, rows, target):
               % (s["client"], "-" if r is None else "%.2f" % r, rng, fmt(s["wall"], 0, 3), fmt(b["wall"], 0, 3),
                  "-" if c is None else "%.2f" % c, fmt(s["cpu"], 0, 2), fmt(b["cpu"], 0, 2),
                  "-" if rss is None else "%+.1f" % rss))
-        if s["tool"] == "downpour" and s["role"] == "sha-256":
-            target_ratio = (r, s["client"], b["client"])
-    if target_ratio is not None:
-        r, with_c, without_c = target_ratio
+        if s["tool"] == "downpour" and kind == "sha-256":
+            targets.append((r, s["client"], b["client"]))
+    for r, with_c, without_c in targets:
         if r is None:
             print("target <= %g: - (no successful runs on one side)" % target)
         else:
