@@ -5,6 +5,7 @@ import DownpourRPC
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
+import NIOPosix
 import ServiceLifecycle
 import UnixSignals
 
@@ -193,7 +194,12 @@ struct DaemonCommand: AsyncParsableCommand {
             options.append(QueueOption(name: "max-overall-download-limit", value: limit))
         }
 
-        let downloader = Downloader(logger: logger)
+        // The downloads' connections on the same loops as the daemon's tasks (NIO's, see `Main`): a body part read
+        // on a loop is handed to the task that waits for it on that loop, not across threads to another group's.
+        let downloader = Downloader(
+            eventLoopGroupProvider: .shared(MultiThreadedEventLoopGroup.singleton),
+            logger: logger
+        )
         let manager = DownloadManager(
             downloader: downloader,
             store: store,
