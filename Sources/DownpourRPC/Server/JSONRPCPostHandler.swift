@@ -42,6 +42,9 @@ final class JSONRPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var state = State.idle
     /// Parts that arrived while a reply was being made; handled once it is written.
     private var waiting: [HTTPRequestPart] = []
+    /// A read asked for while an answer was being made: the socket is not read until the answer is out, so a
+    /// client that sends request after request without reading the answers fills its own socket, not memory here.
+    private var readWaits = false
 
     init(maximumBodySize: Int, respond: @escaping Respond) {
         self.maximumBodySize = maximumBodySize
@@ -83,6 +86,15 @@ final class JSONRPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
+    func read(context: ChannelHandlerContext) {
+        switch self.state {
+        case .answering, .passingThrough(ended: true):
+            self.readWaits = true
+        case .idle, .collecting, .passingThrough(ended: false):
+            context.read()
+        }
+    }
+
     /// The router's responses go out as they are; the end of one lets the next request in.
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let ended: Bool
@@ -118,6 +130,15 @@ final class JSONRPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
         }
         context.fireChannelReadComplete()
+        switch self.state {
+        case .idle, .collecting, .passingThrough(ended: false):
+            if self.readWaits {
+                self.readWaits = false
+                context.read()
+            }
+        case .answering, .passingThrough(ended: true):
+            break
+        }
     }
 
     /// The body length of a request this handler answers, else `nil`.
