@@ -27,7 +27,7 @@ extension BatchRunner.Entry {
             if options.configuration.checksum == nil {
                 options.configuration.checksum = file.strongestChecksum
             }
-            options.configuration.pieceChecksums = file.pieces.map(PieceChecksums.init)
+            options.configuration.pieceChecksums = file.pieces
             options.configuration.expectedLength = file.size
             do throws(DownloadError) {
                 // Every URL of the file, best first: the others are its mirrors.

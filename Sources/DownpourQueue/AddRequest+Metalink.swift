@@ -30,7 +30,7 @@ extension AddRequest {
             fileOptions.removeAll { Aria2Options.internalNames.contains($0.name) }
             if let pieces = file.pieces {
                 fileOptions.append(
-                    QueueOption(name: "downpour-piece-checksums", value: PieceChecksums(pieces).description)
+                    QueueOption(name: "downpour-piece-checksums", value: pieces.description)
                 )
             }
             if let size = file.size {

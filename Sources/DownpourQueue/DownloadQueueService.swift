@@ -104,6 +104,11 @@ public struct AddRequest: Sendable, Hashable {
 extension DownloadQueueService {
     /// One ``add(uris:options:position:)`` after the other: for a queue with nothing to gain from a batch.
     public func add(batch: [AddRequest]) async -> [Result<DownloadID, QueueError>] {
+        await self.addEach(of: batch)
+    }
+
+    /// Adds the requests of `batch` one after the other, each its own result.
+    public func addEach(of batch: [AddRequest]) async -> [Result<DownloadID, QueueError>] {
         var results: [Result<DownloadID, QueueError>] = []
         results.reserveCapacity(batch.count)
         for request in batch {

@@ -36,19 +36,7 @@ actor InMemoryQueue: DownloadQueueService {
 
     func add(batch: [AddRequest]) async -> [Result<DownloadID, QueueError>] {
         self.batchSizes.append(batch.count)
-        var results: [Result<DownloadID, QueueError>] = []
-        for request in batch {
-            do {
-                results.append(
-                    .success(
-                        try await self.add(uris: request.uris, options: request.options, position: request.position)
-                    )
-                )
-            } catch {
-                results.append(.failure(error))
-            }
-        }
-        return results
+        return await self.addEach(of: batch)
     }
 
     // MARK: Test controls

@@ -42,9 +42,9 @@ struct MetalinkTests {
         #expect(file.checksums.last?.digest == Self.md5)
         let pieces = try #require(file.pieces)
         #expect(pieces.algorithm == .sha1)
-        #expect(pieces.length == 262_144)
+        #expect(pieces.pieceLength == 262_144)
         #expect(pieces.digests.count == 3)
-        #expect(pieces.range(ofPiece: 2, fileSize: 600_000) == 524_288..<600_000)
+        #expect(pieces.range(ofPiece: 2, length: 600_000) == 524_288..<600_000)
         #expect(
             file.sources.map(\.url.absoluteString) == [
                 "https://example.com/example.iso", "http://de.example.com/example.iso",

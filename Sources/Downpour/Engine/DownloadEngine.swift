@@ -307,8 +307,7 @@ struct DownloadEngine: Sendable {
             throw self.discard(file, journal: journal, error: .checksumMismatch(mismatch))
         }
 
-        if readsMetalink {
-            let metalink = try await self.readMetalink(from: file, length: length, journal: journal, session: session)
+        func result(metalink: Metalink? = nil) -> DownloadResult {
             let snapshot = session.snapshot()
             return DownloadResult(
                 path: path,
@@ -319,6 +318,11 @@ struct DownloadEngine: Sendable {
                 connectionsUsed: max(1, snapshot.mostActiveConnections),
                 checksum: expected?.checksum,
                 metalink: metalink
+            )
+        }
+        if readsMetalink {
+            return result(
+                metalink: try await self.readMetalink(from: file, length: length, journal: journal, session: session)
             )
         }
         let finisher = DownloadFinisher(
@@ -339,16 +343,7 @@ struct DownloadEngine: Sendable {
                 resumable: session.remoteFile.isSegmentable && session.hasPlan
             )
         }
-        let snapshot = session.snapshot()
-        return DownloadResult(
-            path: path,
-            length: length,
-            remoteFile: session.remoteFile,
-            downloadedBytes: earlierBytes + snapshot.bytesThisRun,
-            elapsed: clock.now - startedAt,
-            connectionsUsed: max(1, snapshot.mostActiveConnections),
-            checksum: expected?.checksum
-        )
+        return result()
     }
 
     /// Ends a download whose transfer failed: keeps the `.part` file and its journal (after a last save) when the

@@ -4,7 +4,7 @@
 /// ```swift
 /// var configuration = DownloadConfiguration()
 /// if let pieces = metalinkFile.pieces {
-///     configuration.pieceChecksums = PieceChecksums(pieces)
+///     configuration.pieceChecksums = pieces
 ///     configuration.expectedLength = metalinkFile.size
 /// }
 /// ```
@@ -25,11 +25,6 @@ public struct PieceChecksums: Sendable, Hashable, Codable, CustomStringConvertib
         self.algorithm = algorithm
         self.pieceLength = pieceLength
         self.digests = digests.map { $0.lowercased() }
-    }
-
-    /// The digests of a Metalink file's pieces.
-    public init(_ pieces: Metalink.Pieces) {
-        self.init(algorithm: pieces.algorithm, pieceLength: pieces.length, digests: pieces.digests)
     }
 
     /// Parses `TYPE:LENGTH:DIGEST,DIGEST,…` (``description``'s form): `sha-256:262144:9f86d0…,60303a…`. `nil` for

@@ -27,7 +27,7 @@ public struct Metalink: Sendable, Hashable {
         /// The whole file's digests, strongest first.
         public var checksums: [Checksum]
         /// The digests of its pieces, when given.
-        public var pieces: Pieces?
+        public var pieces: PieceChecksums?
         /// Where to fetch it, best first (Metalink 4 priority 1 first; Metalink 3 highest preference first), in
         /// document order among equals.
         public var sources: [Source]
@@ -41,7 +41,7 @@ public struct Metalink: Sendable, Hashable {
             return preferred + self.sources.filter { !($0.location.map(wanted.contains) ?? false) }
         }
 
-        public init(name: String, size: Int64?, checksums: [Checksum], pieces: Pieces?, sources: [Source]) {
+        public init(name: String, size: Int64?, checksums: [Checksum], pieces: PieceChecksums?, sources: [Source]) {
             self.name = name
             self.size = size
             self.checksums = checksums
@@ -51,27 +51,6 @@ public struct Metalink: Sendable, Hashable {
 
         /// The strongest whole-file digest.
         public var strongestChecksum: Checksum? { self.checksums.first }
-    }
-
-    /// The digests of consecutive pieces of one length (the last piece may be shorter).
-    public struct Pieces: Sendable, Hashable {
-        public var algorithm: Checksum.Algorithm
-        /// Bytes per piece.
-        public var length: Int64
-        /// One lowercase hexadecimal digest per piece, in order.
-        public var digests: [String]
-
-        public init(algorithm: Checksum.Algorithm, length: Int64, digests: [String]) {
-            self.algorithm = algorithm
-            self.length = length
-            self.digests = digests
-        }
-
-        /// The byte range of piece `index` in a file of `size` bytes.
-        public func range(ofPiece index: Int, fileSize size: Int64) -> Range<Int64> {
-            let start = Int64(index) * self.length
-            return start..<min(size, start + self.length)
-        }
     }
 
     /// A URL of a file.

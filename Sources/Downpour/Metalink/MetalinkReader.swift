@@ -128,13 +128,13 @@ final class MetalinkReader: NSObject, XMLParserDelegate {
         self.name = nil
         let sources = self.sources.sorted { ($0.source.priority, $0.order) < ($1.source.priority, $1.order) }
         guard !sources.isEmpty else { return }
-        var pieces: Metalink.Pieces?
+        var pieces: PieceChecksums?
         if let algorithm = self.pieceAlgorithm, let length = self.pieceLength, !self.pieceDigests.isEmpty {
             let ordered = self.pieceDigests.sorted { $0.index < $1.index }
             let contiguous = ordered.enumerated().allSatisfy { $0.offset == $0.element.index }
             let expectedCount = self.size.map { Int(($0 + length - 1) / length) }
             if contiguous && (expectedCount == nil || expectedCount == ordered.count) {
-                pieces = Metalink.Pieces(algorithm: algorithm, length: length, digests: ordered.map(\.digest))
+                pieces = PieceChecksums(algorithm: algorithm, pieceLength: length, digests: ordered.map(\.digest))
             }
         }
         let strength: [Checksum.Algorithm] = [.sha512, .sha256, .sha1, .md5]
