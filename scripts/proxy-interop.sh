@@ -293,9 +293,13 @@ expect_file "socks5 (microsocks, resolved here), http://$NAME_HOST" one-mib.bin 
     "http://$NAME_HOST:$ORIGIN_PORT/one-mib.bin" -- --http-proxy "socks5://$SOCKS_HOST"
 expect_file "socks5 (microsocks, resolved here), https://$NAME_HOST (SNI kept)" one-mib.bin \
     "$TLS_NAME_BASE/one-mib.bin" -- --https-proxy "socks5://$SOCKS_HOST" --ca-certificate "$CA" -x 4
-expect_failure "socks5 with user:password -> exit 2 (not supported, refused up front)" 2 "not supported" \
-    "$BASE/one-mib.bin" -- --all-proxy "socks5://user:s3cret@127.0.0.1:$MSA"
-expect_failure "socks5 proxy wanting credentials (microsocks -u/-P) -> exit 4" 4 "requires authentication" \
+expect_file "socks5h with user:password (microsocks -u/-P, RFC 1929), -x 4" one-mib.bin "$BASE/one-mib.bin" -- \
+    --all-proxy "socks5h://user:s3cret@127.0.0.1:$MSA" -x 4
+expect_file "socks5 with user:password, https://$NAME_HOST, 32 MiB -x 8" big.bin "$TLS_NAME_BASE/big.bin" -- \
+    --all-proxy "socks5://user:s3cret@127.0.0.1:$MSA" --ca-certificate "$CA" -x 8
+expect_failure "socks5h with a wrong password -> exit 4, named" 4 "refused the user name and password" \
+    "$BASE/one-mib.bin" -- --all-proxy "socks5h://user:wrong@127.0.0.1:$MSA"
+expect_failure "socks5 proxy wanting credentials, none given (microsocks -u/-P) -> exit 4" 4 "requires authentication" \
     "$BASE/one-mib.bin" -- --all-proxy "socks5h://127.0.0.1:$MSA"
 expect_failure "https:// proxy (TLS to the proxy) -> exit 2" 2 "TLS to the proxy" "$BASE/one-mib.bin" -- \
     --all-proxy "https://127.0.0.1:$TP"

@@ -21,17 +21,20 @@ final class RecordingProxy: Sendable {
 
     let port: Int
     private let channel: any Channel
-    private let recorded = Mutex<(socks: [SOCKSTarget], heads: [String])>(([], []))
+    private let recorded = Mutex<(socks: [SOCKSTarget], heads: [String], logins: [String])>(([], [], []))
 
     var socksTargets: [SOCKSTarget] { self.recorded.withLock { $0.socks } }
     var httpHeads: [String] { self.recorded.withLock { $0.heads } }
+    /// The SOCKS5 user names and passwords it was given (RFC 1929), as `USER:PASSWORD`.
+    var logins: [String] { self.recorded.withLock { $0.logins } }
 
-    init(_ kind: Kind) async throws {
+    /// - Parameter login: for `.socks5`, the `USER:PASSWORD` it wants (RFC 1929); `nil` for no authentication.
+    init(_ kind: Kind, login: String? = nil) async throws {
         let box = Box()
         self.channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(Handler(kind: kind, box: box))
+                    try channel.pipeline.syncOperations.addHandler(Handler(kind: kind, login: login, box: box))
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
@@ -53,12 +56,16 @@ final class RecordingProxy: Sendable {
         typealias OutboundOut = ByteBuffer
 
         let kind: Kind
+        let login: String?
         let box: Box
         var bytes: [UInt8] = []
         var greeted = false
+        var authenticated = false
 
-        init(kind: Kind, box: Box) {
+        init(kind: Kind, login: String?, box: Box) {
             self.kind = kind
+            self.login = login
+            self.authenticated = login == nil
             self.box = box
         }
 
@@ -73,11 +80,34 @@ final class RecordingProxy: Sendable {
                 self.reply(context, Array("HTTP/1.1 \(status)\r\nContent-Length: 0\r\n\r\n".utf8))
             case .socks5:
                 if !self.greeted {
-                    // VER NMETHODS METHODS…: take "no authentication".
+                    // VER NMETHODS METHODS…: take "no authentication", or user name and password (2) when it
+                    // wants a login.
                     guard self.bytes.count >= 2, self.bytes.count >= 2 + Int(self.bytes[1]) else { return }
+                    let methods = self.bytes[2..<(2 + Int(self.bytes[1]))]
+                    let wanted: UInt8 = self.login == nil ? 0 : 2
                     self.bytes.removeFirst(2 + Int(self.bytes[1]))
+                    guard methods.contains(wanted) else { return self.reply(context, [5, 0xFF]) }
                     self.greeted = true
-                    context.writeAndFlush(Self.wrapOutboundOut(ByteBuffer(bytes: [5, 0])), promise: nil)
+                    context.writeAndFlush(Self.wrapOutboundOut(ByteBuffer(bytes: [5, wanted])), promise: nil)
+                }
+                if !self.authenticated {
+                    // VER=1 ULEN USER PLEN PASSWORD
+                    guard self.bytes.count >= 2, self.bytes.count >= 3 + Int(self.bytes[1]) else { return }
+                    let userLength = Int(self.bytes[1])
+                    let passwordLength = Int(self.bytes[2 + userLength])
+                    guard self.bytes.count >= 3 + userLength + passwordLength else { return }
+                    let user = String(decoding: self.bytes[2..<(2 + userLength)], as: UTF8.self)
+                    let password = String(
+                        decoding: self.bytes[(3 + userLength)..<(3 + userLength + passwordLength)],
+                        as: UTF8.self
+                    )
+                    self.bytes.removeFirst(3 + userLength + passwordLength)
+                    self.box.proxy.withLock { proxy in
+                        proxy?.recorded.withLock { $0.logins.append("\(user):\(password)") }
+                    }
+                    guard "\(user):\(password)" == self.login else { return self.reply(context, [1, 1]) }
+                    self.authenticated = true
+                    context.writeAndFlush(Self.wrapOutboundOut(ByteBuffer(bytes: [1, 0])), promise: nil)
                 }
                 // VER CMD RSV ATYP ADDRESS PORT
                 guard self.bytes.count >= 5 else { return }
@@ -156,6 +186,38 @@ struct ProxyTests {
         #expect(targets[1].addressType == 1 || targets[1].addressType == 4, "an address, not a name: \(targets[1])")
         #expect(targets[1].address == "127.0.0.1" || targets[1].address == "0:0:0:0:0:0:0:1")
         #expect(targets[1].port == 4321)
+    }
+
+    @Test("a SOCKS5 proxy's user name and password go over RFC 1929; a refusal of them is named")
+    func socksLogin() async throws {
+        let proxy = try await RecordingProxy(.socks5, login: "alice:s3cr@t")
+        let url = "http://localhost:4321/file.bin"
+        let good = try await Self.run(
+            url,
+            ProxySettings(all: try ProxyURL(parsing: "socks5h://alice:s3cr%40t@127.0.0.1:\(proxy.port)"))
+        )
+        let wrong = try await Self.run(
+            url,
+            ProxySettings(all: try ProxyURL(parsing: "socks5h://alice:guess@127.0.0.1:\(proxy.port)"))
+        )
+        let none = try await Self.run(
+            url,
+            ProxySettings(all: ProxyURL(kind: .socks5h, host: "127.0.0.1", port: proxy.port))
+        )
+        try await proxy.shutdown()
+        #expect(proxy.logins == ["alice:s3cr@t", "alice:guess"])
+        // Let in, the proxy was asked for the host (and refused to connect to it).
+        #expect(proxy.socksTargets == [.init(addressType: 3, address: "localhost", port: 4321)])
+        #expect(good?.code == .network)
+        #expect(good?.message.contains("could not connect to localhost") == true, "\(good!)")
+        #expect(wrong?.code == .network)
+        #expect(
+            wrong?.message.contains("socks5h://alice:***@127.0.0.1:\(proxy.port) refused the user name and password")
+                == true,
+            "\(wrong!)"
+        )
+        #expect(wrong?.message.contains("guess") == false)
+        #expect(none?.message.contains("requires authentication; give the user name and password") == true, "\(none!)")
     }
 
     @Test("an HTTP proxy gets a CONNECT with Proxy-Authorization; a refusal says what the proxy wanted")

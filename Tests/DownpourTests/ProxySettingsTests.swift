@@ -39,6 +39,24 @@ struct ProxySettingsTests {
             text: "  http://a%20b:c@proxy:1  ",
             expected: ProxyURL(kind: .http, host: "proxy", port: 1, username: "a b", password: "c")
         ),
+        // SOCKS5 credentials (RFC 1929): up to 255 bytes each, the password may be empty.
+        .init(
+            text: "socks5://user:p%40ss@proxy:1080",
+            expected: ProxyURL(kind: .socks5, host: "proxy", port: 1080, username: "user", password: "p@ss")
+        ),
+        .init(
+            text: "socks5h://user@proxy",
+            expected: ProxyURL(kind: .socks5h, host: "proxy", port: 1080, username: "user", password: "")
+        ),
+        .init(
+            text: "socks5h://\(String(repeating: "u", count: 255)):\(String(repeating: "p", count: 255))@proxy",
+            expected: ProxyURL(
+                kind: .socks5h,
+                host: "proxy",
+                username: String(repeating: "u", count: 255),
+                password: String(repeating: "p", count: 255)
+            )
+        ),
     ]
 
     @Test("proxy URLs that parse", arguments: Self.parsed)
@@ -53,8 +71,9 @@ struct ProxySettingsTests {
             ("socks4://proxy:1080", "not SOCKS5"),
             ("socks4a://proxy", "not SOCKS5"),
             ("ftp://proxy", "scheme 'ftp'"),
-            ("socks5://user:pass@proxy:1080", "user name and password"),
-            ("socks5h://user@proxy", "user name and password"),
+            ("socks5://:pass@proxy:1080", "password without a user name"),
+            ("socks5h://\(String(repeating: "u", count: 256)):p@proxy", "longer than 255 bytes"),
+            ("socks5h://u:\(String(repeating: "%C3%A9", count: 128))@proxy", "longer than 255 bytes"),
             ("http://", "no valid host"),
             ("http://:8080", "no valid host"),
             ("http://proxy:0", "port"),

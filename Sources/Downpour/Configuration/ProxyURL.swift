@@ -15,8 +15,9 @@ import Foundation
 /// - `socks5h://`: a SOCKS5 proxy that resolves host names itself (the proxy's DNS).
 /// - `socks5://`: a SOCKS5 proxy that is given an address resolved here (the local DNS), as curl does.
 ///
-/// Without a port, the port is 1080, as curl assumes. TLS to the proxy itself (`https://`), SOCKS4 and SOCKS5
-/// with a user name and password are not supported and refused when parsing.
+/// A SOCKS5 proxy's user name and password are sent with RFC 1929's user-name/password authentication (through a
+/// relay on 127.0.0.1, see `SOCKS5AuthRelay`). Without a port, the port is 1080, as curl assumes. TLS to the
+/// proxy itself (`https://`) and SOCKS4 are not supported and refused when parsing.
 public struct ProxyURL: Sendable, Hashable, Codable, CustomStringConvertible {
     /// How to speak to the proxy.
     public enum Kind: String, Sendable, Hashable, Codable, CaseIterable {
@@ -58,7 +59,7 @@ public struct ProxyURL: Sendable, Hashable, Codable, CustomStringConvertible {
     /// (any case), `http` when left out.
     ///
     /// - Throws: ``DownloadError/Code/invalidRequest``, saying what is wrong: an unsupported scheme (`https`,
-    ///   `socks4`, …), a missing host, a bad port, credentials for a SOCKS5 proxy, a path.
+    ///   `socks4`, …), a missing host, a bad port, SOCKS5 credentials longer than 255 bytes, a path.
     public init(parsing text: String) throws(DownloadError) {
         func bad(_ why: String) -> DownloadError {
             .invalidRequest("The proxy '\(ProxyURL.redacted(text))' \(why).")
@@ -148,10 +149,16 @@ public struct ProxyURL: Sendable, Hashable, Codable, CustomStringConvertible {
             throw .invalidRequest("The proxy \(self) has the port \(self.port); a port is a number from 1 to 65535.")
         }
         if self.kind != .http, self.username != nil || self.password != nil {
-            throw .invalidRequest(
-                "The SOCKS5 proxy \(self) is given a user name and password, which are not supported (only SOCKS5 "
-                    + "without authentication is); use a SOCKS5 proxy that needs none, or an HTTP proxy."
-            )
+            // RFC 1929: each is one length byte and at most 255 bytes; the user name is not empty.
+            guard let username = self.username, !username.isEmpty else {
+                throw .invalidRequest("The SOCKS5 proxy \(self) is given a password without a user name.")
+            }
+            guard username.utf8.count <= 255, (self.password ?? "").utf8.count <= 255 else {
+                throw .invalidRequest(
+                    "The SOCKS5 proxy \(self) is given a user name or password longer than 255 bytes, which SOCKS5 "
+                        + "cannot carry."
+                )
+            }
         }
     }
 

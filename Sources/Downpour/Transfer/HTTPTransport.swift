@@ -34,6 +34,8 @@ final class HTTPClientPool: Sendable {
 
     private struct State {
         var clients: [Key: [HTTPClient]] = [:]
+        /// One relay per SOCKS5 proxy with a user name (see ``SOCKS5AuthRelay``).
+        var relays: [ProxyURL: SOCKS5AuthRelay] = [:]
         var isShutDown = false
     }
 
@@ -49,13 +51,22 @@ final class HTTPClientPool: Sendable {
     }
 
     /// The clients for `configuration`'s TLS and time-out settings and the proxy `route`, one per event loop,
-    /// made on first use.
-    func clients(for configuration: DownloadConfiguration, route: ProxyRoute?) throws(DownloadError) -> [HTTPClient] {
+    /// made on first use, and the relay they reach the proxy through, if any.
+    func clients(
+        for configuration: DownloadConfiguration,
+        route: ProxyRoute?
+    ) async throws(DownloadError) -> (clients: [HTTPClient], relay: SOCKS5AuthRelay?) {
         let key = Key(tls: configuration.tls, timeouts: configuration.timeouts, route: route)
-        if let clients = self.state.withLockedValue({ $0.clients[key] }) { return clients }
+        var relay: SOCKS5AuthRelay?
+        if let route, route.needsRelay {
+            relay = try await self.relay(to: route.proxy, configuration: configuration)
+        }
+        if let clients = self.state.withLockedValue({ $0.clients[key] }) { return (clients, relay) }
         var clientConfiguration = try Self.clientConfiguration(for: configuration)
         if let route {
-            clientConfiguration.proxy = route.clientProxy
+            clientConfiguration.proxy =
+                relay.map { HTTPClient.Configuration.Proxy.socksServer(host: "127.0.0.1", port: $0.port) }
+                ?? route.clientProxy
             clientConfiguration.dnsOverride = route.dnsOverride
         }
         let clients: [HTTPClient]? = self.state.withLockedValue { state in
@@ -68,7 +79,30 @@ final class HTTPClientPool: Sendable {
         guard let clients else {
             throw DownloadError(code: .invalidRequest, message: "The downloader has been shut down.")
         }
-        return clients
+        return (clients, relay)
+    }
+
+    /// The relay to the SOCKS5 proxy `proxy`, started on first use.
+    private func relay(
+        to proxy: ProxyURL,
+        configuration: DownloadConfiguration
+    ) async throws(DownloadError) -> SOCKS5AuthRelay {
+        if let relay = self.state.withLockedValue({ $0.relays[proxy] }) { return relay }
+        let started = try await SOCKS5AuthRelay.start(
+            upstream: proxy,
+            connectTimeout: configuration.timeouts.connect,
+            on: self.eventLoops[0]
+        )
+        let (relay, isShutDown) = self.state.withLockedValue { state in
+            if let relay = state.relays[proxy] { return (relay, state.isShutDown) }
+            if !state.isShutDown { state.relays[proxy] = started }
+            return (started, state.isShutDown)
+        }
+        if relay !== started || isShutDown { await started.close() }
+        guard !isShutDown else {
+            throw DownloadError(code: .invalidRequest, message: "The downloader has been shut down.")
+        }
+        return relay
     }
 
     /// Checks what making clients for `configuration` would check (the CA file, not shut down), without making
@@ -114,10 +148,10 @@ final class HTTPClientPool: Sendable {
     }
 
     func shutdown() async {
-        let clients = self.state.withLockedValue { state in
+        let (clients, relays) = self.state.withLockedValue { state in
             state.isShutDown = true
-            defer { state.clients = [:] }
-            return state.clients.values.flatMap { $0 }
+            defer { (state.clients, state.relays) = ([:], [:]) }
+            return (state.clients.values.flatMap { $0 }, Array(state.relays.values))
         }
         for client in clients {
             do {
@@ -125,6 +159,9 @@ final class HTTPClientPool: Sendable {
             } catch {
                 self.logger.debug("HTTP client shutdown failed", metadata: ["error": "\(error)"])
             }
+        }
+        for relay in relays {
+            await relay.close()
         }
     }
 }
@@ -160,10 +197,10 @@ struct HTTPTransport: Sendable {
     private func client(
         forConnection id: Int,
         url: URL
-    ) async throws(DownloadError) -> (client: HTTPClient, route: ProxyRoute?) {
+    ) async throws(DownloadError) -> (client: HTTPClient, route: ProxyRoute?, relay: SOCKS5AuthRelay?) {
         let route = try await self.router.route(for: url)
-        let clients = try self.pool.clients(for: self.configuration, route: route)
-        return (clients[(self.first + id) % clients.count], route)
+        let (clients, relay) = try await self.pool.clients(for: self.configuration, route: route)
+        return (clients[(self.first + id) % clients.count], route, relay)
     }
 
     /// Sends one probe request on connection 1's client (so that connection 1 can reuse its connection) and returns
@@ -184,7 +221,7 @@ struct HTTPTransport: Sendable {
         for (name, value) in extraHeaders {
             request.headers.replaceOrAdd(name: name, value: value)
         }
-        let (client, route) = try await self.client(forConnection: 1, url: url)
+        let (client, route, relay) = try await self.client(forConnection: 1, url: url)
         let delegate = ProbeResponseDelegate(bodyLimit: bodyLimit)
         let task = client.execute(
             request: request,
@@ -203,7 +240,7 @@ struct HTTPTransport: Sendable {
             if !Task.isCancelled, let head = delegate.head {
                 return ProbeResponse(status: head.status, headers: head.headers, body: nil)
             }
-            throw ProxyConnectionError.wrapping(error, route: route)
+            throw ProxyConnectionError.wrapping(error, route: route, relay: relay)
         }
     }
 }
@@ -229,7 +266,7 @@ extension HTTPTransport {
         for (name, value) in extraHeaders {
             request.headers.replaceOrAdd(name: name, value: value)
         }
-        let (client, route) = try await self.client(forConnection: connection, url: url)
+        let (client, route, relay) = try await self.client(forConnection: connection, url: url)
         let task = client.execute(
             request: request,
             delegate: delegate,
@@ -246,7 +283,7 @@ extension HTTPTransport {
                 task.cancel()
             }
         } catch {
-            throw ProxyConnectionError.wrapping(error, route: route)
+            throw ProxyConnectionError.wrapping(error, route: route, relay: relay)
         }
     }
 }

@@ -39,6 +39,12 @@ struct ProxyRoute: Hashable, Sendable {
         }
     }
 
+    /// Whether the clients reach the proxy through a ``SOCKS5AuthRelay``: a SOCKS5 proxy with a user name, which
+    /// AsyncHTTPClient's SOCKS client cannot give.
+    var needsRelay: Bool {
+        self.proxy.kind != .http && self.proxy.username != nil
+    }
+
     /// The host names the client connects to by another address (the `socks5` resolution).
     var dnsOverride: [String: String] {
         guard let host = self.resolvedHost, let address = self.resolvedAddress else { return [:] }
@@ -130,8 +136,14 @@ struct ProxyConnectionError: Error, CustomStringConvertible {
     var underlying: any Error
 
     /// Wraps `error` when it is one of establishing a connection through `route`; otherwise `error` itself.
-    static func wrapping(_ error: any Error, route: ProxyRoute?) -> any Error {
-        guard let route, Self.isConnectionError(error) else { return error }
+    /// Through a `relay`, the reason it kept (the proxy unreachable, or refusing the credentials) is what went
+    /// wrong: the client saw only a refusal from the relay.
+    static func wrapping(_ error: any Error, route: ProxyRoute?, relay: SOCKS5AuthRelay? = nil) -> any Error {
+        guard let route else { return error }
+        if let failure = relay?.takeFailure() {
+            return ProxyConnectionError(proxy: route.proxy, underlying: failure)
+        }
+        guard Self.isConnectionError(error) else { return error }
         return ProxyConnectionError(proxy: route.proxy, underlying: error)
     }
 
@@ -156,6 +168,22 @@ struct ProxyConnectionError: Error, CustomStringConvertible {
     func reason(target: String) -> String {
         let typeName = String(reflecting: type(of: self.underlying))
         switch self.underlying {
+        case let failure as SOCKS5AuthRelay.Failure:
+            switch failure.reason {
+            case .unreachable(let error):
+                return ProxyConnectionError(proxy: self.proxy, underlying: error).reason(target: target)
+            case .refused(.credentialsRefused(let status)):
+                return "the SOCKS5 proxy \(self.proxy) refused the user name and password (status \(status))"
+            case .refused(.methodNotOffered(let method)):
+                return "the SOCKS5 proxy \(self.proxy) does not take a user name and password ("
+                    + (method == SOCKS5Handshake.noAcceptableMethod
+                        ? "it accepts none of the methods offered" : "it chose method \(method)")
+                    + "); leave them out of the proxy URL if it needs none"
+            case .refused(.malformed):
+                return "the proxy \(self.proxy) did not answer as a SOCKS5 proxy"
+            case .closed:
+                return "the SOCKS5 proxy \(self.proxy) closed the connection while checking the user name and password"
+            }
         case let error as HTTPClientError where error == .proxyAuthenticationRequired:
             return self.proxy.username == nil
                 ? "the proxy \(self.proxy) asks for a user name and password (407); give them in the proxy URL"
@@ -170,8 +198,8 @@ struct ProxyConnectionError: Error, CustomStringConvertible {
         case _
         where typeName.hasSuffix("NoValidAuthenticationMethod")
             || typeName.hasSuffix("InvalidAuthenticationSelection"):
-            return "the SOCKS5 proxy \(self.proxy) requires authentication, which is not supported; use one that "
-                + "needs none, or an HTTP proxy"
+            return "the SOCKS5 proxy \(self.proxy) requires authentication; give the user name and password in "
+                + "the proxy URL (socks5h://USER:PASSWORD@HOST:PORT)"
         case _ where typeName.hasSuffix("ConnectionFailed"):
             return "the SOCKS5 proxy \(self.proxy) could not connect to \(target) (\(self.underlying))"
         case let error as NIOConnectionError:
