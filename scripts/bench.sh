@@ -12,7 +12,8 @@
 #   checksum     the unthrottled case's 1 GiB file: downpour -x 4 without and with
 #                --checksum=sha-256=HEX and --checksum=sha-512=HEX, aria2c -x 4 -s 4
 #                without and with --checksum=sha-256=HEX: time with / without per
-#                tool (issue 10's target for downpour sha-256: <= 1.15)
+#                tool (issue 10's target for downpour sha-256: <= 1.15); downpour
+#                also over 4 x 20 MiB/s and 4 x 100 MiB/s links (nginx limit_rate)
 #   throttled    100 MiB, every connection limited to 20 MiB/s
 #   straggler    200 MiB, one connection in four limited to 1 MiB/s, plus an
 #                unthrottled 200 MiB "ideal" reference for downpour/aria2c -x 4
@@ -213,6 +214,8 @@ trap 'exit 143' TERM
 
 # -------------------------------------------------------------------- nginx
 THROTTLE_RATE=20m
+# A fast network's rate per connection (the checksum case's second link): 4 x 100 MiB/s, about 420 MB/s.
+FAST_RATE=100m
 STRAGGLER_RATE=1m
 
 # nginx's counter of accepted connections (location /status), when this build
@@ -300,6 +303,11 @@ $(nginx_http_common "$dir")
             alias $WWW/;
             limit_rate $THROTTLE_RATE;
             sendfile_max_chunk 64k;
+        }
+        location /fast/ {
+            alias $WWW/;
+            limit_rate $FAST_RATE;
+            sendfile_max_chunk 256k;
         }
         location /straggler/ {
             alias $WWW/;
@@ -691,9 +699,12 @@ case_checksum() {
     # where the hash has the time the bytes take to come.
     entries+=("downpour -x 4 @4x$THROTTLE_RATE|downpour|4|$BASE/throttled/$DATA_NAME|main@link")
     entries+=("downpour -x 4 sha-256 @4x$THROTTLE_RATE|downpour|4|$BASE/throttled/$DATA_NAME|sha-256@link||||--checksum=sha-256=$sha256")
+    # And over a fast one (limit_rate $FAST_RATE per connection): the bytes come at a third of loopback's speed.
+    entries+=("downpour -x 4 @4x$FAST_RATE|downpour|4|$BASE/fast/$DATA_NAME|main@fast")
+    entries+=("downpour -x 4 sha-256 @4x$FAST_RATE|downpour|4|$BASE/fast/$DATA_NAME|sha-256@fast||||--checksum=sha-256=$sha256")
     tmo=$(timeout_for "$size" 5000000)
     run_matrix checksum "$size" "$tmo" "" "" "${entries[@]}"
-    summarize checksum "checksum: $(human "$size") ($size bytes), nginx on 127.0.0.1, no limits (@: limit_rate $THROTTLE_RATE per connection); -x 4 (aria2c -x 4 -s 4) without and with --checksum=TYPE=HEX; $REPS rep(s), medians" \
+    summarize checksum "checksum: $(human "$size") ($size bytes), nginx on 127.0.0.1, no limits (@4x$THROTTLE_RATE, @4x$FAST_RATE: limit_rate per connection); -x 4 (aria2c -x 4 -s 4) without and with --checksum=TYPE=HEX; $REPS rep(s), medians" \
         --target "$CHECKSUM_TARGET"
     pending unthrottled || drop_file "$DATA_NAME"
 }
