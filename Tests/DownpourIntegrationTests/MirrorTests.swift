@@ -304,6 +304,61 @@ struct MirrorTests {
         }
     }
 
+    @Test("a mirror that redirects is followed (twice here); one that redirects in a loop is dropped")
+    func redirects() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content) { home in
+            try await withServer(content: Self.content) { hop in
+                let path = directory.file("file.bin")
+                let urls = [home.url(), hop.url("/redirect/1"), hop.url("/loop/a")]
+                var configuration = Self.configuration(connections: 6)
+                configuration.maximumRedirects = 3
+                let outcome = try await Self.run(urls, path: path, configuration: configuration)
+                _ = try outcome.value
+                try expectFile(path, equals: Self.content, in: directory)
+                let hopGets = hop.statistics().getRequestsRecorded
+                #expect(hopGets.contains { $0.uri == "/redirect/0" }, "\(hopGets.map(\.uri))")
+                #expect(hopGets.contains { $0.uri == "/file.bin" && $0.header("Range") != nil }, "the chain's end")
+                #expect(
+                    Self.notices(outcome.events) == [
+                        "Dropped the mirror \(hop.url("/loop/a")): it redirects in a loop (\(hop.url("/loop/a")) "
+                            + "again). 2 URLs left."
+                    ],
+                    "\(Self.notices(outcome.events))"
+                )
+            }
+        }
+    }
+
+    @Test("a mirror's redirect to another origin takes none of its credentials there")
+    func redirectElsewhere() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content) { home in
+            try await withServer(content: Self.content) { hop in
+                try await withServer(content: Self.content) { target in
+                    let path = directory.file("file.bin")
+                    let away = target.url().addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                    let urls = [home.url(), "http://v:q@127.0.0.1:\(hop.port)/redirect-to?url=\(away)"]
+                    var configuration = Self.configuration(connections: 4)
+                    configuration.headers = [HTTPHeaderField(name: "Cookie", value: "session=home")]
+                    let outcome = try await Self.run(urls, path: path, configuration: configuration)
+                    _ = try outcome.value
+                    try expectFile(path, equals: Self.content, in: directory)
+                    let hopGets = hop.statistics().getRequestsRecorded
+                    let targetGets = target.statistics().getRequestsRecorded
+                    #expect(!targetGets.isEmpty, "the redirect was followed")
+                    #expect(targetGets.allSatisfy { $0.header("Range") != nil })
+                    #expect(targetGets.allSatisfy { $0.header("Authorization") == nil && $0.header("Cookie") == nil })
+                    #expect(hopGets.allSatisfy { $0.header("Cookie") == nil })
+                    #expect(!hopGets.isEmpty && hopGets.allSatisfy { $0.header("Authorization") != nil })
+                    #expect(Self.notices(outcome.events).isEmpty, "\(Self.notices(outcome.events))")
+                }
+            }
+        }
+    }
+
     @Test("resume with mirrors: the journal records each mirror's validators; the second run finishes the file")
     func resume() async throws {
         let directory = try ScratchDirectory()

@@ -66,6 +66,28 @@ struct MirrorSetTests {
         #expect(set.validatorsToRecord["http://c.example/f.iso"] == nil, "nothing known of an unchecked mirror")
     }
 
+    @Test("a mirror's redirects are followed: bounded, never in a loop, http and https only")
+    func redirects() {
+        var set = MirrorSet(urls: Self.urls, primary: 0, remote: Self.remote)
+        let d = URL(string: "http://d.example/f.iso")!
+        let e = URL(string: "https://e.example/f.iso")!
+        let b = URL(string: "http://b.example/f.iso")!
+        #expect(set.redirect(1, from: b, to: d, limit: 2) == nil)
+        #expect(set.remoteFile(for: 1, file: Self.remote).url == d, "its requests go where it redirected")
+        // A second connection that met the same redirect finds the mirror moved already.
+        #expect(set.redirect(1, from: b, to: d, limit: 2) == nil)
+        #expect(set.mirrors[1].redirectedFrom == [b])
+        #expect(set.redirect(1, from: d, to: b, limit: 2) == "it redirects in a loop (http://b.example/f.iso again).")
+        #expect(set.redirect(1, from: d, to: e, limit: 2) == nil)
+        let f = URL(string: "http://f.example/f.iso")!
+        #expect(set.redirect(1, from: e, to: f, limit: 2) == "it redirects more than 2 times.")
+        let ftp = URL(string: "ftp://c.example/f.iso")!
+        #expect(set.redirect(2, from: Self.urls[2], to: ftp, limit: 2)?.contains("not an http") == true)
+        #expect(set.mirrors[1].fetchURL == e && set.mirrors[2].fetchURL == Self.urls[2])
+        // The journal still knows each mirror by the URL it was given.
+        #expect(set.mirrors[1].url == Self.urls[1])
+    }
+
     @Test("validators from an earlier run hold a mirror from its first response on")
     func recorded() {
         let recorded = ["http://c.example/f.iso": ResumeJournal.MirrorValidators(etag: "\"c1\"", lastModified: nil)]

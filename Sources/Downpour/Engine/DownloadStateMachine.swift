@@ -129,6 +129,17 @@ struct DownloadStateMachine: Sendable {
                 return self.stop(mode, then: .fail(Self.tooSlow(verdict)))
             case .rangesIgnored:
                 return self.stop(mode, then: mode == .segmented ? .fallBackToStream : .fail(Self.rangeIgnored))
+            case .redirected(let location):
+                // Workers follow a mirror's redirects themselves; one that reaches here has nowhere to go.
+                return self.stop(
+                    mode,
+                    then: .fail(
+                        DownloadError(
+                            code: .httpStatus,
+                            message: "The server redirected a range request to \(location)."
+                        )
+                    )
+                )
             }
         case .stopping, .finished, .failed:
             // The first reason to stop stands; what the cancelled workers say on their way out does not count.

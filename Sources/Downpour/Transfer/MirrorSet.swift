@@ -27,6 +27,8 @@ struct MirrorSet: Sendable, Hashable {
         var isChecked: Bool
         /// Why it was dropped; `nil` while it is in use.
         var droppedBecause: String?
+        /// The URLs it redirected from, in order (see ``MirrorSet/redirect(_:from:to:limit:)``).
+        var redirectedFrom: [URL] = []
 
         var isLive: Bool { self.droppedBecause == nil }
 
@@ -144,6 +146,31 @@ struct MirrorSet: Sendable, Hashable {
         if self.mirrors[index].etag == nil { self.mirrors[index].etag = etag }
         if self.mirrors[index].lastModified == nil { self.mirrors[index].lastModified = lastModified }
         self.mirrors[index].isChecked = true
+    }
+
+    /// Moves mirror `index`'s requests to `location`, a redirect it answered a range request with, as the probe
+    /// follows redirects: at most `limit` per mirror, never back to a URL it redirected from, only to `http` and
+    /// `https`. Its credentials are those of `location`'s origin from then on (``RequestAuthorization`` picks
+    /// them by the URL of each request), so a redirect to another origin carries none. Returns why the mirror
+    /// cannot follow, as a sentence; `nil` when it moved, or when `requested` is no longer where its requests go
+    /// (several connections met the same redirect; the first one moved the mirror).
+    mutating func redirect(_ index: Int, from requested: URL, to location: URL, limit: Int) -> String? {
+        var mirror = self.mirrors[index]
+        guard requested == mirror.fetchURL else { return nil }
+        guard ["http", "https"].contains(location.scheme?.lowercased() ?? "") else {
+            return "it redirects to \(Self.key(location)), which is not an http or https URL."
+        }
+        let visited = Set((mirror.redirectedFrom + [mirror.fetchURL]).map(\.absoluteString))
+        guard !visited.contains(location.absoluteString) else {
+            return "it redirects in a loop (\(Self.key(location)) again)."
+        }
+        guard mirror.redirectedFrom.count < limit else {
+            return "it redirects more than \(limit) times."
+        }
+        mirror.redirectedFrom.append(mirror.fetchURL)
+        mirror.fetchURL = location
+        self.mirrors[index] = mirror
+        return nil
     }
 
     /// Drops mirror `index` for `reason`, unless it is the last one in use. `true` when it was dropped (or had been

@@ -14,6 +14,8 @@ enum AttemptFailure: Error {
     case rangesIgnored
     /// The connection was judged too slow and closed; a new one continues the range at once.
     case slow(SlowConnectionDetector.Verdict)
+    /// A mirror redirected the request there (only with several URLs: one URL is followed by the probe).
+    case redirected(URL)
 }
 
 /// One connection of a segmented download: takes a range from the planner, fetches it with one `GET` and
@@ -73,6 +75,19 @@ struct SegmentWorker: Sendable {
                 guard source.hasMirrors else { throw .fatal(error) }
                 guard self.session.dropMirror(source.index, because: Self.reason(error)) else {
                     throw .fatal(self.session.lastMirrorFailed(error))
+                }
+                return true
+            } catch .redirected(let location) {
+                // Followed at once by the connection's next request, with the range back in the planner.
+                guard let failure = self.session.redirectMirror(source.index, from: source.url, to: location) else {
+                    return true
+                }
+                guard self.session.dropMirror(source.index, because: failure) else {
+                    throw .fatal(
+                        self.session.lastMirrorFailed(
+                            DownloadError(code: .httpStatus, message: "\(MirrorSet.key(source.url)): \(failure)")
+                        )
+                    )
                 }
                 return true
             } catch .rangesIgnored where source.hasMirrors {
@@ -164,6 +179,9 @@ struct SegmentWorker: Sendable {
                     )
                 },
                 checkHead: { head throws(AttemptFailure) in
+                    if source.hasMirrors, let location = try Self.redirect(head, from: source.url) {
+                        throw .redirected(location)
+                    }
                     try Self.check(head, asked: range, remote: remote) { headers throws(AttemptFailure) in
                         try session.checkPartial(headers, asked: range, mirror: source.index)
                     }
@@ -229,6 +247,25 @@ struct SegmentWorker: Sendable {
         default:
             throw ResponseValidator.failure(status: head.status, headers: head.headers, url: remote.url)
         }
+    }
+
+    /// Where a redirect (301, 302, 303, 307, 308) of a request to `url` points; `nil` when `head` is none.
+    ///
+    /// - Throws: a fatal ``DownloadError/Code/httpStatus`` when it has no usable `Location`.
+    static func redirect(_ head: HTTPResponseHead, from url: URL) throws(AttemptFailure) -> URL? {
+        guard [301, 302, 303, 307, 308].contains(head.status.code) else { return nil }
+        guard let location = head.headers.value("Location"),
+            let next = URL(string: location, relativeTo: url)?.absoluteURL
+        else {
+            throw .fatal(
+                DownloadError(
+                    code: .httpStatus,
+                    message: "it redirected without a usable Location header.",
+                    httpStatus: Int(head.status.code)
+                )
+            )
+        }
+        return next
     }
 
     static func classify(_ error: any Error, url: URL) -> AttemptFailure {

@@ -207,6 +207,19 @@ final class TransferSession: Sendable {
         if let failure { throw failure }
     }
 
+    /// Moves mirror `index`'s requests to `location`, where it redirected a range request (see
+    /// ``MirrorSet/redirect(_:from:to:limit:)``). Returns why it cannot follow, as a sentence; `nil` when it moved.
+    func redirectMirror(_ index: Int, from requested: URL, to location: URL) -> String? {
+        let limit = self.configuration.maximumRedirects
+        let failure = self.state.withLockedValue {
+            $0.mirrors.redirect(index, from: requested, to: location, limit: limit)
+        }
+        if failure == nil {
+            self.logger.debug("Following a mirror's redirect", metadata: ["to": "\(MirrorSet.key(location))"])
+        }
+        return failure
+    }
+
     /// Drops mirror `index` for `reason` (a sentence), unless it is the last one in use; the notice names it.
     /// `true` when it is dropped (now or earlier): the caller moves its work to the others. `false` when it is
     /// the last: the caller's error ends the download.
