@@ -67,7 +67,9 @@ final class JournalStore: Sendable {
         try file.sync()
         self.mayExist.withLockedValue { $0 = true }
         let temporary = self.path + ".tmp"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let descriptor = DirectoryLocks.withLock(around: temporary) {
+            open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        }
         guard descriptor >= 0 else {
             throw .localIO("Cannot write the resume journal '\(temporary)'", systemCall: "open", errno: errno)
         }
@@ -93,7 +95,7 @@ final class JournalStore: Sendable {
             unlink(temporary)
             throw .localIO("Cannot write the resume journal '\(temporary)'", systemCall: "write", errno: failure)
         }
-        guard rename(temporary, self.path) == 0 else {
+        guard DirectoryLocks.withLock(around: self.path, { rename(temporary, self.path) }) == 0 else {
             let failure = errno
             unlink(temporary)
             throw .localIO("Cannot replace the resume journal '\(self.path)'", systemCall: "rename", errno: failure)

@@ -45,7 +45,7 @@ final class OutputFile: Sendable {
         at path: String,
         vectorWrite: @escaping VectorWrite = OutputFile.systemVectorWrite
     ) throws(DownloadError) -> OutputFile {
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        let descriptor = DirectoryLocks.withLock(around: path) { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
         guard descriptor >= 0 else {
             throw .localIO("Cannot create '\(path)'", systemCall: "open", errno: errno)
         }
@@ -340,6 +340,12 @@ enum FileOperations {
     /// Moves `source` to `destination`. Without `replacing`, fails with ``DownloadError/Code/outputExists``
     /// rather than replace a file that appeared meanwhile (a hard link cannot overwrite).
     static func move(_ source: String, to destination: String, replacing: Bool) throws(DownloadError) {
+        try DirectoryLocks.withLock(around: destination) { () throws(DownloadError) in
+            try self.moveUnlocked(source, to: destination, replacing: replacing)
+        }
+    }
+
+    private static func moveUnlocked(_ source: String, to destination: String, replacing: Bool) throws(DownloadError) {
         if replacing {
             guard rename(source, destination) == 0 else {
                 throw .localIO("Cannot rename '\(source)' to '\(destination)'", systemCall: "rename", errno: errno)
