@@ -1,8 +1,11 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
 import Testing
 
 @testable import Downpour
 
-@Suite("SOCKS5 user-name/password handshake")
+@Suite("SOCKS5 user-name/password handshake", .timeLimit(.minutes(1)))
 struct SOCKS5HandshakeTests {
     @Test(
         "a client's greeting: complete, offering no authentication, or not",
@@ -73,6 +76,34 @@ struct SOCKS5HandshakeTests {
            1: 0100007F:D431 0100007F:9C40 01 00000000:00000000 00:00000000 00000000  1001        0 12 1 0 20 4 30 10 -1
            2: 0100007F:9C40 0100007F:D431 01 00000000:00000000 00:00000000 00000000  1000        0 13 1 0 20 4 30 10 -1
         """
+
+    #if os(Linux)
+    @Test("a loopback connection from this process is the current user's, read from /proc/net/tcp")
+    func peerOwnerOfARealConnection() async throws {
+        let accepted = NIOLockedValueBox<(local: SocketAddress?, remote: SocketAddress?)?>(nil)
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                accepted.withLockedValue { $0 = (channel.localAddress, channel.remoteAddress) }
+                return channel.eventLoop.makeSucceededVoidFuture()
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let client = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: server.localAddress!.port!).get()
+        // The server side's view of it, as the relay sees its connections (the child is set up on its loop).
+        var seen = accepted.withLockedValue { $0 }
+        while seen == nil {
+            try await Task.sleep(for: .milliseconds(1))
+            seen = accepted.withLockedValue { $0 }
+        }
+        #expect(PeerOwner.isCurrentUser(local: seen?.local, remote: seen?.remote))
+        // A port nobody connected from is nobody's: refused.
+        #expect(
+            !PeerOwner.isCurrentUser(local: seen?.local, remote: try SocketAddress(ipAddress: "127.0.0.1", port: 1))
+        )
+        try await client.close()
+        try await server.close()
+    }
+    #endif
 
     @Test("the relay finds the owner of the socket that connected to it")
     func peerOwner() {
