@@ -233,40 +233,30 @@ struct ResourceProbe: Sendable {
 
     /// Moves `target` to the redirect's location when `response` is a redirect; `false` otherwise.
     private func followRedirect(_ response: ProbeResponse, target: inout Target) throws(DownloadError) -> Bool {
-        guard [301, 302, 303, 307, 308].contains(response.status.code) else { return false }
-        guard let location = response.headers.value("Location"),
-            let next = URL(string: location, relativeTo: target.url)?.absoluteURL
-        else {
-            throw DownloadError(
-                code: .httpStatus,
-                message: "The server redirected \(target.url.absoluteString) without a usable Location header.",
-                httpStatus: Int(response.status.code)
-            )
+        let location = response.headers.value("Location")
+        let limit = self.configuration.maximumRedirects
+        var next: URL?
+        do throws(Redirect.Refusal) {
+            next = try Redirect.target(status: response.status.code, location: location, from: target.url)
+            guard let next else { return false }
+            target.visited.insert(target.url.absoluteString)
+            try Redirect.check(next, visited: target.visited, hops: target.redirects, limit: limit)
+        } catch {
+            let message =
+                switch error {
+                case .noLocation:
+                    "The server redirected \(target.url.absoluteString) without a usable Location header."
+                case .notHTTP:
+                    "The server redirected to '\(location ?? "")', which is not an http or https URL."
+                case .loop:
+                    "The server redirects in a loop (\(next?.absoluteString ?? "") again); the file cannot be reached."
+                case .tooMany:
+                    "More than \(limit) redirects; giving up at \(next?.absoluteString ?? "")."
+                }
+            throw DownloadError(code: .httpStatus, message: message, httpStatus: Int(response.status.code))
         }
-        guard next.scheme?.lowercased() == "http" || next.scheme?.lowercased() == "https" else {
-            throw DownloadError(
-                code: .httpStatus,
-                message: "The server redirected to '\(location)', which is not an http or https URL.",
-                httpStatus: Int(response.status.code)
-            )
-        }
-        target.visited.insert(target.url.absoluteString)
-        guard !target.visited.contains(next.absoluteString) else {
-            throw DownloadError(
-                code: .httpStatus,
-                message: "The server redirects in a loop (\(next.absoluteString) again); the file cannot be reached.",
-                httpStatus: Int(response.status.code)
-            )
-        }
+        guard let next else { return false }
         target.redirects += 1
-        guard target.redirects <= self.configuration.maximumRedirects else {
-            throw DownloadError(
-                code: .httpStatus,
-                message: "More than \(self.configuration.maximumRedirects) redirects; giving up at "
-                    + "\(next.absoluteString).",
-                httpStatus: Int(response.status.code)
-            )
-        }
         // Credentials never reach another origin: ``RequestAuthorization`` leaves them out for `next` if it is one.
         self.logger.debug("Following redirect", metadata: ["to": "\(next.absoluteString)"])
         target.url = next

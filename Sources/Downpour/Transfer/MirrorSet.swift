@@ -157,20 +157,27 @@ struct MirrorSet: Sendable, Hashable {
     mutating func redirect(_ index: Int, from requested: URL, to location: URL, limit: Int) -> String? {
         var mirror = self.mirrors[index]
         guard requested == mirror.fetchURL else { return nil }
-        guard ["http", "https"].contains(location.scheme?.lowercased() ?? "") else {
-            return "it redirects to \(Self.key(location)), which is not an http or https URL."
-        }
         let visited = Set((mirror.redirectedFrom + [mirror.fetchURL]).map(\.absoluteString))
-        guard !visited.contains(location.absoluteString) else {
-            return "it redirects in a loop (\(Self.key(location)) again)."
-        }
-        guard mirror.redirectedFrom.count < limit else {
-            return "it redirects more than \(limit) times."
+        do throws(Redirect.Refusal) {
+            try Redirect.check(location, visited: visited, hops: mirror.redirectedFrom.count, limit: limit)
+        } catch {
+            return Self.reason(error, location: location, limit: limit)
         }
         mirror.redirectedFrom.append(mirror.fetchURL)
         mirror.fetchURL = location
         self.mirrors[index] = mirror
         return nil
+    }
+
+    /// Why a mirror does not follow its redirect to `location`, as a sentence.
+    static func reason(_ refusal: Redirect.Refusal, location: URL?, limit: Int) -> String {
+        let target = location.map(Self.key) ?? ""
+        return switch refusal {
+        case .noLocation: "it redirected without a usable Location header."
+        case .notHTTP: "it redirects to \(target), which is not an http or https URL."
+        case .loop: "it redirects in a loop (\(target) again)."
+        case .tooMany: "it redirects more than \(limit) times."
+        }
     }
 
     /// Drops mirror `index` for `reason`, unless it is the last one in use. `true` when it was dropped (or had been

@@ -1,4 +1,3 @@
-import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -290,32 +289,25 @@ private final class BackHandshakeHandler: ChannelInboundHandler, RemovableChanne
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = Self.unwrapInboundIn(data)
         self.received += buffer.readBytes(length: buffer.readableBytes) ?? []
+        let reply: SOCKS5Handshake.Reply
         switch self.step {
-        case .method:
-            switch SOCKS5Handshake.parseMethodSelection(self.received) {
-            case .incomplete:
-                return
-            case .refused(let refusal):
-                self.fail(.refused(refusal))
-                context.close(promise: nil)
-            case .accepted:
-                self.received.removeFirst(2)
-                self.step = .credentials
-                context.writeAndFlush(Self.wrapOutboundOut(ByteBuffer(bytes: self.request)), promise: nil)
-            }
-        case .credentials:
-            switch SOCKS5Handshake.parseAuthenticationReply(self.received) {
-            case .incomplete:
-                return
-            case .refused(let refusal):
-                self.fail(.refused(refusal))
-                context.close(promise: nil)
-            case .accepted:
-                self.step = .done
-                self.authenticated.succeed()
-            }
-        case .done:
-            break
+        case .method: reply = SOCKS5Handshake.parseMethodSelection(self.received)
+        case .credentials: reply = SOCKS5Handshake.parseAuthenticationReply(self.received)
+        case .done: return
+        }
+        switch reply {
+        case .incomplete:
+            return
+        case .refused(let refusal):
+            self.fail(.refused(refusal))
+            context.close(promise: nil)
+        case .accepted where self.step == .method:
+            self.received.removeFirst(2)
+            self.step = .credentials
+            context.writeAndFlush(Self.wrapOutboundOut(ByteBuffer(bytes: self.request)), promise: nil)
+        case .accepted:
+            self.step = .done
+            self.authenticated.succeed()
         }
     }
 

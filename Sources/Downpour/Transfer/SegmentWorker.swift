@@ -249,23 +249,16 @@ struct SegmentWorker: Sendable {
         }
     }
 
-    /// Where a redirect (301, 302, 303, 307, 308) of a request to `url` points; `nil` when `head` is none.
+    /// Where a redirect (see ``Redirect``) of a request to `url` points; `nil` when `head` is none.
     ///
     /// - Throws: a fatal ``DownloadError/Code/httpStatus`` when it has no usable `Location`.
     static func redirect(_ head: HTTPResponseHead, from url: URL) throws(AttemptFailure) -> URL? {
-        guard [301, 302, 303, 307, 308].contains(head.status.code) else { return nil }
-        guard let location = head.headers.value("Location"),
-            let next = URL(string: location, relativeTo: url)?.absoluteURL
-        else {
-            throw .fatal(
-                DownloadError(
-                    code: .httpStatus,
-                    message: "it redirected without a usable Location header.",
-                    httpStatus: Int(head.status.code)
-                )
-            )
+        do throws(Redirect.Refusal) {
+            return try Redirect.target(status: head.status.code, location: head.headers.value("Location"), from: url)
+        } catch {
+            let reason = MirrorSet.reason(error, location: nil, limit: 0)
+            throw .fatal(DownloadError(code: .httpStatus, message: reason, httpStatus: Int(head.status.code)))
         }
-        return next
     }
 
     static func classify(_ error: any Error, url: URL) -> AttemptFailure {
