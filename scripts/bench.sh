@@ -598,9 +598,10 @@ run_one() {
         tail -n 5 "$log" | sed 's/^/bench:     | /' >&2
     fi
     if [[ $cname == manyfiles && -d $OUT ]]; then
-        # Kept until the script ends. On ext4 without a journal, a file created within about 30 s of many
-        # deletions waits while the kernel looks past every recently freed inode: deleting the last run's 1,000
-        # files would slow whichever client runs next, and more with every rep.
+        # Kept until the script ends. On ext4 without a journal (this project's machines), creating a file
+        # makes the kernel look past every inode freed in the last minute (six, while its inode table is not yet
+        # written back): deleting the last run's 1,000 files would slow whichever client runs next, and more with
+        # every rep.
         mv -- "$OUT" "$WORK/kept.$cname.$rep.$seq"
     else
         rm -rf -- "$OUT"
@@ -894,7 +895,8 @@ MANY_J=16
 # $WORK/many.curl (url/output pairs, outputs under $OUT).
 gen_many() {
     local dir="$WWW/many"
-    rm -rf -- "$dir"
+    # Made once and kept until the script ends, for manyfiles and daemon alike (see run_one on deletions).
+    [[ -f $WORK/many.curl ]] && return 0
     mkdir -p "$dir"
     note "generating $MANY_COUNT files of $MANY_SIZE bytes from /dev/urandom"
     head -c $((MANY_COUNT * MANY_SIZE)) /dev/urandom |
@@ -922,7 +924,6 @@ case_manyfiles() {
     CONN_STATS=0
     summarize manyfiles "manyfiles: $MANY_COUNT files of $MANY_SIZE bytes ($total bytes in all), $MANY_J at a time, nginx on 127.0.0.1, no limits; $REPS rep(s), medians" \
         --slots "$MANY_J"
-    rm -rf -- "$WWW/many"
 }
 
 # ratelimit: client-side limits against an unthrottled nginx (location /rl/).
@@ -1005,7 +1006,6 @@ case_daemon() {
     gen_many
     PYTHONDONTWRITEBYTECODE=1 python3 "$HELPERS/rpc_bench.py" --downpour "$BIN" --base "$BASE" \
         --many-dir "$WWW/many" --manifest "$WORK/many.sha256" --work "$WORK" --reps "$REPS"
-    rm -rf -- "$WWW/many"
 }
 
 # --------------------------------------------------------------------- main
