@@ -276,11 +276,10 @@ struct CLITests {
     func refused() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let server = try await RangeTestServer.start(content: Self.content)
-        let url = server.url()
-        try await server.shutdown()
+        let refusing = try RefusingPort()
+        defer { withExtendedLifetime(refusing) {} }
         let result = try await Binary.run([
-            "get", url, "-o", scratch.file("x"), "--max-tries", "2", "--retry-wait", "0.01",
+            "get", refusing.url(), "-o", scratch.file("x"), "--max-tries", "2", "--retry-wait", "0.01",
         ])
         #expect(result.status == 4, "\(result.standardError)")
         #expect(result.standardError.contains("refused the connection"), "\(result.standardError)")

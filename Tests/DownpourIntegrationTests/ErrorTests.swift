@@ -59,12 +59,15 @@ struct ErrorTests {
     func connectionRefused() async throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }
-        let server = try await RangeTestServer.start(content: Self.content)
-        let url = server.url()
-        try await server.shutdown()
+        let refusing = try RefusingPort()
+        defer { withExtendedLifetime(refusing) {} }
         var configuration = testConfiguration()
         configuration.retry = .init(maximumTries: 2, wait: .milliseconds(10), maximumWait: .milliseconds(50))
-        let outcome = try await runDownload(url, to: .file(directory.file("x.bin")), configuration: configuration)
+        let outcome = try await runDownload(
+            refusing.url(),
+            to: .file(directory.file("x.bin")),
+            configuration: configuration
+        )
         #expect(outcome.error?.code == .network, "\(String(describing: outcome.error))")
         #expect(outcome.error?.message.contains("refused the connection") == true)
         expectNothingLeft(in: directory)

@@ -65,20 +65,14 @@ struct MirrorTests {
         return DownloadOutcome(result: result, events: await watcher.value)
     }
 
-    /// A URL on 127.0.0.1 where nothing listens: a server's port after it shut down.
-    static func deadURL() async throws -> String {
-        let server = try await RangeTestServer.start(content: [])
-        let url = server.url()
-        try await server.shutdown()
-        return url
-    }
-
     @Test("a dead first mirror (nothing listening, or a 404) is skipped with a notice; the file comes from the next")
     func deadFirstMirror() async throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }
+        let refusing = try RefusingPort()
+        defer { withExtendedLifetime(refusing) {} }
         try await withServer(content: Self.content) { server in
-            for dead in [try await Self.deadURL(), server.url("/status/404")] {
+            for dead in [refusing.url(), server.url("/status/404")] {
                 let path = directory.file("file.bin")
                 let outcome = try await Self.run([dead, server.url()], path: path)
                 _ = try outcome.value
@@ -219,8 +213,10 @@ struct MirrorTests {
     func allDead() async throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }
+        let refusing = try RefusingPort()
+        defer { withExtendedLifetime(refusing) {} }
         try await withServer(content: Self.content) { server in
-            let dead = try await Self.deadURL()
+            let dead = refusing.url()
             let missing = server.url("/status/404")
             let outcome = try await Self.run([dead, missing], path: directory.file("file.bin"))
             let error = try #require(outcome.error)
