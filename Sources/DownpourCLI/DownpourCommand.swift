@@ -2,8 +2,6 @@ import ArgumentParser
 import Downpour
 import Foundation
 import Logging
-import NIOCore
-import NIOPosix
 
 #if canImport(Glibc)
 import Glibc
@@ -72,14 +70,6 @@ enum Main {
             }
             writeError(DownpourCommand.fullMessage(for: error))
             exit(ExitStatus.usage)
-        }
-        if command is DaemonCommand {
-            // The daemon's tasks run on NIO's event loops, where its connections are: an RPC call is answered on
-            // the loop that read it, without a hop to another thread and back (half the latency of a
-            // `tellStatus`). Downloads' file work runs on threads of its own; the queue's SQLite commits, which do
-            // run on a loop, are short (WAL, no sync per commit). `get` gains nothing measurable from this and
-            // keeps Swift's default executor.
-            _ = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
         }
         do {
             if var asyncCommand = command as? any AsyncParsableCommand {

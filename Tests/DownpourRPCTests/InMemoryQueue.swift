@@ -1,6 +1,7 @@
 import Downpour
 import DownpourQueue
 import NIOConcurrencyHelpers
+import NIOPosix
 
 /// A small, real ``DownloadQueueService`` for the RPC tests: aria2's three lists (active, waiting with paused
 /// flags, stopped results) in memory, GID prefixes, events. Downloads start, progress and stop only when a test
@@ -31,6 +32,9 @@ actor InMemoryQueue: DownloadQueueService {
     /// The sizes of the batches ``add(batch:)`` was given, in order.
     private(set) var batchSizes: [Int] = []
     private let fanOut = EventFanOut()
+    /// For each ``globalStat()`` call, whether it ran on one of NIO's event loops (the queue, a default actor, runs
+    /// on the preferred executor of the task that calls it).
+    private(set) var globalStatOnEventLoop: [Bool] = []
 
     nonisolated var events: AsyncStream<QueueEvent> { self.fanOut.stream() }
 
@@ -297,7 +301,8 @@ actor InMemoryQueue: DownloadQueueService {
     }
 
     func globalStat() async -> GlobalStat {
-        GlobalStat(
+        self.globalStatOnEventLoop.append(MultiThreadedEventLoopGroup.currentEventLoop != nil)
+        return GlobalStat(
             downloadSpeed: self.active.reduce(0) { $0 + $1.speed },
             numActive: self.active.count,
             numWaiting: self.waiting.count,

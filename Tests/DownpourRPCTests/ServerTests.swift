@@ -48,6 +48,20 @@ import Darwin
         }
     }
 
+    @Test("A call is answered on the event loop that read it: the dispatcher and the queue's actor run there, no hop")
+    func callsRunOnTheirEventLoop() async throws {
+        try await LoopbackServer.with { server in
+            for _ in 0..<5 {
+                let (response, _) = try await server.send(
+                    .POST,
+                    body: #"{"jsonrpc":"2.0","id":1,"method":"aria2.getGlobalStat"}"#
+                )
+                #expect(response.status.code == 200)
+            }
+            #expect(await server.queue.globalStatOnEventLoop == Array(repeating: true, count: 5))
+        }
+    }
+
     @Test func getWithBase64AndJSONP() async throws {
         try await LoopbackServer.with { server in
             let params = "WyJ0b2tlbjp4IixbImdpZCJdXQ%3D%3D"  // ["token:x",["gid"]]

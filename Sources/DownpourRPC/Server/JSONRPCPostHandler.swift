@@ -162,7 +162,11 @@ final class JSONRPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let loop = context.eventLoop
         let respond = self.respond
         let promise = loop.makePromise(of: Reply.self)
-        promise.completeWithTask { await respond(body) }
+        if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
+            Task(executorPreference: EventLoopTaskExecutor(loop)) { promise.succeed(await respond(body)) }
+        } else {
+            promise.completeWithTask { await respond(body) }
+        }
         promise.futureResult.assumeIsolated().whenSuccess { reply in
             if reply.delay > .zero {
                 loop.assumeIsolated().scheduleTask(in: reply.delay) {
