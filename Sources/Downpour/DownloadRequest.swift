@@ -18,7 +18,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         /// Whether `name` stays inside the directory it is given with: a relative path without `..` components.
         public static func staysInside(_ name: String) -> Bool {
             let components = name.split(separator: "/", omittingEmptySubsequences: false)
-            return !name.isEmpty && !name.hasPrefix("/") && !name.hasSuffix("/") && !name.contains("\0")
+            return !name.isEmpty && !name.hasPrefix("/") && !name.hasSuffix("/") && !name.utf8.contains(0)
                 && !components.contains { $0 == ".." }
         }
 

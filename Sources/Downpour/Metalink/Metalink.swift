@@ -113,7 +113,11 @@ extension Metalink {
 
     /// `application/metalink4+xml` and `application/metalink+xml`.
     public static func isMetalink(contentType: String) -> Bool {
-        let type = contentType.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
+        // Asked of every download's first response: no Foundation string work (`trimmingCharacters` was 1 % of
+        // the CPU of 1,000 small downloads).
+        let isSpace = { (character: Character) in character == " " || character == "\t" }
+        let media = contentType.prefix { $0 != ";" }.drop(while: isSpace).reversed().drop(while: isSpace)
+        let type = String(media.reversed()).lowercased()
         return type == "application/metalink4+xml" || type == "application/metalink+xml"
     }
 

@@ -108,9 +108,16 @@ final class HTTPClientPool: Sendable {
     /// Checks what making clients for `configuration` would check (the CA file, not shut down), without making
     /// any: which clients a download needs depends on the proxy of each of its requests.
     func check(_ configuration: DownloadConfiguration) throws(DownloadError) {
-        _ = try Self.clientConfiguration(for: configuration)
+        try Self.checkTrustRoots(configuration.tls)
         guard !self.state.withLockedValue({ $0.isShutDown }) else {
             throw DownloadError(code: .invalidRequest, message: "The downloader has been shut down.")
+        }
+    }
+
+    /// The one setting of a client that can be wrong before any request: the CA file must be readable.
+    private static func checkTrustRoots(_ tls: DownloadConfiguration.TLS) throws(DownloadError) {
+        if let path = tls.trustedCertificatesPath, !FileManager.default.isReadableFile(atPath: path) {
+            throw .invalidRequest("The CA certificate file '\(path)' does not exist or cannot be read.")
         }
     }
 
@@ -121,10 +128,8 @@ final class HTTPClientPool: Sendable {
         if !configuration.tls.verifyCertificates {
             tls.certificateVerification = .none
         }
+        try Self.checkTrustRoots(configuration.tls)
         if let path = configuration.tls.trustedCertificatesPath {
-            guard FileManager.default.isReadableFile(atPath: path) else {
-                throw .invalidRequest("The CA certificate file '\(path)' does not exist or cannot be read.")
-            }
             tls.trustRoots = .file(path)
         }
         var pool = HTTPClient.Configuration.ConnectionPool()
