@@ -1,7 +1,12 @@
 import Foundation
+import NIOCore
 import Testing
 
 @testable import Downpour
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 @Suite("Connection budget")
 struct ConnectionBudgetTests {
@@ -256,6 +261,67 @@ struct OutputFileLockTests {
 
 @Suite("Final name")
 struct FinalNameTests {
+    static func scratchDirectory() throws -> String {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("name-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        return directory
+    }
+
+    #if os(Linux)
+    @Test("a file with all its bytes in hand is written unseen and linked under its name, never over another file")
+    func unnamedFile() throws {
+        let directory = try Self.scratchDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let opened = OutputFile.openUnnamed(for: directory + "/a.part")
+        let file = try #require(opened)
+        defer { file.close() }
+        try file.write(ByteBuffer(string: "bytes"), at: 0)
+        try file.sync()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory).isEmpty)
+        try file.link(as: directory + "/a")
+        #expect(try String(contentsOfFile: directory + "/a", encoding: .utf8) == "bytes")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["a"])
+
+        try Data("theirs".utf8).write(to: URL(fileURLWithPath: directory + "/b"))
+        let openedOther = OutputFile.openUnnamed(for: directory + "/b.part")
+        let other = try #require(openedOther)
+        defer { other.close() }
+        try other.write(ByteBuffer(string: "new"), at: 0)
+        #expect {
+            try other.link(as: directory + "/b")
+        } throws: { error in
+            (error as? DownloadError)?.code == .outputExists
+        }
+        #expect(try String(contentsOfFile: directory + "/b", encoding: .utf8) == "theirs")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory).sorted() == ["a", "b"])
+    }
+
+    @Test("NAME.part already there (an earlier run's, another process's): no unnamed file, the named one is used")
+    func unnamedFileStepsAside() throws {
+        let directory = try Self.scratchDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try Data("earlier".utf8).write(to: URL(fileURLWithPath: directory + "/c.part"))
+        let besidePart = OutputFile.openUnnamed(for: directory + "/c.part")
+        #expect(besidePart == nil)
+        let noDirectory = OutputFile.openUnnamed(for: directory + "/missing/c.part")
+        #expect(noDirectory == nil)
+    }
+
+    @Test("a link the system refuses (a /proc without it): the bytes go to NAME.part, synced and renamed")
+    func unnamedFileFallsBackToThePartFile() throws {
+        let directory = try Self.scratchDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let opened = OutputFile.openUnnamed(for: directory + "/d.part", linkAt: { _, _ in EPERM })
+        let file = try #require(opened)
+        defer { file.close() }
+        try file.write(ByteBuffer(string: "fallback"), at: 0)
+        try file.sync()
+        try file.link(as: directory + "/d")
+        #expect(try String(contentsOfFile: directory + "/d", encoding: .utf8) == "fallback")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["d"])
+    }
+    #endif
+
     @Test("the final rename never replaces a file that appeared meanwhile; with replacing it does")
     func noReplace() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("move-\(UUID().uuidString)").path

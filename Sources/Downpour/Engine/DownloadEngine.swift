@@ -120,7 +120,11 @@ struct DownloadEngine: Sendable {
             () throws(DownloadError) -> (
                 OutputFile, Result<Prepared, DownloadError>, Result<Void, DownloadFinisher.Failure>?
             ) in
-            let file = try OutputFile.openLocked(at: partPath)
+            // All the bytes in hand, nothing to verify, no file to replace: written unseen and linked under its
+            // name (one change to the directory); else the named `.part` file.
+            let unnamed = finishesAtOnce && !overwrite ? OutputFile.openUnnamed(for: partPath) : nil
+            let file: OutputFile
+            if let unnamed { file = unnamed } else { file = try OutputFile.openLocked(at: partPath) }
             do throws(DownloadError) {
                 // Space is reserved so that a full disk shows up now; the write of a whole file shows it as soon.
                 let prepared = try self.prepare(

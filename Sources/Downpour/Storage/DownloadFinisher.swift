@@ -41,7 +41,11 @@ struct DownloadFinisher: Sendable {
             return .failure(.sync(error))
         }
         do throws(DownloadError) {
-            try FileOperations.move(self.partPath, to: self.path, replacing: self.overwrite)
+            if self.file.isUnnamed {
+                try self.file.link(as: self.path)
+            } else {
+                try FileOperations.move(self.partPath, to: self.path, replacing: self.overwrite)
+            }
         } catch {
             return .failure(.move(error))
         }
