@@ -2,6 +2,12 @@ import DownpourTestSupport
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Runs the built `downpour` binary, as a user would.
 struct CommandResult {
     var status: Int32
@@ -36,41 +42,24 @@ enum Binary {
         defer { try? FileManager.default.removeItem(at: scratch) }
         let outputURL = scratch.appendingPathComponent("stdout")
         let errorURL = scratch.appendingPathComponent("stderr")
-        _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: errorURL.path, contents: nil)
-        let output = try FileHandle(forWritingTo: outputURL)
-        let error = try FileHandle(forWritingTo: errorURL)
-        defer {
-            try? output.close()
-            try? error.close()
-        }
-
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.path)
-        process.arguments = arguments
         let proxyVariables = ["http_proxy", "https_proxy", "all_proxy", "no_proxy"]
-        process.environment = ProcessInfo.processInfo.environment.filter {
-            !proxyVariables.contains($0.key.lowercased())
-        }.merging(environment) { $1 }
-        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
-        process.standardOutput = output
-        process.standardError = error
-        process.standardInput = FileHandle.nullDevice
-        let watchdog = Task { [process] in
-            try await Task.sleep(for: limit)
-            if process.isRunning { process.terminate() }
+        let child = try ChildProcess(
+            executable: Self.path,
+            arguments: arguments,
+            environment: ProcessInfo.processInfo.environment.filter {
+                !proxyVariables.contains($0.key.lowercased())
+            }.merging(environment) { $1 },
+            directory: directory,
+            standardOutput: outputURL.path,
+            standardError: errorURL.path
+        )
+        // Past `limit` the child is asked to stop (SIGTERM), and killed if it is still there 10 s later.
+        let deadline = ContinuousClock.now + limit
+        while child.isRunning, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
         }
-        defer { watchdog.cancel() }
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { process in
-                continuation.resume(returning: process.terminationStatus)
-            }
-            do {
-                try process.run()
-            } catch {
-                continuation.resume(throwing: error)
-            }
-        }
+        child.signal(SIGTERM)
+        let status = await child.wait(limit: .seconds(10))
         return CommandResult(
             status: status,
             standardOutput: try String(contentsOf: outputURL, encoding: .utf8),

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import DownpourTestSupport
 import Foundation
 import NIOCore
 import NIOFoundationCompat
@@ -12,16 +13,14 @@ import Darwin
 
 /// A `downpour daemon` process started by a test: it listens on a port of its own choosing (`--rpc-listen-port
 /// 0`), which is read from the first line it prints.
-final class DaemonProcess: @unchecked Sendable {
-    // Checked: `process` and the file handles are set in `start` and only read afterwards; the test that owns a
-    // DaemonProcess uses it from one task at a time.
-    let process: Process
+final class DaemonProcess: Sendable {
+    let child: ChildProcess
     let port: Int
     let outputPath: String
     let errorPath: String
 
-    private init(process: Process, port: Int, outputPath: String, errorPath: String) {
-        self.process = process
+    private init(child: ChildProcess, port: Int, outputPath: String, errorPath: String) {
+        self.child = child
         self.port = port
         self.outputPath = outputPath
         self.errorPath = errorPath
@@ -37,39 +36,30 @@ final class DaemonProcess: @unchecked Sendable {
         let name = UUID().uuidString
         let outputPath = logDirectory + "/daemon-\(name).out"
         let errorPath = logDirectory + "/daemon-\(name).err"
-        _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
-        _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
-        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
-        let error = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
-        defer {
-            try? output.close()
-            try? error.close()
-        }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Binary.path)
-        process.arguments = ["daemon", "--rpc-listen-port", "0"] + arguments
         let proxyVariables = ["http_proxy", "https_proxy", "all_proxy", "no_proxy"]
-        process.environment = ProcessInfo.processInfo.environment.filter {
-            !proxyVariables.contains($0.key.lowercased())
-        }
-        process.standardOutput = output
-        process.standardError = error
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        let child = try ChildProcess(
+            executable: Binary.path,
+            arguments: ["daemon", "--rpc-listen-port", "0"] + arguments,
+            environment: ProcessInfo.processInfo.environment.filter {
+                !proxyVariables.contains($0.key.lowercased())
+            },
+            standardOutput: outputPath,
+            standardError: errorPath
+        )
 
         let deadline = ContinuousClock.now + limit
         while ContinuousClock.now < deadline {
             let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
             if let port = Self.listeningPort(in: text) {
-                return DaemonProcess(process: process, port: port, outputPath: outputPath, errorPath: errorPath)
+                return DaemonProcess(child: child, port: port, outputPath: outputPath, errorPath: errorPath)
             }
-            if !process.isRunning {
+            if let status = child.exitStatus {
                 let errors = (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? ""
-                throw DaemonTestError("the daemon exited with \(process.terminationStatus) before listening: \(errors)")
+                throw DaemonTestError("the daemon exited with \(status) before listening: \(errors)")
             }
             try await Task.sleep(for: .milliseconds(20))
         }
-        process.terminate()
+        await child.wait(limit: .zero)
         throw DaemonTestError("the daemon did not say where it listens within \(limit)")
     }
 
@@ -88,28 +78,27 @@ final class DaemonProcess: @unchecked Sendable {
 
     /// `kill -9`: no chance to save anything.
     func kill9() async {
-        kill(self.process.processIdentifier, SIGKILL)
+        self.child.signal(SIGKILL)
         _ = await self.waitForExit(limit: .seconds(30))
     }
 
     /// Sends `signal` and waits for the exit status (nil when still running after `limit`, then killed).
     func stop(signal: Int32 = SIGTERM, limit: Duration = .seconds(30)) async -> Int32? {
-        kill(self.process.processIdentifier, signal)
+        self.child.signal(signal)
         return await self.waitForExit(limit: limit)
     }
 
     /// Waits for the process to end; nil when it is still running after `limit` (then it is killed).
     func waitForExit(limit: Duration) async -> Int32? {
         let deadline = ContinuousClock.now + limit
-        while self.process.isRunning {
+        while self.child.isRunning {
             if ContinuousClock.now >= deadline {
-                kill(self.process.processIdentifier, SIGKILL)
-                self.process.waitUntilExit()
+                await self.child.wait(limit: .zero)
                 return nil
             }
             try? await Task.sleep(for: .milliseconds(10))
         }
-        return self.process.terminationStatus
+        return self.child.exitStatus
     }
 }
 

@@ -10,7 +10,7 @@ import Darwin
 
 /// A `downpour` child process that the test can signal while it runs.
 final class RunningCommand {
-    let process: Process
+    let child: ChildProcess
     private let outputURL: URL
     private let errorURL: URL
     private let scratch: URL
@@ -22,36 +22,25 @@ final class RunningCommand {
         try FileManager.default.createDirectory(at: self.scratch, withIntermediateDirectories: true)
         self.outputURL = self.scratch.appendingPathComponent("stdout")
         self.errorURL = self.scratch.appendingPathComponent("stderr")
-        _ = FileManager.default.createFile(atPath: self.outputURL.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: self.errorURL.path, contents: nil)
-        self.process = Process()
-        self.process.executableURL = URL(fileURLWithPath: Binary.path)
-        self.process.arguments = arguments
-        self.process.standardOutput = try FileHandle(forWritingTo: self.outputURL)
-        self.process.standardError = try FileHandle(forWritingTo: self.errorURL)
-        self.process.standardInput = FileHandle.nullDevice
-        try self.process.run()
+        self.child = try ChildProcess(
+            executable: Binary.path,
+            arguments: arguments,
+            standardOutput: self.outputURL.path,
+            standardError: self.errorURL.path
+        )
     }
 
     func signal(_ number: Int32) {
-        kill(self.process.processIdentifier, number)
+        self.child.signal(number)
     }
 
-    /// Waits for the exit (killing the child after `limit`) and returns what it printed.
+    /// Waits for the exit (killing the child after `limit`) and returns what it printed; a child ended by a
+    /// signal has minus the signal's number as its status.
     func wait(limit: Duration = .seconds(30)) async throws -> CommandResult {
-        let clock = ContinuousClock()
-        let deadline = clock.now + limit
-        while self.process.isRunning {
-            if clock.now > deadline {
-                self.signal(SIGKILL)
-            }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        self.process.waitUntilExit()
+        let status = await self.child.wait(limit: limit)
         defer { try? FileManager.default.removeItem(at: self.scratch) }
         return CommandResult(
-            status: self.process.terminationReason == .uncaughtSignal
-                ? -self.process.terminationStatus : self.process.terminationStatus,
+            status: status,
             standardOutput: try String(contentsOf: self.outputURL, encoding: .utf8),
             standardError: try String(contentsOf: self.errorURL, encoding: .utf8)
         )

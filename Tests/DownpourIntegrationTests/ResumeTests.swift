@@ -339,17 +339,7 @@ struct TemporaryMount {
 
     @discardableResult
     static func run(_ executable: String, _ arguments: [String]) -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        do {
-            try process.run()
-        } catch {
-            return -1
-        }
-        process.waitUntilExit()
-        return process.terminationStatus
+        guard let child = try? ChildProcess(executable: executable, arguments: arguments) else { return -1 }
+        return child.waitBlocking()
     }
 }
