@@ -10,25 +10,34 @@ let upcomingFeatures: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
-/// The `downpour` binary's link on Linux, in release builds, where the C library can load packed relative
-/// relocations (`DT_RELR`, glibc 2.36 and later): lld (part of every Swift toolchain for Linux) packs them, so the
-/// loader reads 0.4 MB of relocation records instead of 1.6 MB and a 1 GiB `get` peaks about 4 MB lower
-/// (`Benchmarks/RESULTS.md`). Only the executable has these flags: SwiftPM refuses unsafe flags in a product that
-/// another package depends on, and the libraries have none.
-let packedRelocations: [LinkerSetting] = {
+/// The `downpour` binary's link on Linux, in release builds. Only the executable has these flags: SwiftPM refuses
+/// unsafe flags in a product that another package depends on, and the libraries have none.
+/// - `-static-stdlib`: Swift's runtime and Foundation are linked into the binary instead of loaded as a dozen shared
+///   libraries, so the loader maps and relocates one image and the linker drops the code nothing reaches. A 1 GiB
+///   `get` peaks about 3 MB lower, and 1,000 small files finish sooner (`Benchmarks/RESULTS.md`). The modules are
+///   compiled against the shared libraries' interfaces, so the static archives those name only inside the
+///   toolchain (Foundation's C parts, its ICU, libxml2 for FoundationXML) are listed here; lld, part of every Swift
+///   toolchain for Linux, finds them in any order.
+/// - Where the C library can load packed relative relocations (`DT_RELR`, glibc 2.36 and later), lld packs them:
+///   the loader reads 0.4 MB of relocation records instead of 1.6 MB.
+let releaseLink: [LinkerSetting] = {
     #if os(Linux)
+    var flags = ["-static-stdlib", "-use-ld=lld"]
+    flags += [
+        "_CFXMLInterface", "xml2", "CoreFoundation", "FoundationInternationalization", "_FoundationICU",
+        "_FoundationCShims", "_FoundationCollections", "swiftSynchronization", "swiftDispatch", "dispatch",
+        "BlocksRuntime",
+    ].map { "-l" + $0 }
     // "glibc 2.36"; nothing with another C library.
     var buffer = [CChar](repeating: 0, count: 64)
-    guard confstr(Int32(_CS_GNU_LIBC_VERSION), &buffer, buffer.count) > 0 else { return [] }
-    let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    let version = name.split(separator: " ").last.map { $0.split(separator: ".").compactMap { Int($0) } } ?? []
-    guard version.count >= 2, (version[0], version[1]) >= (2, 36) else { return [] }
-    return [
-        .unsafeFlags(
-            ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"],
-            .when(platforms: [.linux], configuration: .release)
-        )
-    ]
+    if confstr(Int32(_CS_GNU_LIBC_VERSION), &buffer, buffer.count) > 0 {
+        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let version = name.split(separator: " ").last.map { $0.split(separator: ".").compactMap { Int($0) } } ?? []
+        if version.count >= 2, (version[0], version[1]) >= (2, 36) {
+            flags += ["-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"]
+        }
+    }
+    return [.unsafeFlags(flags, .when(platforms: [.linux], configuration: .release))]
     #else
     return []
     #endif
@@ -116,7 +125,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: upcomingFeatures,
-            linkerSettings: packedRelocations
+            linkerSettings: releaseLink
         ),
         .target(
             name: "DownpourTestSupport",
