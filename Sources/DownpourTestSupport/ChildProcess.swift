@@ -1,3 +1,4 @@
+import Foundation
 import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
@@ -61,7 +62,7 @@ public final class ChildProcess: Sendable {
             Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK)
         )
 
-        let environment = environment ?? Self.currentEnvironment()
+        let environment = environment ?? ProcessInfo.processInfo.environment
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {
@@ -102,15 +103,23 @@ public final class ChildProcess: Sendable {
         kill(self.pid, number)
     }
 
-    /// Waits for the child to end, looking every 10 ms; after `limit` it is killed (`SIGKILL`) and waited for.
-    /// Returns ``exitStatus``.
-    @discardableResult
-    public func wait(limit: Duration) async -> Int32 {
+    /// Waits up to `limit` for the child to end, looking every 5 ms. Returns ``exitStatus``, or `nil` when the
+    /// child still runs then (it is left running).
+    public func waitForExit(within limit: Duration) async -> Int32? {
         let deadline = ContinuousClock.now + limit
         while self.isRunning {
-            if ContinuousClock.now >= deadline { self.signal(SIGKILL) }
-            try? await Task.sleep(for: .milliseconds(10))
+            if ContinuousClock.now >= deadline { return nil }
+            try? await Task.sleep(for: .milliseconds(5))
         }
+        return self.exitStatus
+    }
+
+    /// Waits for the child to end; after `limit` it is killed (`SIGKILL`) and waited for. Returns ``exitStatus``.
+    @discardableResult
+    public func wait(limit: Duration) async -> Int32 {
+        if let status = await self.waitForExit(within: limit) { return status }
+        self.signal(SIGKILL)
+        while self.isRunning { try? await Task.sleep(for: .milliseconds(5)) }
         return self.exitStatus ?? -SIGKILL
     }
 
@@ -119,19 +128,6 @@ public final class ChildProcess: Sendable {
     public func waitBlocking() -> Int32 {
         while self.isRunning { usleep(2_000) }
         return self.exitStatus ?? -SIGKILL
-    }
-
-    private static func currentEnvironment() -> [String: String] {
-        var environment: [String: String] = [:]
-        var entry = environ
-        while let pointer = entry.pointee {
-            let text = String(cString: pointer)
-            if let equals = text.firstIndex(of: "=") {
-                environment[String(text[..<equals])] = String(text[text.index(after: equals)...])
-            }
-            entry += 1
-        }
-        return environment
     }
 
     // glibc has both (2.29 and 2.34), but its Swift module does not show them: looked up by name.

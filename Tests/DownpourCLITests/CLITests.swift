@@ -27,6 +27,14 @@ enum Binary {
         return Bundle.main.bundleURL.appendingPathComponent("downpour").path
     }
 
+    /// This process's environment without its proxy variables (the tests talk to servers on 127.0.0.1), plus
+    /// `extra`.
+    static func environment(adding extra: [String: String] = [:]) -> [String: String] {
+        let proxyVariables = ["http_proxy", "https_proxy", "all_proxy", "no_proxy"]
+        return ProcessInfo.processInfo.environment.filter { !proxyVariables.contains($0.key.lowercased()) }
+            .merging(extra) { $1 }
+    }
+
     /// Runs the binary with its output going to temporary files, so nothing blocks a thread of the
     /// concurrency pool while it runs; a child still running after `limit` is killed. The child gets this
     /// process's environment without its proxy variables (the tests talk to servers on 127.0.0.1), plus
@@ -42,23 +50,16 @@ enum Binary {
         defer { try? FileManager.default.removeItem(at: scratch) }
         let outputURL = scratch.appendingPathComponent("stdout")
         let errorURL = scratch.appendingPathComponent("stderr")
-        let proxyVariables = ["http_proxy", "https_proxy", "all_proxy", "no_proxy"]
         let child = try ChildProcess(
             executable: Self.path,
             arguments: arguments,
-            environment: ProcessInfo.processInfo.environment.filter {
-                !proxyVariables.contains($0.key.lowercased())
-            }.merging(environment) { $1 },
+            environment: Self.environment(adding: environment),
             directory: directory,
             standardOutput: outputURL.path,
             standardError: errorURL.path
         )
         // Past `limit` the child is asked to stop (SIGTERM), and killed if it is still there 10 s later.
-        let deadline = ContinuousClock.now + limit
-        while child.isRunning, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        child.signal(SIGTERM)
+        if await child.waitForExit(within: limit) == nil { child.signal(SIGTERM) }
         let status = await child.wait(limit: .seconds(10))
         return CommandResult(
             status: status,

@@ -36,13 +36,10 @@ final class DaemonProcess: Sendable {
         let name = UUID().uuidString
         let outputPath = logDirectory + "/daemon-\(name).out"
         let errorPath = logDirectory + "/daemon-\(name).err"
-        let proxyVariables = ["http_proxy", "https_proxy", "all_proxy", "no_proxy"]
         let child = try ChildProcess(
             executable: Binary.path,
             arguments: ["daemon", "--rpc-listen-port", "0"] + arguments,
-            environment: ProcessInfo.processInfo.environment.filter {
-                !proxyVariables.contains($0.key.lowercased())
-            },
+            environment: Binary.environment(),
             standardOutput: outputPath,
             standardError: errorPath
         )
@@ -90,15 +87,11 @@ final class DaemonProcess: Sendable {
 
     /// Waits for the process to end; nil when it is still running after `limit` (then it is killed).
     func waitForExit(limit: Duration) async -> Int32? {
-        let deadline = ContinuousClock.now + limit
-        while self.child.isRunning {
-            if ContinuousClock.now >= deadline {
-                await self.child.wait(limit: .zero)
-                return nil
-            }
-            try? await Task.sleep(for: .milliseconds(10))
+        guard let status = await self.child.waitForExit(within: limit) else {
+            await self.child.wait(limit: .zero)
+            return nil
         }
-        return self.child.exitStatus
+        return status
     }
 }
 
