@@ -5,7 +5,7 @@
 #
 # Usage: scripts/bench.sh [--binary PATH] [--reps N] [--cases LIST]
 #                         [--size-scale F] [--csv FILE] [--run-timeout S]
-#                         [--lossy-cc ALGO] [--settle S]
+#                         [--lossy-cc ALGO] [--settle S] [--floor PATH]
 #
 # Cases (default: all but `mirrors`, `rss` and `daemon`, which run only when listed):
 #   unthrottled  1 GiB, no limits
@@ -20,7 +20,11 @@
 #   lossy        100 MiB over a link with 50 ms delay and 0.5 % loss each way
 #                (netem, else a userspace delay line: scripts/bench/delayline.py)
 #   manyfiles    1,000 files of 64 KiB, 16 at a time: downpour get -i, aria2c -i,
-#                curl --parallel; time, and connections opened (nginx's log)
+#                curl --parallel; time, and connections opened (nginx's log).
+#                With --floor PATH (Benchmarks/TransportFloor, built with swift
+#                build -c release), also AsyncHTTPClient alone writing the files
+#                as curl does (plain) and as downpour does (durable: synced
+#                before the name appears)
 #   ratelimit    4 x 50 MiB under --max-overall-download-limit 20M, and 100 MiB
 #                under --max-download-limit 10M (downpour, aria2c): rate / limit
 #   rss          downpour -x 4 on 1 GiB and 4 GiB: peak RSS of each
@@ -62,6 +66,7 @@ SCALE=1
 CSV="bench-results.csv"
 RUN_TIMEOUT=""
 LOSSY_CC=""
+FLOOR=""
 SETTLE=1
 ALL_CASES=(unthrottled checksum throttled straggler lossy manyfiles ratelimit mirrors rss daemon)
 
@@ -71,7 +76,7 @@ while [[ $# -gt 0 ]]; do
     case $arg in
         --*=*) val=${arg#*=}; arg=${arg%%=*} ;;
         -h | --help) usage; exit 0 ;;
-        --binary | --reps | --cases | --size-scale | --csv | --run-timeout | --lossy-cc | --settle)
+        --binary | --reps | --cases | --size-scale | --csv | --run-timeout | --lossy-cc | --settle | --floor)
             [[ $# -ge 2 ]] || die "$arg needs a value"
             val=$2
             shift
@@ -88,6 +93,7 @@ while [[ $# -gt 0 ]]; do
         --run-timeout) RUN_TIMEOUT=$val ;;
         --lossy-cc) LOSSY_CC=$val ;;
         --settle) SETTLE=$val ;;
+        --floor) FLOOR=$val ;;
         *) die "unknown argument: $arg (see --help)" ;;
     esac
 done
@@ -172,6 +178,10 @@ if [[ -z $BIN ]]; then
 fi
 [[ -f $BIN && -x $BIN ]] || die "binary not found or not executable: $BIN"
 case $BIN in /*) ;; *) BIN="$PWD/$BIN" ;; esac
+if [[ -n $FLOOR ]]; then
+    [[ -f $FLOOR && -x $FLOOR ]] || die "--floor: not found or not executable: $FLOOR (build it: swift build -c release --package-path Benchmarks/TransportFloor)"
+    case $FLOOR in /*) ;; *) FLOOR="$PWD/$FLOOR" ;; esac
+fi
 
 # --------------------------------------------------------------- work space
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/downpour-bench.XXXXXX")
@@ -447,6 +457,9 @@ client_cmd() {
             ;;
         curl-list)
             CMD=(curl --parallel --parallel-max "$n" -sS -f "${extra[@]}" --config "$url")
+            ;;
+        floor-plain | floor-durable)
+            CMD=("$FLOOR" "$url" "$out" "${tool#floor-}" "$n")
             ;;
         curlranges)
             CMD=(bash -c "$CURL_RANGES" curl-ranges "$url" "$out" "$n" "$size")
@@ -919,6 +932,10 @@ case_manyfiles() {
     entries+=("downpour -j $MANY_J|downpour-list|$MANY_J|$WORK/many.list|main|$total|$v||-x 1")
     entries+=("aria2c -j $MANY_J|aria2c-list|$MANY_J|$WORK/many.list|main|$total|$v||-x 1 -s 1")
     entries+=("curl --parallel $MANY_J|curl-list|$MANY_J|$WORK/many.curl|main|$total|$v||")
+    if [[ -n $FLOOR ]]; then
+        entries+=("floor plain $MANY_J|floor-plain|$MANY_J|$WORK/many.list|main|$total|$v||")
+        entries+=("floor durable $MANY_J|floor-durable|$MANY_J|$WORK/many.list|main|$total|$v||")
+    fi
     CONN_STATS=1
     run_matrix manyfiles "$total" "$tmo" "" "" "${entries[@]}"
     CONN_STATS=0

@@ -4,8 +4,11 @@
 Usage: rpc_bench.py --downpour BIN --base URL --many-dir DIR --work DIR [--reps N] [--adds N] [--csv FILE]
 
 Cases, each run for both daemons in one run (the order alternates by repetition):
-  adds     N addUri calls (default 10,000) in system.multicall batches of 100, added paused: total time
-  latency  with those N waiting: tellWaiting(0, 1000) and tellStatus latency, p50 and p99, and the peak RSS
+  adds     both daemons at once: N addUri calls (default 10,000) each, in system.multicall batches of 100, added
+           paused, a batch to one daemon then the same batch to the other: each one's total time
+  latency  with those N waiting in each: tellWaiting(0, 1000) (--latency-calls / 10 per daemon) and tellStatus
+           (--latency-calls per daemon, default 5,000) latency, p50 and p99, in blocks of 10 and 100 calls that
+           alternate between the daemons; and each one's peak RSS
   many     the 1,000 files of --many-dir (served at URL/many/NAME) added over RPC with
            max-concurrent-downloads 16, on a fresh daemon: time from the first add until all are complete,
            every file's SHA-256 checked against the manifest (--many-dir/../many.sha256 format: "HASH  NAME")
@@ -119,47 +122,70 @@ def percentile(values, p):
     return ordered[index]
 
 
-def case_adds_and_latency(name, binary, args):
-    daemon = Daemon(name, binary, args.work)
+def case_adds_and_latency(daemons, args):
+    """Both daemons at once, each with its own N waiting downloads; every timed step alternates between them
+    (batch by batch, call by call), so that the machine's changes of pace over the run fall on both alike."""
+    running = []
     try:
+        for name, binary in daemons:
+            running.append(Daemon(name, binary, args.work))
         calls = [("aria2.addUri", ([f"{args.base}/many/f{i % 1000:04d}.bin"], {"pause": "true", "out": f"a{i}.bin"}))
                  for i in range(args.adds)]
-        start = time.perf_counter()
-        gids = []
-        for i in range(0, len(calls), 100):
-            results = daemon.rpc.multicall(calls[i:i + 100])
-            for r in results:
-                if not isinstance(r, list):
-                    raise RuntimeError(f"{name}: addUri failed: {r}")
-                gids.append(r[0])
-        adds = time.perf_counter() - start
-        waiting = daemon.rpc.call("aria2.getGlobalStat")["numWaiting"]
-        if int(waiting) != args.adds:
-            raise RuntimeError(f"{name}: {waiting} waiting, expected {args.adds}")
+        adds = {d.name: 0.0 for d in running}
+        gids = {d.name: [] for d in running}
+        for batch, i in enumerate(range(0, len(calls), 100)):
+            for daemon in (running if batch % 2 == 0 else list(reversed(running))):
+                start = time.perf_counter()
+                results = daemon.rpc.multicall(calls[i:i + 100])
+                adds[daemon.name] += time.perf_counter() - start
+                for r in results:
+                    if not isinstance(r, list):
+                        raise RuntimeError(f"{daemon.name}: addUri failed: {r}")
+                    gids[daemon.name].append(r[0])
+        for daemon in running:
+            waiting = daemon.rpc.call("aria2.getGlobalStat")["numWaiting"]
+            if int(waiting) != args.adds:
+                raise RuntimeError(f"{daemon.name}: {waiting} waiting, expected {args.adds}")
 
-        tell_waiting = []
-        for _ in range(args.latency_calls // 10):
-            t = time.perf_counter()
-            result = daemon.rpc.call("aria2.tellWaiting", 0, 1000)
-            tell_waiting.append(time.perf_counter() - t)
-            assert len(result) == 1000
+        def alternate(count, call, block):
+            """`count` calls per daemon, each timed, in blocks of `block` calls to one daemon and then the same
+            calls to the other (which goes first alternates): a daemon's caches stay as warm as with calls to it
+            alone, while a change of the machine's pace during the run falls on both."""
+            times = {d.name: [] for d in running}
+            for first in range(0, count, block):
+                for daemon in (running if first // block % 2 == 0 else list(reversed(running))):
+                    for n in range(first, min(first + block, count)):
+                        start = time.perf_counter()
+                        call(daemon, n)
+                        times[daemon.name].append(time.perf_counter() - start)
+            return times
+
+        def tell_waiting(daemon, n):
+            assert len(daemon.rpc.call("aria2.tellWaiting", 0, 1000)) == 1000
+
+        tell_waiting_times = alternate(args.latency_calls // 10, tell_waiting, 10)
+        # The same random positions in both queues.
         rng = random.Random(7)
-        tell_status = []
-        for _ in range(args.latency_calls):
-            gid = rng.choice(gids)
-            t = time.perf_counter()
-            daemon.rpc.call("aria2.tellStatus", gid)
-            tell_status.append(time.perf_counter() - t)
+        picks = [rng.randrange(args.adds) for _ in range(args.latency_calls)]
+
+        def tell_status(daemon, n):
+            daemon.rpc.call("aria2.tellStatus", gids[daemon.name][picks[n]])
+
+        tell_status_times = alternate(args.latency_calls, tell_status, 100)
         return {
-            "adds_s": adds,
-            "tellWaiting_p50_ms": percentile(tell_waiting, 50) * 1000,
-            "tellWaiting_p99_ms": percentile(tell_waiting, 99) * 1000,
-            "tellStatus_p50_ms": percentile(tell_status, 50) * 1000,
-            "tellStatus_p99_ms": percentile(tell_status, 99) * 1000,
-            "peak_rss_mib": daemon.peak_rss_kib() / 1024,
+            d.name: {
+                "adds_s": adds[d.name],
+                "tellWaiting_p50_ms": percentile(tell_waiting_times[d.name], 50) * 1000,
+                "tellWaiting_p99_ms": percentile(tell_waiting_times[d.name], 99) * 1000,
+                "tellStatus_p50_ms": percentile(tell_status_times[d.name], 50) * 1000,
+                "tellStatus_p99_ms": percentile(tell_status_times[d.name], 99) * 1000,
+                "peak_rss_mib": d.peak_rss_kib() / 1024,
+            }
+            for d in running
         }
     finally:
-        daemon.stop()
+        for daemon in running:
+            daemon.stop()
 
 
 def case_many(name, binary, args, manifest):
@@ -206,7 +232,7 @@ def main():
     parser.add_argument("--work", required=True)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--adds", type=int, default=10000)
-    parser.add_argument("--latency-calls", type=int, default=1000)
+    parser.add_argument("--latency-calls", type=int, default=5000)
     parser.add_argument("--cases", default="adds,many")
     args = parser.parse_args()
 
@@ -220,25 +246,30 @@ def main():
     results = {d: [] for d, _ in daemons}
     for rep in range(args.reps):
         order = daemons if rep % 2 == 0 else list(reversed(daemons))
-        for name, binary in order:
-            row = {}
-            if "adds" in cases:
-                row.update(case_adds_and_latency(name, binary, args))
-            if "many" in cases:
+        rows = {name: {} for name, _ in daemons}
+        if "adds" in cases:
+            for name, row in case_adds_and_latency(order, args).items():
+                rows[name].update(row)
+        if "many" in cases:
+            for name, binary in order:
+                row = rows[name]
                 many = case_many(name, binary, args, manifest)
                 row["many_s"] = many["many_s"]
                 row["many_complete"] = many["complete"]
                 row["many_sha_ok"] = many["sha_ok"]
                 row["peak_rss_mib"] = max(row.get("peak_rss_mib", 0), many["peak_rss_mib"])
+        for name, _ in order:
+            row = rows[name]
             print(f"rep {rep + 1} {name}: " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
                                                        for k, v in row.items()), file=sys.stderr)
             results[name].append(row)
 
     keys = list(results["downpour"][0].keys())
     print()
-    print(f"daemon benchmark: {args.adds} addUri in multicall batches of 100 (added paused), tellWaiting(0,1000) "
-          f"and tellStatus latency with {args.adds} waiting, 1,000 x 64 KiB over RPC with 16 at a time; "
-          f"{args.reps} rep(s), medians")
+    print(f"daemon benchmark: {args.adds} addUri in multicall batches of 100 (added paused), "
+          f"{args.latency_calls // 10} tellWaiting(0,1000) and {args.latency_calls} tellStatus with {args.adds} "
+          f"waiting (both daemons up, blocks of calls alternating between them), 1,000 x 64 KiB over RPC with 16 at a "
+          f"time; {args.reps} rep(s), medians")
     print(f"{'metric':<22} {'downpour':>12} {'aria2c':>12} {'downpour/aria2c':>16}")
     for key in keys:
         d = statistics.median(r[key] for r in results["downpour"])
