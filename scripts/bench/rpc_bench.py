@@ -124,41 +124,41 @@ def percentile(values, p):
 
 def case_adds_and_latency(daemons, args):
     """Both daemons at once, each with its own N waiting downloads; every timed step alternates between them
-    (batch by batch, call by call), so that the machine's changes of pace over the run fall on both alike."""
+    (batch by batch, block of calls by block of calls), so that the machine's changes of pace over the run fall on
+    both alike."""
     running = []
+
+    def alternate(count, call, block):
+        """`count` calls per daemon, each timed, in blocks of `block` calls to one daemon and then the same calls
+        to the other (which goes first alternates): a daemon's caches stay as warm as with calls to it alone,
+        while a change of the machine's pace during the run falls on both."""
+        times = {d.name: [] for d in running}
+        for first in range(0, count, block):
+            for daemon in (running if first // block % 2 == 0 else list(reversed(running))):
+                for n in range(first, min(first + block, count)):
+                    start = time.perf_counter()
+                    call(daemon, n)
+                    times[daemon.name].append(time.perf_counter() - start)
+        return times
+
     try:
         for name, binary in daemons:
             running.append(Daemon(name, binary, args.work))
         calls = [("aria2.addUri", ([f"{args.base}/many/f{i % 1000:04d}.bin"], {"pause": "true", "out": f"a{i}.bin"}))
                  for i in range(args.adds)]
-        adds = {d.name: 0.0 for d in running}
         gids = {d.name: [] for d in running}
-        for batch, i in enumerate(range(0, len(calls), 100)):
-            for daemon in (running if batch % 2 == 0 else list(reversed(running))):
-                start = time.perf_counter()
-                results = daemon.rpc.multicall(calls[i:i + 100])
-                adds[daemon.name] += time.perf_counter() - start
-                for r in results:
-                    if not isinstance(r, list):
-                        raise RuntimeError(f"{daemon.name}: addUri failed: {r}")
-                    gids[daemon.name].append(r[0])
+
+        def add_batch(daemon, n):
+            for r in daemon.rpc.multicall(calls[n * 100:(n + 1) * 100]):
+                if not isinstance(r, list):
+                    raise RuntimeError(f"{daemon.name}: addUri failed: {r}")
+                gids[daemon.name].append(r[0])
+
+        adds = {name: sum(times) for name, times in alternate((args.adds + 99) // 100, add_batch, 1).items()}
         for daemon in running:
             waiting = daemon.rpc.call("aria2.getGlobalStat")["numWaiting"]
             if int(waiting) != args.adds:
                 raise RuntimeError(f"{daemon.name}: {waiting} waiting, expected {args.adds}")
-
-        def alternate(count, call, block):
-            """`count` calls per daemon, each timed, in blocks of `block` calls to one daemon and then the same
-            calls to the other (which goes first alternates): a daemon's caches stay as warm as with calls to it
-            alone, while a change of the machine's pace during the run falls on both."""
-            times = {d.name: [] for d in running}
-            for first in range(0, count, block):
-                for daemon in (running if first // block % 2 == 0 else list(reversed(running))):
-                    for n in range(first, min(first + block, count)):
-                        start = time.perf_counter()
-                        call(daemon, n)
-                        times[daemon.name].append(time.perf_counter() - start)
-            return times
 
         def tell_waiting(daemon, n):
             assert len(daemon.rpc.call("aria2.tellWaiting", 0, 1000)) == 1000
