@@ -218,7 +218,7 @@ public struct DownloadQueue: Sendable {
 
     /// Whether `gid` is taken by a download in the queue or a result.
     public func contains(_ gid: DownloadID) -> Bool {
-        self.downloads[gid] != nil || self.resultGIDs.contains(gid)
+        self.downloads.index(forKey: gid) != nil || self.resultGIDs.contains(gid)
     }
 
     // MARK: - Adding

@@ -2,11 +2,15 @@ import AsyncHTTPClient
 import Downpour
 import DownpourQueue
 import Foundation
+import HTTPTypes
 import HummingbirdWSClient
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOEmbedded
 import NIOHTTP1
+import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
 import NIOPosix
 import NIOWebSocket
 import Testing
@@ -280,6 +284,53 @@ import Darwin
             #expect(closing.lowercased().contains("connection: close"))
             #expect(closing.hasSuffix(#"]}"#), "\(closing)")
         }
+    }
+
+    @Test("An HTTP/1.0 call without keep-alive is answered on the fast path, then the connection is closed")
+    func http10CallClosesAfterItsAnswer() async throws {
+        try await LoopbackServer.with { server in
+            let call = #"{"jsonrpc":"2.0","id":"old","method":"aria2.getVersion"}"#
+            // Read until the server closes: it must, after the one answer.
+            let answer = try await RawHTTP.exchange(
+                port: server.port,
+                "POST /jsonrpc HTTP/1.0\r\nContent-Length: \(call.utf8.count)\r\n\r\n\(call)"
+            )
+            #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer)")
+            #expect(answer.lowercased().contains("connection: close"), "\(answer)")
+            #expect(answer.contains(#""id":"old""#), "\(answer)")
+            #expect(answer.contains(#""version":"1.37.0""#), "\(answer)")
+        }
+    }
+
+    @Test("The installer puts the POST handler ahead of the HTTP Types codec and leaves; other requests pass through")
+    func installerPutsTheHandlerAheadOfTheCodec() throws {
+        let channel = EmbeddedChannel()
+        let pipeline = channel.pipeline.syncOperations
+        try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+        let handler = JSONRPCPostHandler(maximumBodySize: 1024) { _ in
+            JSONRPCPostHandler.Reply(status: .ok, headers: [:], body: ByteBuffer())
+        }
+        try pipeline.addHandler(JSONRPCPostHandlerInstaller(handler))
+        #expect(try pipeline.handler(type: JSONRPCPostHandler.self) === handler)
+        #expect(throws: (any Error).self) { try pipeline.handler(type: JSONRPCPostHandlerInstaller.self) }
+
+        // NIO's parts reach the handler first (it would trap on Swift HTTP Types' parts); a request it does not
+        // answer goes on to the codec, which hands the router its converted form.
+        let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/jsonrpc?method=x", headers: ["Host": "h"])
+        try channel.writeInbound(HTTPServerRequestPart.head(head))
+        try channel.writeInbound(HTTPServerRequestPart.end(nil))
+        let converted = try channel.readInbound(as: HTTPRequestPart.self)
+        guard case .head(let request) = converted else {
+            Issue.record("expected the converted head, got \(String(describing: converted))")
+            return
+        }
+        #expect(request.method == .get)
+        #expect(request.path == "/jsonrpc?method=x")
+        guard case .end(nil) = try channel.readInbound(as: HTTPRequestPart.self) else {
+            Issue.record("expected the request's end")
+            return
+        }
+        #expect(try channel.finish().isClean)
     }
 
     @Test func defaultLimitIsTwoMiB() async throws {

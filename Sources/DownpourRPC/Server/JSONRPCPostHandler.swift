@@ -1,6 +1,5 @@
-import HTTPTypes
 import NIOCore
-import NIOHTTPTypes
+import NIOHTTP1
 
 /// Answers `POST /jsonrpc` with a `Content-Length` body within the limit right on the connection's event loop,
 /// ahead of Hummingbird's router: every client polls `tellStatus` or `tellActive` several times a second, and the
@@ -8,18 +7,22 @@ import NIOHTTPTypes
 /// methods, a chunked or over-long body, `Expect: 100-continue`, the WebSocket upgrade) passes through unchanged
 /// to the router, which answers it as before.
 ///
+/// It works on NIO's own HTTP parts: ``JSONRPCPostHandlerInstaller`` puts it ahead of the codec that converts them
+/// to Swift HTTP Types' for the router. A request whose head says the connection ends with it (`Connection: close`,
+/// or HTTP/1.0 without keep-alive) is answered with `Connection: close`, then the connection is closed.
+///
 /// HTTP/1.1 pipelining keeps its order: one request at a time is answered, by this handler or by the router, and
 /// the parts of the next wait here until the answer to the one before has ended.
 final class JSONRPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPResponsePart
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
 
     /// What to send for one request body.
     struct Reply: Sendable {
-        var status: HTTPResponse.Status
-        var headers: HTTPFields
+        var status: HTTPResponseStatus
+        var headers: HTTPHeaders
         var body: ByteBuffer
         /// How long to hold the reply back (aria2 answers a wrong secret about a second late).
         var delay: TimeAmount = .zero
@@ -41,7 +44,7 @@ final class JSONRPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let respond: Respond
     private var state = State.idle
     /// Parts that arrived while a reply was being made; handled once it is written.
-    private var waiting: [HTTPRequestPart] = []
+    private var waiting: [HTTPServerRequestPart] = []
     /// A read asked for while an answer was being made and parts were already waiting: the socket is not read
     /// again until the answer is out, so a client that sends request after request without reading the answers
     /// fills its own socket, not memory here (at most one read's worth of parts waits). While nothing waits, reads
@@ -58,13 +61,13 @@ final class JSONRPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.handle(self.unwrapInboundIn(data), context: context)
     }
 
-    private func handle(_ part: HTTPRequestPart, context: ChannelHandlerContext) {
+    private func handle(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
         switch (self.state, part) {
         case (.answering, _), (.passingThrough(ended: true), _):
             self.waiting.append(part)
         case (.idle, .head(let request)):
             if let length = self.answerableLength(request) {
-                let close = request.headerFields[.connection]?.lowercased().contains("close") ?? false
+                let close = !request.isKeepAlive
                 self.state = .collecting(
                     body: context.channel.allocator.buffer(capacity: length),
                     closeAfterReply: close
@@ -149,10 +152,10 @@ final class JSONRPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// The body length of a request this handler answers, else `nil`.
-    private func answerableLength(_ request: HTTPRequest) -> Int? {
-        guard request.method == .post, request.path == "/jsonrpc",
-            request.headerFields[.transferEncoding] == nil, request.headerFields[.expect] == nil,
-            let length = request.headerFields[.contentLength].flatMap({ Int($0) }),
+    private func answerableLength(_ request: HTTPRequestHead) -> Int? {
+        guard request.method == .POST, request.uri == "/jsonrpc",
+            !request.headers.contains(name: "transfer-encoding"), !request.headers.contains(name: "expect"),
+            let length = request.headers.first(name: "content-length").flatMap({ Int($0) }),
             length >= 0, length <= self.maximumBodySize
         else { return nil }
         return length
@@ -181,13 +184,13 @@ final class JSONRPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func write(_ reply: Reply, context: ChannelHandlerContext) {
         guard case .answering(let close) = self.state else { return }
         var headers = reply.headers
-        headers[.contentLength] = String(reply.body.readableBytes)
-        if close { headers[.connection] = "close" }
+        headers.add(name: "content-length", value: String(reply.body.readableBytes))
+        if close { headers.add(name: "connection", value: "close") }
         context.write(
-            self.wrapOutboundOut(.head(HTTPResponse(status: reply.status, headerFields: headers))),
+            self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: reply.status, headers: headers))),
             promise: nil
         )
-        context.write(self.wrapOutboundOut(.body(reply.body)), promise: nil)
+        context.write(self.wrapOutboundOut(.body(.byteBuffer(reply.body))), promise: nil)
         let written = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: written)
         if let afterReply = reply.afterReply {

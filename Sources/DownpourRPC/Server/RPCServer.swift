@@ -5,6 +5,7 @@ import HummingbirdWebSocket
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOHTTP1
 import ServiceLifecycle
 
 /// aria2's JSON-RPC over HTTP and WebSocket on `/jsonrpc`, for AriaNg, aria2p, Motrix and scripts (§1 of
@@ -69,7 +70,7 @@ public struct RPCServer: Service {
             server: .http1WebSocketUpgrade(
                 webSocketRouter: self.webSocketRouter(),
                 configuration: .init(
-                    http1: .init(additionalChannelHandlers: [self.postHandler()]),
+                    http1: .init(additionalChannelHandlers: [JSONRPCPostHandlerInstaller(self.postHandler())]),
                     ws: .init(
                         maxFrameSize: self.configuration.maximumRequestSize,
                         autoPing: .enabled(timePeriod: .seconds(30))
@@ -155,12 +156,14 @@ public struct RPCServer: Service {
     /// The handler that answers most `POST /jsonrpc` requests on the event loop (see ``JSONRPCPostHandler``);
     /// the route below gets the rest.
     private func postHandler() -> JSONRPCPostHandler {
-        JSONRPCPostHandler(maximumBodySize: self.configuration.maximumRequestSize) { body in
+        var common = HTTPHeaders()
+        for field in self.commonHeaders() { common.add(name: field.name.rawName, value: field.value) }
+        return JSONRPCPostHandler(maximumBodySize: self.configuration.maximumRequestSize) { [common] body in
             let reply = await self.dispatcher.handle(body: body.readableBytesView)
-            var headers = self.commonHeaders()
-            headers[.contentType] = reply.contentType
+            var headers = common
+            headers.add(name: "content-type", value: reply.contentType)
             return JSONRPCPostHandler.Reply(
-                status: HTTPResponse.Status(code: reply.httpStatus),
+                status: HTTPResponseStatus(statusCode: reply.httpStatus),
                 headers: headers,
                 body: ByteBuffer(bytes: reply.body),
                 delay: reply.isUnauthorized ? TimeAmount(self.configuration.unauthorizedDelay) : .zero,
