@@ -5,7 +5,7 @@ import NIOHTTPTypesHTTP1
 ///
 /// Hummingbird adds its extra handlers after that codec, which turns each request head into Swift HTTP Types' form
 /// and each response head back. A call answered on the loop needs neither conversion, and the two cost about as
-/// much as a `tellStatus` itself. So Hummingbird is given this installer, which, once added, puts the handler in
+/// much as the call's own work. So Hummingbird is given this installer, which, once added, puts the handler in
 /// front of the codec, where NIO's own request and response parts pass, and removes itself.
 /// `ServerTests` checks the order it leaves.
 final class JSONRPCPostHandlerInstaller: ChannelInboundHandler, RemovableChannelHandler {

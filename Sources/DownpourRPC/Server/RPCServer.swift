@@ -6,6 +6,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOHTTPTypesHTTP1
 import ServiceLifecycle
 
 /// aria2's JSON-RPC over HTTP and WebSocket on `/jsonrpc`, for AriaNg, aria2p, Motrix and scripts (§1 of
@@ -156,8 +157,7 @@ public struct RPCServer: Service {
     /// The handler that answers most `POST /jsonrpc` requests on the event loop (see ``JSONRPCPostHandler``);
     /// the route below gets the rest.
     private func postHandler() -> JSONRPCPostHandler {
-        var common = HTTPHeaders()
-        for field in self.commonHeaders() { common.add(name: field.name.rawName, value: field.value) }
+        let common = HTTPHeaders(self.commonHeaders())
         return JSONRPCPostHandler(maximumBodySize: self.configuration.maximumRequestSize) { [common] body in
             let reply = await self.dispatcher.handle(body: body.readableBytesView)
             var headers = common
