@@ -75,6 +75,12 @@ public actor DownloadManager: DownloadQueueService {
     private var nextToken = 0
     private var isStarted = false
     private var isShutDown = false
+    /// A run's record (its path and length, from its `started` event) waits to be stored: see
+    /// ``runStarted(_:token:start:)``.
+    private var recordWaits = false
+    private let recordDelay: Duration
+    /// Stores the waiting record once `recordDelay` is over; cancelled by ``shutdown()``, which stores everything.
+    private var recordTimer: Task<Void, Never>?
 
     /// A manager over `store`; nothing is read or started until ``start()``.
     ///
@@ -84,11 +90,24 @@ public actor DownloadManager: DownloadQueueService {
     ///   - defaults: The directory, configuration and global options new downloads start from.
     ///   - logger: For what the queue does (info and below).
     public init(downloader: Downloader, store: QueueStore, defaults: Defaults = Defaults(), logger: Logger) {
+        self.init(
+            downloader: downloader,
+            store: store,
+            defaults: defaults,
+            logger: logger,
+            recordDelay: .milliseconds(100)
+        )
+    }
+
+    /// - Parameter recordDelay: How long a run's record (its path and length) may wait for the next change before
+    ///   it is stored on its own.
+    init(downloader: Downloader, store: QueueStore, defaults: Defaults, logger: Logger, recordDelay: Duration) {
         self.downloader = downloader
         self.store = store
         self.defaults = defaults
         self.logger = logger
         self.effectiveGlobals = defaults.options
+        self.recordDelay = recordDelay
     }
 
     /// Loads the stored queue and starts what should run: the downloads that were active when the queue last
@@ -500,6 +519,8 @@ public actor DownloadManager: DownloadQueueService {
         } catch {
             self.logger.error("The queue could not be stored at shutdown", metadata: ["error": "\(error.message)"])
         }
+        // A waiting record went in with the rest.
+        self.recordTimer?.cancel()
         self.logger.info("Queue shut down", metadata: ["active": "\(self.queue.active.count)"])
         self.broadcaster.finish()
     }
@@ -596,6 +617,23 @@ public actor DownloadManager: DownloadQueueService {
             totalLength: start.remoteFile.length ?? 0,
             completedLength: start.resumedBytes
         )
+        // Stored with the next change, or within `recordDelay`, not in a transaction of its own: a small file
+        // ends moments after it starts, and its end is stored anyway. Nothing depends on the record after a crash
+        // (the restarted run probes again and finds its journal by the name it gets); it is what `tellStatus` shows.
+        guard !self.recordWaits else { return }
+        self.recordWaits = true
+        let delay = self.recordDelay
+        self.recordTimer = Task {
+            try? await Task.sleep(for: delay)
+            self.storeWaitingRecord()
+        }
+    }
+
+    /// Stores the record a run left waiting, if it is still waiting (with the changes made since, if any).
+    private func storeWaitingRecord() {
+        guard self.recordWaits else { return }
+        self.recordWaits = false
+        guard !self.isShutDown, !self.queue.changes.isEmpty else { return }
         self.commitOrLog()
     }
 
@@ -606,6 +644,8 @@ public actor DownloadManager: DownloadQueueService {
         switch outcome {
         case .success(let result):
             if let metalink = result.metalink {
+                // Following may be refused and taken back; the run's record is not part of that.
+                self.storeWaitingRecord()
                 actions = self.follow(metalink, of: gid, path: result.path, length: result.length)
             } else {
                 actions = self.queue.finish(gid, outcome: .complete(path: result.path, length: result.length))
@@ -681,6 +721,8 @@ public actor DownloadManager: DownloadQueueService {
         options: [QueueOption]? = nil,
         _ body: (inout DownloadQueue) throws(QueueError) -> Result
     ) throws(QueueError) -> Result {
+        // A run's waiting record is stored first, so that a change refused below does not take it back too.
+        self.storeWaitingRecord()
         let result: Result
         do {
             result = try body(&self.queue)

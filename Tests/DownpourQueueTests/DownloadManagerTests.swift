@@ -1,9 +1,11 @@
 import Downpour
-import DownpourQueue
 import DownpourTestSupport
 import Foundation
 import GRDB
+import Logging
 import Testing
+
+@testable import DownpourQueue
 
 /// Real downloads through the queue, against ``RangeTestServer``. Nothing here measures time: the tests wait for
 /// events and read the server's request log; `holdBodies` keeps downloads in flight where a test needs them to be.
@@ -643,6 +645,82 @@ struct DownloadManagerBatchTests {
         #expect(await reopened.waitingDownloads(0..<10).map(\.gid) == order)
         #expect(await reopened.waitingDownloads(0..<10).allSatisfy { $0.status == .paused })
         await reopened.shutdown()
+        await downloader.shutdown()
+    }
+}
+
+extension DownloadManagerTests {
+    @Test("a run's record (path, length) waits for the next change; a change refused then does not take it back")
+    func recordWaitsForTheNextChange() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let downloader = makeTestDownloader()
+        try await RangeTestServer.withServer(content: Self.big, faults: [Self.throttle]) { server in
+            let stored = try QueueStore(directory: directory.stateDirectory)
+            // A delay no test reaches: only a change stores the record.
+            let manager = DownloadManager(
+                downloader: downloader,
+                store: try QueueStore(directory: directory.stateDirectory),
+                defaults: .init(directory: directory.path, configuration: testConfiguration()),
+                logger: Logger(label: "downpour.queue.tests", factory: { _ in SwiftLogNoOpLogHandler() }),
+                recordDelay: .seconds(3600)
+            )
+            let log = EventLog(manager.events)
+            try await manager.start()
+            server.holdBodies(afterSending: 1024 * 1024)
+            let gid = try await manager.add(uris: [server.url("/big.bin")], options: Self.out("big.bin"), position: nil)
+            try await Self.waitForBytes(manager, gid, 512 * 1024)
+            // Running, so its record is made (the queue shows it), and not stored yet.
+            let status = try await manager.status(of: gid.description)
+            #expect(status.totalLength == Int64(Self.big.count))
+            let before = try #require(try stored.load().active.first)
+            #expect(before.entry.gid == gid)
+            #expect(before.path == nil)
+            #expect(before.totalLength == 0)
+
+            // An active download cannot be unpaused: the change is refused and taken back, the record is not.
+            await #expect(throws: QueueError.self) { _ = try await manager.unpause(gid.description) }
+            let after = try #require(try stored.load().active.first)
+            #expect(after.path == directory.file("big.bin"))
+            #expect(after.totalLength == Int64(Self.big.count))
+            #expect(try await manager.status(of: gid.description).totalLength == Int64(Self.big.count))
+
+            server.releaseBodies()
+            try await log.wait(for: .completed(gid))
+            #expect(try sha256Hex(ofFileAt: directory.file("big.bin")) == sha256Hex(Self.big))
+            await manager.shutdown()
+        }
+        await downloader.shutdown()
+    }
+
+    @Test("with no change to go with, a run's record is stored on its own once the delay is over")
+    func recordStoredOnItsOwn() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let downloader = makeTestDownloader()
+        try await RangeTestServer.withServer(content: Self.big, faults: [Self.throttle]) { server in
+            let stored = try QueueStore(directory: directory.stateDirectory)
+            let manager = DownloadManager(
+                downloader: downloader,
+                store: try QueueStore(directory: directory.stateDirectory),
+                defaults: .init(directory: directory.path, configuration: testConfiguration()),
+                logger: Logger(label: "downpour.queue.tests", factory: { _ in SwiftLogNoOpLogHandler() }),
+                recordDelay: .milliseconds(1)
+            )
+            let log = EventLog(manager.events)
+            try await manager.start()
+            // Held until the record is seen: nothing else (no end, no change) can store it.
+            server.holdBodies(afterSending: 1024 * 1024)
+            let gid = try await manager.add(uris: [server.url("/big.bin")], options: Self.out("big.bin"), position: nil)
+            try await waitUntil("the record is stored") {
+                let active = try stored.load().active.first
+                return active?.path == directory.file("big.bin") && active?.totalLength == Int64(Self.big.count)
+            }
+            #expect(try await manager.status(of: gid.description).status == .active)
+            server.releaseBodies()
+            try await log.wait(for: .completed(gid))
+            await manager.shutdown()
+        }
         await downloader.shutdown()
     }
 }

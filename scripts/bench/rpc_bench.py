@@ -6,9 +6,10 @@ Usage: rpc_bench.py --downpour BIN --base URL --many-dir DIR --work DIR [--reps 
 Cases, each run for both daemons in one run (the order alternates by repetition):
   adds     both daemons at once: N addUri calls (default 10,000) each, in system.multicall batches of 100, added
            paused, a batch to one daemon then the same batch to the other: each one's total time
-  latency  with those N waiting in each: tellWaiting(0, 1000) (--latency-calls / 10 per daemon) and tellStatus
-           (--latency-calls per daemon, default 5,000) latency, p50 and p99, in blocks of 10 and 100 calls that
-           alternate between the daemons; and each one's peak RSS
+  latency  with those N waiting in each: tellWaiting(0, 1000) (--waiting-calls per daemon, default 500) and
+           tellStatus (--latency-calls per daemon, default 20,000) latency, p50 and p99, in blocks of 10 and 100
+           calls that alternate between the daemons; and each one's peak RSS. A p99 rests on a hundredth of the
+           calls: 200 of 20,000 (with 5,000 it rested on 50, and one busy moment of the machine moved it)
   many     the 1,000 files of --many-dir (served at URL/many/NAME) added over RPC with
            max-concurrent-downloads 16, on a fresh daemon: time from the first add until all are complete,
            every file's SHA-256 checked against the manifest (--many-dir/../many.sha256 format: "HASH  NAME")
@@ -163,7 +164,7 @@ def case_adds_and_latency(daemons, args):
         def tell_waiting(daemon, n):
             assert len(daemon.rpc.call("aria2.tellWaiting", 0, 1000)) == 1000
 
-        tell_waiting_times = alternate(args.latency_calls // 10, tell_waiting, 10)
+        tell_waiting_times = alternate(args.waiting_calls, tell_waiting, 10)
         # The same random positions in both queues.
         rng = random.Random(7)
         picks = [rng.randrange(args.adds) for _ in range(args.latency_calls)]
@@ -232,7 +233,8 @@ def main():
     parser.add_argument("--work", required=True)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--adds", type=int, default=10000)
-    parser.add_argument("--latency-calls", type=int, default=5000)
+    parser.add_argument("--latency-calls", type=int, default=20000)
+    parser.add_argument("--waiting-calls", type=int, default=500)
     parser.add_argument("--cases", default="adds,many")
     args = parser.parse_args()
 
@@ -267,7 +269,7 @@ def main():
     keys = list(results["downpour"][0].keys())
     print()
     print(f"daemon benchmark: {args.adds} addUri in multicall batches of 100 (added paused), "
-          f"{args.latency_calls // 10} tellWaiting(0,1000) and {args.latency_calls} tellStatus with {args.adds} "
+          f"{args.waiting_calls} tellWaiting(0,1000) and {args.latency_calls} tellStatus with {args.adds} "
           f"waiting (both daemons up, blocks of calls alternating between them), 1,000 x 64 KiB over RPC with 16 at a "
           f"time; {args.reps} rep(s), medians")
     print(f"{'metric':<22} {'downpour':>12} {'aria2c':>12} {'downpour/aria2c':>16}")
@@ -276,6 +278,13 @@ def main():
         a = statistics.median(r[key] for r in results["aria2c"])
         ratio = f"{d / a:.2f}" if a else "-"
         print(f"{key:<22} {d:>12.3f} {a:>12.3f} {ratio:>16}")
+    # The medians hide how far the repetitions were apart: each one's own ratio, in the order they ran.
+    print("each repetition's downpour/aria2c:")
+    for key in keys:
+        if key.endswith(("_complete", "_ok")):
+            continue
+        ratios = [d[key] / a[key] if a[key] else float("nan") for d, a in zip(results["downpour"], results["aria2c"])]
+        print(f"  {key:<20} " + " ".join(f"{r:.2f}" for r in ratios))
 
 
 if __name__ == "__main__":
