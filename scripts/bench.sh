@@ -1022,7 +1022,7 @@ case_mirrors() {
 case_daemon() {
     gen_many
     PYTHONDONTWRITEBYTECODE=1 python3 "$HELPERS/rpc_bench.py" --downpour "$BIN" --base "$BASE" \
-        --many-dir "$WWW/many" --manifest "$WORK/many.sha256" --work "$WORK" --reps "$REPS"
+        --many-dir "$WWW/many" --manifest "$WORK/many.sha256" --work "$WORK" --reps "$REPS" --settle "$SETTLE"
 }
 
 # --------------------------------------------------------------------- main

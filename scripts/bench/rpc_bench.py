@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The daemon benchmark: `downpour daemon` and `aria2c --enable-rpc` side by side, over their JSON-RPC.
 
-Usage: rpc_bench.py --downpour BIN --base URL --many-dir DIR --work DIR [--reps N] [--adds N] [--csv FILE]
+Usage: rpc_bench.py --downpour BIN --base URL --many-dir DIR --work DIR [--reps N] [--adds N] [--settle S]
 
 Cases, each run for both daemons in one run (the order alternates by repetition):
   adds     both daemons at once: N addUri calls (default 10,000) each, in system.multicall batches of 100, added
@@ -128,6 +128,7 @@ def case_adds_and_latency(daemons, args):
     (batch by batch, block of calls by block of calls), so that the machine's changes of pace over the run fall on
     both alike."""
     running = []
+    settle(args)
 
     def alternate(count, call, block):
         """`count` calls per daemon, each timed, in blocks of `block` calls to one daemon and then the same calls
@@ -189,7 +190,15 @@ def case_adds_and_latency(daemons, args):
             daemon.stop()
 
 
+def settle(args):
+    """As before every run of bench.sh: the kernel's writeback of what ran before (a 4 GiB file in the `rss`
+    case) must not land in this run, where it would slow whichever daemon writes to the disk at that moment."""
+    os.sync()
+    time.sleep(args.settle)
+
+
 def case_many(name, binary, args, manifest):
+    settle(args)
     extra = ["--max-concurrent-downloads=16"] if name == "aria2c" else ["-j", "16"]
     daemon = Daemon(name, binary, args.work, extra)
     try:
@@ -236,6 +245,7 @@ def main():
     parser.add_argument("--latency-calls", type=int, default=20000)
     parser.add_argument("--waiting-calls", type=int, default=500)
     parser.add_argument("--cases", default="adds,many")
+    parser.add_argument("--settle", type=float, default=1.0)
     args = parser.parse_args()
 
     manifest = {}
