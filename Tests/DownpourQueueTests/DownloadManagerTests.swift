@@ -650,29 +650,45 @@ struct DownloadManagerBatchTests {
 }
 
 extension DownloadManagerTests {
-    @Test("a run's record (path, length) waits for the next change; a change refused then does not take it back")
-    func recordWaitsForTheNextChange() async throws {
+    /// Runs `body` with a manager whose runs' records wait `recordDelay`, a second store on its database to read
+    /// what was stored, and the GID of a download of the big file that has started and is held part way; then
+    /// lets the download finish, checks the file and shuts down.
+    static func withHeldRun(
+        recordDelay: Duration,
+        _ body: (DownloadManager, QueueStore, DownloadID, ScratchDirectory) async throws -> Void
+    ) async throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }
         let downloader = makeTestDownloader()
         try await RangeTestServer.withServer(content: Self.big, faults: [Self.throttle]) { server in
             let stored = try QueueStore(directory: directory.stateDirectory)
-            // A delay no test reaches: only a change stores the record.
             let manager = DownloadManager(
                 downloader: downloader,
                 store: try QueueStore(directory: directory.stateDirectory),
                 defaults: .init(directory: directory.path, configuration: testConfiguration()),
                 logger: Logger(label: "downpour.queue.tests", factory: { _ in SwiftLogNoOpLogHandler() }),
-                recordDelay: .seconds(3600)
+                recordDelay: recordDelay
             )
             let log = EventLog(manager.events)
             try await manager.start()
+            // Held part way: the run cannot end (and store its record that way) before `body` is done.
             server.holdBodies(afterSending: 1024 * 1024)
             let gid = try await manager.add(uris: [server.url("/big.bin")], options: Self.out("big.bin"), position: nil)
+            try await body(manager, stored, gid, directory)
+            server.releaseBodies()
+            try await log.wait(for: .completed(gid))
+            #expect(try sha256Hex(ofFileAt: directory.file("big.bin")) == sha256Hex(Self.big))
+            await manager.shutdown()
+        }
+        await downloader.shutdown()
+    }
+
+    @Test("a run's record (path, length) waits for the next change; a change refused then does not take it back")
+    func recordWaitsForTheNextChange() async throws {
+        // A delay no test reaches: only a change stores the record.
+        try await Self.withHeldRun(recordDelay: .seconds(3600)) { manager, stored, gid, directory in
             try await Self.waitForBytes(manager, gid, 512 * 1024)
-            // Running, so its record is made (the queue shows it), and not stored yet.
-            let status = try await manager.status(of: gid.description)
-            #expect(status.totalLength == Int64(Self.big.count))
+            // Running, so its record is made, and not stored yet.
             let before = try #require(try stored.load().active.first)
             #expect(before.entry.gid == gid)
             #expect(before.path == nil)
@@ -683,44 +699,17 @@ extension DownloadManagerTests {
             let after = try #require(try stored.load().active.first)
             #expect(after.path == directory.file("big.bin"))
             #expect(after.totalLength == Int64(Self.big.count))
-            #expect(try await manager.status(of: gid.description).totalLength == Int64(Self.big.count))
-
-            server.releaseBodies()
-            try await log.wait(for: .completed(gid))
-            #expect(try sha256Hex(ofFileAt: directory.file("big.bin")) == sha256Hex(Self.big))
-            await manager.shutdown()
         }
-        await downloader.shutdown()
     }
 
     @Test("with no change to go with, a run's record is stored on its own once the delay is over")
     func recordStoredOnItsOwn() async throws {
-        let directory = try ScratchDirectory()
-        defer { directory.remove() }
-        let downloader = makeTestDownloader()
-        try await RangeTestServer.withServer(content: Self.big, faults: [Self.throttle]) { server in
-            let stored = try QueueStore(directory: directory.stateDirectory)
-            let manager = DownloadManager(
-                downloader: downloader,
-                store: try QueueStore(directory: directory.stateDirectory),
-                defaults: .init(directory: directory.path, configuration: testConfiguration()),
-                logger: Logger(label: "downpour.queue.tests", factory: { _ in SwiftLogNoOpLogHandler() }),
-                recordDelay: .milliseconds(1)
-            )
-            let log = EventLog(manager.events)
-            try await manager.start()
-            // Held until the record is seen: nothing else (no end, no change) can store it.
-            server.holdBodies(afterSending: 1024 * 1024)
-            let gid = try await manager.add(uris: [server.url("/big.bin")], options: Self.out("big.bin"), position: nil)
+        try await Self.withHeldRun(recordDelay: .milliseconds(1)) { manager, stored, gid, directory in
             try await waitUntil("the record is stored") {
                 let active = try stored.load().active.first
                 return active?.path == directory.file("big.bin") && active?.totalLength == Int64(Self.big.count)
             }
             #expect(try await manager.status(of: gid.description).status == .active)
-            server.releaseBodies()
-            try await log.wait(for: .completed(gid))
-            await manager.shutdown()
         }
-        await downloader.shutdown()
     }
 }
