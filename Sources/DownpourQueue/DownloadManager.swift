@@ -75,11 +75,9 @@ public actor DownloadManager: DownloadQueueService {
     private var nextToken = 0
     private var isStarted = false
     private var isShutDown = false
-    /// A run's record (its path and length, from its `started` event) waits to be stored: see
-    /// ``runStarted(_:token:start:)``.
-    private var recordWaits = false
     private let recordDelay: Duration
-    /// Stores the waiting record once `recordDelay` is over; cancelled by ``shutdown()``, which stores everything.
+    /// Stores a run's record (see ``runStarted(_:token:start:)``) once `recordDelay` is over; `nil` while none
+    /// waits. Whatever stores the queue's changes first takes the record with them and cancels it.
     private var recordTimer: Task<Void, Never>?
 
     /// A manager over `store`; nothing is read or started until ``start()``.
@@ -514,13 +512,11 @@ public actor DownloadManager: DownloadQueueService {
             } else {
                 try self.store.apply(self.queue.changes)
             }
-            self.queue.acceptChanges()
+            self.acceptChanges()
             self.storeIsBehind = false
         } catch {
             self.logger.error("The queue could not be stored at shutdown", metadata: ["error": "\(error.message)"])
         }
-        // A waiting record went in with the rest.
-        self.recordTimer?.cancel()
         self.logger.info("Queue shut down", metadata: ["active": "\(self.queue.active.count)"])
         self.broadcaster.finish()
     }
@@ -620,21 +616,26 @@ public actor DownloadManager: DownloadQueueService {
         // Stored with the next change, or within `recordDelay`, not in a transaction of its own: a small file
         // ends moments after it starts, and its end is stored anyway. Nothing depends on the record after a crash
         // (the restarted run probes again and finds its journal by the name it gets); it is what `tellStatus` shows.
-        guard !self.recordWaits else { return }
-        self.recordWaits = true
+        guard self.recordTimer == nil, !self.queue.changes.isEmpty else { return }
         let delay = self.recordDelay
         self.recordTimer = Task {
             try? await Task.sleep(for: delay)
+            guard !Task.isCancelled else { return }
             self.storeWaitingRecord()
         }
     }
 
-    /// Stores the record a run left waiting, if it is still waiting (with the changes made since, if any).
+    /// Stores what waits: between operations, the queue's only unstored changes are runs' records.
     private func storeWaitingRecord() {
-        guard self.recordWaits else { return }
-        self.recordWaits = false
         guard !self.isShutDown, !self.queue.changes.isEmpty else { return }
         self.commitOrLog()
+    }
+
+    /// The queue's changes are stored (or, for ``commitOrLog()``, given up on): no record waits any more.
+    private func acceptChanges() {
+        self.queue.acceptChanges()
+        self.recordTimer?.cancel()
+        self.recordTimer = nil
     }
 
     private func runEnded(_ gid: DownloadID, token: Int, outcome: Result<DownloadResult, DownloadError>) {
@@ -731,7 +732,7 @@ public actor DownloadManager: DownloadQueueService {
             self.queue.revertChanges()
             throw error
         }
-        self.queue.acceptChanges()
+        self.acceptChanges()
         return result
     }
 
@@ -754,7 +755,7 @@ public actor DownloadManager: DownloadQueueService {
             self.storeIsBehind = true
             self.logger.error("The queue could not be stored", metadata: ["error": "\(error.message)"])
         }
-        self.queue.acceptChanges()
+        self.acceptChanges()
     }
 
     /// Removes the `.part` file and the journal of a download removed while waiting or paused (aria2 leaves them;
