@@ -200,10 +200,13 @@ struct DaemonCommand: AsyncParsableCommand {
             eventLoopGroupProvider: .shared(MultiThreadedEventLoopGroup.singleton),
             logger: logger
         )
+        // The queue and the RPC server on one loop, as aria2 runs on one thread: a read (`tellStatus`, ...) is
+        // answered as its request is read, and a change reaches the queue with no hop.
         let manager = DownloadManager(
             downloader: downloader,
             store: store,
             defaults: DownloadManager.Defaults(directory: directory, options: options),
+            eventLoop: MultiThreadedEventLoopGroup.singleton.next(),
             logger: logger
         )
         do {
@@ -226,6 +229,7 @@ struct DaemonCommand: AsyncParsableCommand {
                     secret: secret,
                     allowOriginAll: self.allowOriginAll
                 ),
+                eventLoopGroup: manager.eventLoop,
                 logger: logger,
                 onShutdown: { _ in shutdown.trigger() },
                 onServerRunning: { [store] port in

@@ -1,6 +1,8 @@
 import Downpour
 import Foundation
 import Logging
+import NIOCore
+import NIOPosix
 
 /// The download queue that runs: aria2's model (``DownloadQueue``) kept in a ``QueueStore`` and carried out with a
 /// ``Downloader``.
@@ -42,12 +44,18 @@ public actor DownloadManager: DownloadQueueService {
     /// Options a download takes at `add` that are about the queue, not the request.
     static let placementOptionNames: Set<String> = ["gid", "pause"]
 
-    private struct Run {
+    struct Run {
         var download: Download
         var task: Task<Void, Never>
         var token: Int
         var stopRequested = false
     }
+
+    /// The loop the manager runs on: its executor, so every change and every read of the queue happens on this
+    /// loop's thread. The downloads run elsewhere (Swift's global executor and their connections' loops) and come
+    /// here only to start, to record and to end.
+    public nonisolated let eventLoop: any EventLoop
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { self.eventLoop.executor.asUnownedSerialExecutor() }
 
     private let downloader: Downloader
     private let store: QueueStore
@@ -86,12 +94,22 @@ public actor DownloadManager: DownloadQueueService {
     ///   - downloader: Runs the downloads; `max-overall-download-limit` goes to its configuration.
     ///   - store: Where the queue is kept.
     ///   - defaults: The directory, configuration and global options new downloads start from.
+    ///   - eventLoop: Where the manager runs (``eventLoop``); by default one of NIO's shared loops. A server that
+    ///     reads the queue gives its connections this loop, and its reads are answered right there
+    ///     (``readIfIsolated(_:)``).
     ///   - logger: For what the queue does (info and below).
-    public init(downloader: Downloader, store: QueueStore, defaults: Defaults = Defaults(), logger: Logger) {
+    public init(
+        downloader: Downloader,
+        store: QueueStore,
+        defaults: Defaults = Defaults(),
+        eventLoop: (any EventLoop)? = nil,
+        logger: Logger
+    ) {
         self.init(
             downloader: downloader,
             store: store,
             defaults: defaults,
+            eventLoop: eventLoop,
             logger: logger,
             recordDelay: .milliseconds(100)
         )
@@ -99,10 +117,18 @@ public actor DownloadManager: DownloadQueueService {
 
     /// - Parameter recordDelay: How long a run's record (its path and length) may wait for the next change before
     ///   it is stored on its own.
-    init(downloader: Downloader, store: QueueStore, defaults: Defaults, logger: Logger, recordDelay: Duration) {
+    init(
+        downloader: Downloader,
+        store: QueueStore,
+        defaults: Defaults,
+        eventLoop: (any EventLoop)? = nil,
+        logger: Logger,
+        recordDelay: Duration
+    ) {
         self.downloader = downloader
         self.store = store
         self.defaults = defaults
+        self.eventLoop = eventLoop ?? MultiThreadedEventLoopGroup.singleton.next()
         self.logger = logger
         self.effectiveGlobals = defaults.options
         self.recordDelay = recordDelay
@@ -149,6 +175,33 @@ public actor DownloadManager: DownloadQueueService {
     }
 
     // MARK: - DownloadQueueService
+
+    public func read<Value: Sendable, Failure: Error>(
+        _ body: @Sendable (any QueueReader) throws(Failure) -> Value
+    ) async throws(Failure) -> Value {
+        try body(self.view)
+    }
+
+    public nonisolated func readIfIsolated<Value: Sendable, Failure: Error>(
+        _ body: @Sendable (any QueueReader) throws(Failure) -> Value
+    ) throws(Failure) -> Value? {
+        guard self.eventLoop.inEventLoop else { return nil }
+        let result = self.assumeIsolated { manager in
+            Result { () throws(Failure) in try body(manager.view) }
+        }
+        return try result.get()
+    }
+
+    /// The queue as it is now, for one read.
+    private var view: View {
+        View(
+            queue: self.queue,
+            runs: self.runs,
+            defaults: self.defaults,
+            globals: self.effectiveGlobals,
+            downloader: self.downloader
+        )
+    }
 
     public func add(uris: [String], options: [QueueOption], position: Int?) async throws(QueueError) -> DownloadID {
         try self.checkRunning()
@@ -249,6 +302,12 @@ public actor DownloadManager: DownloadQueueService {
     public func pause(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID {
         try self.checkRunning()
         let id = try self.queue.resolve(gid)
+        if let run = self.runs[id], run.download.state == .completed {
+            // Its file is complete already, and its end is on the way here: let it arrive. The download is then
+            // complete, which cannot be paused (as in aria2), rather than paused now and complete a moment later.
+            await run.task.value
+            try self.checkRunning()
+        }
         let actions = try self.change { queue throws(QueueError) in
             self.noteProgress(of: id, in: &queue)
             return try queue.pause(id)
@@ -258,6 +317,11 @@ public actor DownloadManager: DownloadQueueService {
     }
 
     public func pauseAll(force: Bool) async throws(QueueError) {
+        try self.checkRunning()
+        // As in ``pause(_:force:)``: a run whose file is complete ends complete, not paused.
+        for run in self.runs.values where run.download.state == .completed {
+            await run.task.value
+        }
         try self.checkRunning()
         let actions = try self.change { queue in
             for id in queue.active { self.noteProgress(of: id, in: &queue) }
@@ -335,13 +399,6 @@ public actor DownloadManager: DownloadQueueService {
         return (removed, added)
     }
 
-    public func options(of gid: String) async throws(QueueError) -> [QueueOption] {
-        let id = try self.queue.resolve(gid)
-        let options = self.queue.downloads[id]?.entry.options ?? self.queue.result(of: id)?.entry.options ?? []
-        // A Metalink's piece digests and size ride along as options of Downpour's own; they are not aria2's to show.
-        return options.filter { !Aria2Options.internalNames.contains($0.name) }
-    }
-
     public func changeOptions(_ gid: String, _ options: [QueueOption]) async throws(QueueError) {
         try self.checkRunning()
         let id = try self.queue.resolve(gid)
@@ -369,41 +426,6 @@ public actor DownloadManager: DownloadQueueService {
             run.download.setMaximumRate(rate == 0 ? nil : rate)
         }
         self.perform(actions)
-    }
-
-    public func globalOptions() async -> [QueueOption] {
-        var options = Aria2Options(directory: self.defaults.directory, configuration: self.defaults.configuration)
-        for option in self.effectiveGlobals where Aria2Options.supportedNames.contains(option.name) {
-            try? options.apply(name: option.name, value: option.value)
-        }
-        let configuration = options.configuration
-        var values: [(String, String)] = [
-            ("dir", options.directory),
-            ("max-concurrent-downloads", "\(self.queue.maxConcurrentDownloads)"),
-            ("max-download-result", "\(self.queue.maxDownloadResult)"),
-            ("max-overall-download-limit", "\(self.downloader.configuration.maximumOverallRate ?? 0)"),
-            ("split", "\(configuration.connections)"),
-            ("max-connection-per-server", "\(configuration.connections)"),
-            ("min-split-size", "\(configuration.minimumSplitSize)"),
-            ("max-download-limit", "\(configuration.maximumRate ?? 0)"),
-            ("max-tries", "\(configuration.retry.maximumTries)"),
-            ("retry-wait", Self.seconds(configuration.retry.wait)),
-            ("timeout", Self.seconds(configuration.timeouts.idleRead)),
-            ("connect-timeout", Self.seconds(configuration.timeouts.connect)),
-            ("lowest-speed-limit", "\(configuration.slowConnections.lowestSpeed ?? 0)"),
-            ("user-agent", configuration.userAgent),
-            ("allow-overwrite", "\(configuration.overwrite)"),
-            ("continue", "\(configuration.resume)"),
-            ("check-certificate", "\(configuration.tls.verifyCertificates)"),
-            ("remote-time", "\(configuration.setsRemoteTime)"),
-            ("conditional-get", "\(configuration.conditionalGet)"),
-            ("follow-metalink", "\(configuration.followsMetalink)"),
-        ]
-        let listed = Set(values.map(\.0))
-        for option in self.effectiveGlobals where !listed.contains(option.name) {
-            values.append((option.name, option.value))
-        }
-        return values.map { QueueOption(name: $0.0, value: $0.1) }
     }
 
     public func changeGlobalOptions(_ options: [QueueOption]) async throws(QueueError) {
@@ -439,43 +461,6 @@ public actor DownloadManager: DownloadQueueService {
         }
         self.logger.info("Global options changed", metadata: ["options": "\(names.sorted())"])
         self.perform(actions)
-    }
-
-    public func status(of gid: String) async throws(QueueError) -> DownloadStatus {
-        let id = try self.queue.resolve(gid)
-        guard let status = self.makeStatus(id) else {
-            throw QueueError(.notFound, gid: gid, message: "No download has the GID \(gid).")
-        }
-        return status
-    }
-
-    public func activeDownloads() async -> [DownloadStatus] {
-        self.queue.active.compactMap { self.makeStatus($0) }
-    }
-
-    public func waitingDownloads(_ range: Range<Int>) async -> [DownloadStatus] {
-        let waiting = self.queue.waiting
-        return waiting[range.clamped(to: waiting.indices)].compactMap { item in
-            self.makeStatus(item.gid, state: item.isPaused ? .paused : .waiting)
-        }
-    }
-
-    public func stoppedDownloads(_ range: Range<Int>) async -> [DownloadStatus] {
-        let stopped = self.queue.stopped
-        return stopped[range.clamped(to: stopped.indices)].map { self.makeStatus(result: $0) }
-    }
-
-    public func globalStat() async -> GlobalStat {
-        let speed = self.queue.active.reduce(Int64(0)) { total, gid in
-            total + Int64(self.runs[gid]?.download.progress.bytesPerSecond ?? 0)
-        }
-        return GlobalStat(
-            downloadSpeed: speed,
-            numActive: self.queue.active.count,
-            numWaiting: self.queue.waiting.count,
-            numStopped: self.queue.stopped.count,
-            numStoppedTotal: self.queue.stoppedTotal
-        )
     }
 
     public func purgeResults() async throws(QueueError) {
@@ -894,70 +879,7 @@ public actor DownloadManager: DownloadQueueService {
         }
     }
 
-    private func directory(of entry: QueueEntry) -> String {
-        Self.lastValue("dir", in: entry.options) ?? Self.lastValue("dir", in: self.effectiveGlobals)
-            ?? self.defaults.directory
-    }
-
-    /// The status of `gid`; `state` when the caller knows it already (saves looking it up).
-    private func makeStatus(_ gid: DownloadID, state known: QueueStatus? = nil) -> DownloadStatus? {
-        guard let download = self.queue.downloads[gid], let state = known ?? self.queue.status(of: gid) else {
-            return self.queue.result(of: gid).map { self.makeStatus(result: $0) }
-        }
-        let directory = self.directory(of: download.entry)
-        // Before the probe names the file, the path is the one `out` asks for, as aria2 shows it (clients show
-        // a download's name from it).
-        let planned = download.entry.options.last { $0.name == "out" }.map {
-            directory.hasSuffix("/") ? directory + $0.value : directory + "/" + $0.value
-        }
-        var status = DownloadStatus(
-            gid: gid,
-            status: state,
-            uris: download.entry.uris,
-            options: download.entry.options,
-            directory: directory,
-            path: download.path ?? planned,
-            totalLength: download.totalLength,
-            completedLength: download.completedLength,
-            following: download.entry.following
-        )
-        // Before its probe is done a run knows nothing yet: what was recorded stands until then.
-        if state == .active, let run = self.runs[gid], run.download.state != .queued, run.download.state != .probing {
-            let progress = run.download.progress
-            status.totalLength = progress.totalBytes ?? download.totalLength
-            status.completedLength = progress.completedBytes
-            status.downloadSpeed = Int64(progress.bytesPerSecond)
-            status.connections = progress.activeConnections
-            status.connectionProgress = progress.connections
-            status.completedRanges = progress.completedRanges
-        }
-        return status
-    }
-
-    private func makeStatus(result: StoppedResult) -> DownloadStatus {
-        DownloadStatus(
-            gid: result.gid,
-            status: result.status,
-            uris: result.entry.uris,
-            options: result.entry.options,
-            directory: self.directory(of: result.entry),
-            path: result.path,
-            totalLength: result.totalLength,
-            completedLength: result.completedLength,
-            completedRanges: result.errorCode == 0 && result.totalLength > 0 ? [0..<result.totalLength] : [],
-            errorCode: result.errorCode,
-            errorMessage: result.errorMessage,
-            following: result.entry.following,
-            followedBy: result.entry.followedBy
-        )
-    }
-
-    private static func lastValue(_ name: String, in options: [QueueOption]) -> String? {
+    static func lastValue(_ name: String, in options: [QueueOption]) -> String? {
         options.last { $0.name == name }?.value
-    }
-
-    private static func seconds(_ duration: Duration) -> String {
-        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
-        return milliseconds % 1000 == 0 ? "\(milliseconds / 1000)" : "\(Double(milliseconds) / 1000)"
     }
 }

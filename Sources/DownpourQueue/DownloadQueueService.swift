@@ -52,27 +52,26 @@ public protocol DownloadQueueService: Sendable {
     ) async throws(QueueError) -> (
         removed: Int, added: Int
     )
-    /// The options set for the download (also for stopped results).
-    func options(of gid: String) async throws(QueueError) -> [QueueOption]
     /// Changes options of a download that has not stopped; an active one restarts with them where needed
     /// (keeping its bytes).
     func changeOptions(_ gid: String, _ options: [QueueOption]) async throws(QueueError)
 
-    /// The queue's own options and the defaults new downloads take (`dir`, `split`, `max-concurrent-downloads`,
-    /// `max-overall-download-limit`, ...), every one with its value.
-    func globalOptions() async -> [QueueOption]
     /// Changes the queue's options; `max-concurrent-downloads` takes effect at once.
     func changeGlobalOptions(_ options: [QueueOption]) async throws(QueueError)
 
-    /// One download, active, waiting or stopped.
-    func status(of gid: String) async throws(QueueError) -> DownloadStatus
-    /// The active downloads, in the order they started.
-    func activeDownloads() async -> [DownloadStatus]
-    /// Waiting and paused downloads at `range` of the waiting queue (clamped), in queue order.
-    func waitingDownloads(_ range: Range<Int>) async -> [DownloadStatus]
-    /// Stopped results at `range`, the least recently stopped first (clamped).
-    func stoppedDownloads(_ range: Range<Int>) async -> [DownloadStatus]
-    func globalStat() async -> GlobalStat
+    /// Runs `body` with the queue as it is now and returns what `body` returns: every read in it sees the same
+    /// moment (``QueueReader``). It runs where the queue's state lives, so `body` should only read and shape.
+    func read<Value: Sendable, Failure: Error>(
+        _ body: @Sendable (any QueueReader) throws(Failure) -> Value
+    ) async throws(Failure) -> Value
+
+    /// Runs `body` as ``read(_:)`` does, but at once, when the calling thread is the one the queue's state lives
+    /// on (for a ``DownloadManager``, its ``DownloadManager/eventLoop``); returns `nil` without running it
+    /// anywhere else. A server on that loop answers reads with no task and no hop. A queue with no such thread
+    /// always returns `nil` (the default).
+    func readIfIsolated<Value: Sendable, Failure: Error>(
+        _ body: @Sendable (any QueueReader) throws(Failure) -> Value
+    ) throws(Failure) -> Value?
 
     /// Forgets every stopped result.
     func purgeResults() async throws(QueueError)
@@ -102,6 +101,47 @@ public struct AddRequest: Sendable, Hashable {
 }
 
 extension DownloadQueueService {
+    public func readIfIsolated<Value: Sendable, Failure: Error>(
+        _ body: @Sendable (any QueueReader) throws(Failure) -> Value
+    ) throws(Failure) -> Value? {
+        nil
+    }
+
+    /// One download, active, waiting or stopped (``QueueReader/status(of:)``).
+    public func status(of gid: String) async throws(QueueError) -> DownloadStatus {
+        try await self.read { queue throws(QueueError) in try queue.status(of: gid) }
+    }
+
+    /// The active downloads, in the order they started.
+    public func activeDownloads() async -> [DownloadStatus] {
+        await self.read { $0.activeDownloads() }
+    }
+
+    /// Waiting and paused downloads at `range` of the waiting queue (clamped), in queue order.
+    public func waitingDownloads(_ range: Range<Int>) async -> [DownloadStatus] {
+        await self.read { $0.waitingDownloads(range) }
+    }
+
+    /// Stopped results at `range`, the least recently stopped first (clamped).
+    public func stoppedDownloads(_ range: Range<Int>) async -> [DownloadStatus] {
+        await self.read { $0.stoppedDownloads(range) }
+    }
+
+    public func globalStat() async -> GlobalStat {
+        await self.read { $0.globalStat() }
+    }
+
+    /// The options set for the download (also for stopped results).
+    public func options(of gid: String) async throws(QueueError) -> [QueueOption] {
+        try await self.read { queue throws(QueueError) in try queue.options(of: gid) }
+    }
+
+    /// The queue's own options and the defaults new downloads take (`dir`, `split`, `max-concurrent-downloads`,
+    /// `max-overall-download-limit`, ...), every one with its value.
+    public func globalOptions() async -> [QueueOption] {
+        await self.read { $0.globalOptions() }
+    }
+
     /// One ``add(uris:options:position:)`` after the other: for a queue with nothing to gain from a batch.
     public func add(batch: [AddRequest]) async -> [Result<DownloadID, QueueError>] {
         await self.addEach(of: batch)

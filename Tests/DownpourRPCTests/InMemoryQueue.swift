@@ -32,9 +32,9 @@ actor InMemoryQueue: DownloadQueueService {
     /// The sizes of the batches ``add(batch:)`` was given, in order.
     private(set) var batchSizes: [Int] = []
     private let fanOut = EventFanOut()
-    /// For each ``globalStat()`` call, whether it ran on one of NIO's event loops (the queue, a default actor, runs
-    /// on the preferred executor of the task that calls it).
-    private(set) var globalStatOnEventLoop: [Bool] = []
+    /// For each ``read(_:)``, whether it ran on one of NIO's event loops (the queue, a default actor, runs on the
+    /// preferred executor of the task that calls it).
+    private(set) var readsOnEventLoop: [Bool] = []
 
     nonisolated var events: AsyncStream<QueueEvent> { self.fanOut.stream() }
 
@@ -82,13 +82,17 @@ actor InMemoryQueue: DownloadQueueService {
     // MARK: GIDs
 
     private func resolve(_ gid: String) throws(QueueError) -> DownloadID {
+        try Self.resolve(gid, in: self.active + self.waiting + self.stopped)
+    }
+
+    static func resolve(_ gid: String, in items: [Item]) throws(QueueError) -> DownloadID {
         let hexDigits = gid.utf8.allSatisfy { byte in
             (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
                 || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte | 0x20)
         }
         guard !gid.isEmpty, gid.utf8.count <= 16, hexDigits else { throw QueueError(.invalidGID, gid: gid) }
         let prefix = gid.lowercased()
-        let matches = (self.active + self.waiting + self.stopped).map(\.entry.gid).filter {
+        let matches = items.map(\.entry.gid).filter {
             $0.description.hasPrefix(prefix)
         }
         guard let first = matches.first else { throw QueueError(.notFound, gid: gid) }
@@ -96,34 +100,90 @@ actor InMemoryQueue: DownloadQueueService {
         return first
     }
 
-    private func snapshot(_ item: Item) -> DownloadStatus {
-        let completed = item.completedRanges.reduce(Int64(0)) { $0 + Int64($1.count) }
-        return DownloadStatus(
-            gid: item.entry.gid,
-            status: item.status,
-            uris: item.entry.uris,
-            options: item.entry.options,
-            directory: item.entry.options.last(where: { $0.name == "dir" })?.value ?? "/downloads",
-            path: item.path,
-            totalLength: item.totalLength,
-            completedLength: completed,
-            downloadSpeed: item.speed,
-            connections: item.connections,
-            connectionProgress: (0..<item.connections).map {
-                ConnectionProgress(
-                    id: $0 + 1,
-                    receivedBytes: 0,
-                    bytesPerSecond: Double(item.speed) / Double(item.connections),
-                    remainingRange: nil
-                )
-            },
-            completedRanges: item.completedRanges,
-            errorCode: item.errorCode,
-            errorMessage: item.errorMessage
-        )
+    /// The lists as they are, read as aria2 shows them.
+    struct Reader: QueueReader {
+        var active: [Item]
+        var waiting: [Item]
+        var stopped: [Item]
+        var stoppedTotal: Int
+        var globals: [QueueOption]
+
+        func status(of gid: String) throws(QueueError) -> DownloadStatus {
+            let id = try InMemoryQueue.resolve(gid, in: self.active + self.waiting + self.stopped)
+            return Self.snapshot((self.active + self.waiting + self.stopped).first { $0.entry.gid == id }!)
+        }
+
+        func activeDownloads() -> [DownloadStatus] { self.active.map(Self.snapshot) }
+
+        func waitingDownloads(_ range: Range<Int>) -> [DownloadStatus] {
+            range.clamped(to: self.waiting.indices).map { Self.snapshot(self.waiting[$0]) }
+        }
+
+        func stoppedDownloads(_ range: Range<Int>) -> [DownloadStatus] {
+            range.clamped(to: self.stopped.indices).map { Self.snapshot(self.stopped[$0]) }
+        }
+
+        func globalStat() -> GlobalStat {
+            GlobalStat(
+                downloadSpeed: self.active.reduce(0) { $0 + $1.speed },
+                numActive: self.active.count,
+                numWaiting: self.waiting.count,
+                numStopped: self.stopped.count,
+                numStoppedTotal: self.stoppedTotal
+            )
+        }
+
+        func options(of gid: String) throws(QueueError) -> [QueueOption] {
+            let id = try InMemoryQueue.resolve(gid, in: self.active + self.waiting + self.stopped)
+            return (self.active + self.waiting + self.stopped).first { $0.entry.gid == id }!.entry.options
+        }
+
+        func globalOptions() -> [QueueOption] { self.globals }
+
+        static func snapshot(_ item: Item) -> DownloadStatus {
+            let completed = item.completedRanges.reduce(Int64(0)) { $0 + Int64($1.count) }
+            return DownloadStatus(
+                gid: item.entry.gid,
+                status: item.status,
+                uris: item.entry.uris,
+                options: item.entry.options,
+                directory: item.entry.options.last(where: { $0.name == "dir" })?.value ?? "/downloads",
+                path: item.path,
+                totalLength: item.totalLength,
+                completedLength: completed,
+                downloadSpeed: item.speed,
+                connections: item.connections,
+                connectionProgress: (0..<item.connections).map {
+                    ConnectionProgress(
+                        id: $0 + 1,
+                        receivedBytes: 0,
+                        bytesPerSecond: Double(item.speed) / Double(item.connections),
+                        remainingRange: nil
+                    )
+                },
+                completedRanges: item.completedRanges,
+                errorCode: item.errorCode,
+                errorMessage: item.errorMessage
+            )
+        }
     }
 
     // MARK: DownloadQueueService
+
+    func read<Value: Sendable, Failure: Error>(
+        _ body: @Sendable (any QueueReader) throws(Failure) -> Value
+    ) async throws(Failure) -> Value {
+        self.readsOnEventLoop.append(MultiThreadedEventLoopGroup.currentEventLoop != nil)
+        return try body(
+            Reader(
+                active: self.active,
+                waiting: self.waiting,
+                stopped: self.stopped,
+                stoppedTotal: self.stoppedTotal,
+                globals: self.globals
+            )
+        )
+    }
 
     func add(uris: [String], options: [QueueOption], position: Int?) async throws(QueueError) -> DownloadID {
         guard !uris.isEmpty else { throw QueueError(.invalidRequest, message: "URI is not provided.") }
@@ -250,11 +310,6 @@ actor InMemoryQueue: DownloadQueueService {
         throw QueueError(.invalidRequest, gid: gid, message: "No URI to change for GID#\(id)")
     }
 
-    func options(of gid: String) async throws(QueueError) -> [QueueOption] {
-        let id = try self.resolve(gid)
-        return (self.active + self.waiting + self.stopped).first { $0.entry.gid == id }!.entry.options
-    }
-
     func changeOptions(_ gid: String, _ options: [QueueOption]) async throws(QueueError) {
         let id = try self.resolve(gid)
         func apply(_ item: inout Item) {
@@ -272,8 +327,6 @@ actor InMemoryQueue: DownloadQueueService {
         }
     }
 
-    func globalOptions() async -> [QueueOption] { self.globals }
-
     func changeGlobalOptions(_ options: [QueueOption]) async throws(QueueError) {
         for option in options where option.name == "max-concurrent-downloads" && Int(option.value) == nil {
             throw QueueError(.invalidRequest, option: option.name)
@@ -283,32 +336,6 @@ actor InMemoryQueue: DownloadQueueService {
             self.globals.append(option)
         }
         self.fanOut.send(.optionsChanged)
-    }
-
-    func status(of gid: String) async throws(QueueError) -> DownloadStatus {
-        let id = try self.resolve(gid)
-        return self.snapshot((self.active + self.waiting + self.stopped).first { $0.entry.gid == id }!)
-    }
-
-    func activeDownloads() async -> [DownloadStatus] { self.active.map(self.snapshot) }
-
-    func waitingDownloads(_ range: Range<Int>) async -> [DownloadStatus] {
-        range.clamped(to: self.waiting.indices).map { self.snapshot(self.waiting[$0]) }
-    }
-
-    func stoppedDownloads(_ range: Range<Int>) async -> [DownloadStatus] {
-        range.clamped(to: self.stopped.indices).map { self.snapshot(self.stopped[$0]) }
-    }
-
-    func globalStat() async -> GlobalStat {
-        self.globalStatOnEventLoop.append(MultiThreadedEventLoopGroup.currentEventLoop != nil)
-        return GlobalStat(
-            downloadSpeed: self.active.reduce(0) { $0 + $1.speed },
-            numActive: self.active.count,
-            numWaiting: self.waiting.count,
-            numStopped: self.stopped.count,
-            numStoppedTotal: self.stoppedTotal
-        )
     }
 
     func purgeResults() async throws(QueueError) {

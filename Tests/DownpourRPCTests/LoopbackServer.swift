@@ -4,6 +4,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import ServiceLifecycle
 import Testing
 
@@ -19,8 +20,11 @@ struct LoopbackServer {
 
     var url: String { "http://127.0.0.1:\(self.port)/jsonrpc" }
 
+    /// A server over an ``InMemoryQueue`` (``queue``), or over `service` on `eventLoopGroup` when given.
     static func with(
         _ configuration: RPCServerConfiguration = RPCServerConfiguration(port: 0, unauthorizedDelay: .zero),
+        service: (any DownloadQueueService)? = nil,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         _ body: (LoopbackServer) async throws -> Void
     ) async throws {
         let logger = Logger(label: "downpour.rpc.test")
@@ -28,8 +32,9 @@ struct LoopbackServer {
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
         let (shutdowns, shutdownContinuation) = AsyncStream<Bool>.makeStream()
         let server = try RPCServer(
-            service: queue,
+            service: service ?? queue,
             configuration: configuration,
+            eventLoopGroup: eventLoopGroup,
             logger: logger,
             onShutdown: { force in shutdownContinuation.yield(force) },
             onServerRunning: { port in portContinuation.yield(port) }

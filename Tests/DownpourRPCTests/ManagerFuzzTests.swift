@@ -2,6 +2,7 @@ import Downpour
 import DownpourQueue
 import Foundation
 import Logging
+import NIOCore
 import Testing
 
 @testable import DownpourRPC
@@ -27,9 +28,27 @@ import Testing
             )
             try await manager.start()
             let dispatcher = RPCDispatcher(service: PausedOnly(manager), secret: "s")
+            var answeredAtOnce = 0
             for iteration in 0..<5_000 {
                 let input = DispatcherFuzzTests.request(&random)
+                // On the queue's loop, first: what it answers at once must be what the task would answer.
+                let immediate = try await manager.eventLoop.submit { dispatcher.handleNow(body: input) }.get()
                 let reply = await dispatcher.handle(body: input)
+                switch immediate {
+                case .answered(let early):
+                    answeredAtOnce += 1
+                    #expect(
+                        early.body == reply.body && early.httpStatus == reply.httpStatus
+                            && early.isUnauthorized == reply.isUnauthorized,
+                        Comment(
+                            rawValue: "round \(round) iteration \(iteration): at once "
+                                + "\(String(decoding: early.body, as: UTF8.self)), "
+                                + "later \(String(decoding: reply.body, as: UTF8.self))"
+                        )
+                    )
+                case .pending(let request):
+                    #expect(!RPCDispatcher.onlyReads(request), "round \(round) iteration \(iteration): a read waited")
+                }
                 let json = try #require(
                     try? JSONParser.parse(reply.body),
                     "round \(round) iteration \(iteration): \(String(decoding: reply.body, as: UTF8.self))"
@@ -40,6 +59,8 @@ import Testing
                     try DispatcherFuzzTests.checkResponse(json, iteration: iteration)
                 }
             }
+            // The fuzzed requests are reads often enough for the comparison to mean something.
+            #expect(answeredAtOnce > 500, "only \(answeredAtOnce) of 5,000 answered at once")
             let stat = await manager.globalStat()
             #expect(stat.numActive == 0, "a download started although every one was added paused")
             let waiting = await manager.waitingDownloads(0..<Int.max).map(\.gid)
@@ -101,19 +122,22 @@ struct PausedOnly: DownloadQueueService {
     ) {
         try await self.base.changeURIs(gid, remove: remove, add: add, position: position)
     }
-    func options(of gid: String) async throws(QueueError) -> [QueueOption] { try await self.base.options(of: gid) }
     func changeOptions(_ gid: String, _ options: [QueueOption]) async throws(QueueError) {
         try await self.base.changeOptions(gid, options.filter { $0.name != "pause" })
     }
-    func globalOptions() async -> [QueueOption] { await self.base.globalOptions() }
     func changeGlobalOptions(_ options: [QueueOption]) async throws(QueueError) {
         try await self.base.changeGlobalOptions(options)
     }
-    func status(of gid: String) async throws(QueueError) -> DownloadStatus { try await self.base.status(of: gid) }
-    func activeDownloads() async -> [DownloadStatus] { await self.base.activeDownloads() }
-    func waitingDownloads(_ range: Range<Int>) async -> [DownloadStatus] { await self.base.waitingDownloads(range) }
-    func stoppedDownloads(_ range: Range<Int>) async -> [DownloadStatus] { await self.base.stoppedDownloads(range) }
-    func globalStat() async -> GlobalStat { await self.base.globalStat() }
+    func read<Value: Sendable, Failure: Error>(
+        _ body: @Sendable (any QueueReader) throws(Failure) -> Value
+    ) async throws(Failure) -> Value {
+        try await self.base.read(body)
+    }
+    func readIfIsolated<Value: Sendable, Failure: Error>(
+        _ body: @Sendable (any QueueReader) throws(Failure) -> Value
+    ) throws(Failure) -> Value? {
+        try self.base.readIfIsolated(body)
+    }
     func purgeResults() async throws(QueueError) { try await self.base.purgeResults() }
     func removeResult(_ gid: String) async throws(QueueError) { try await self.base.removeResult(gid) }
     var events: AsyncStream<QueueEvent> { self.base.events }

@@ -62,7 +62,7 @@ import Darwin
                 )
                 #expect(response.status.code == 200)
             }
-            #expect(await server.queue.globalStatOnEventLoop == Array(repeating: true, count: 5))
+            #expect(await server.queue.readsOnEventLoop == Array(repeating: true, count: 5))
         }
     }
 
@@ -308,7 +308,7 @@ import Darwin
         let pipeline = channel.pipeline.syncOperations
         try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
         let handler = JSONRPCPostHandler(maximumBodySize: 1024) { _ in
-            JSONRPCPostHandler.Reply(status: .ok, headers: [:], body: ByteBuffer())
+            .now(JSONRPCPostHandler.Reply(status: .ok, headers: [:], body: ByteBuffer()))
         }
         try pipeline.addHandler(JSONRPCPostHandlerInstaller(handler))
         #expect(try pipeline.handler(type: JSONRPCPostHandler.self) === handler)

@@ -9,7 +9,10 @@ Cases, each run for both daemons in one run (the order alternates by repetition)
   latency  with those N waiting in each: tellWaiting(0, 1000) (--waiting-calls per daemon, default 500) and
            tellStatus (--latency-calls per daemon, default 20,000) latency, p50 and p99, in blocks of 10 and 100
            calls that alternate between the daemons; and each one's peak RSS. A p99 rests on a hundredth of the
-           calls: 200 of 20,000 (with 5,000 it rested on 50, and one busy moment of the machine moved it)
+           calls: 200 of 20,000 (with 5,000 it rested on 50, and one busy moment of the machine moved it).
+           Timed twice: on a raw kept-alive connection, from the request's one write to the reply's last byte
+           (tellStatus_p50_ms...: the daemon's latency), and through Python's http.client with the reply parsed
+           (tellStatus_py_p50_ms...: what a Python script sees; the client's own work is about half of it)
   many     the 1,000 files of --many-dir (served at URL/many/NAME) added over RPC with
            max-concurrent-downloads 16, on a fresh daemon: time from the first add until all are complete,
            every file's SHA-256 checked against the manifest (--many-dir/../many.sha256 format: "HASH  NAME")
@@ -38,6 +41,61 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class RawRPC:
+    """One kept-alive connection that sends each request in one write and times it from that write to the reply's
+    last byte: the daemon's latency, with next to none of the client's own work in it. (Python's http.client
+    sends a request's head and body in two writes, parses the reply's headers with the email package and the
+    body with json inside the timed call: about as much time as the daemon's part, and most of the noise.)"""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=120)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.port = port
+        self.buffer = bytearray(4 << 20)
+        self.view = memoryview(self.buffer)
+
+    def request(self, method, *params):
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method,
+                           "params": ["token:" + SECRET] + list(params)}).encode()
+        return (b"POST /jsonrpc HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (self.port, len(body), body))
+
+    def timed(self, request):
+        """Sends a request made by `request`; returns (seconds to the reply's last byte, the reply's result). The
+        reply is read into a buffer made once: a fresh 1 MiB `recv` per call would map and unmap memory inside
+        the timed part, which costs the client more than the daemon's answer."""
+        buffer, view = self.buffer, self.view
+        start = time.perf_counter()
+        self.sock.sendall(request)
+        filled = self.sock.recv_into(view)
+        total = None
+        while True:
+            if total is None:
+                end = buffer.find(b"\r\n\r\n", 0, filled)
+                if end >= 0:
+                    head = bytes(buffer[:end]).lower()
+                    at = head.find(b"\r\ncontent-length:")
+                    if at < 0:
+                        raise RuntimeError(f"reply without Content-Length: {head!r}")
+                    length = int(head[at + 17:].split(b"\r\n", 1)[0])
+                    total = end + 4 + length
+                    if total > len(buffer):
+                        raise RuntimeError(f"reply of {total} bytes does not fit the buffer")
+            if total is not None and filled >= total:
+                break
+            received = self.sock.recv_into(view[filled:])
+            if not received:
+                raise RuntimeError("connection closed mid-reply")
+            filled += received
+        elapsed = time.perf_counter() - start
+        if not head.startswith(b"http/1.1 200") or filled != total:
+            raise RuntimeError(f"bad reply: {head!r}, {filled} bytes for {total}")
+        reply = json.loads(bytes(buffer[end + 4:total]))
+        if "error" in reply:
+            raise RuntimeError(f"error reply: {reply['error']}")
+        return elapsed, reply["result"]
 
 
 class RPC:
@@ -165,7 +223,7 @@ def case_adds_and_latency(daemons, args):
         def tell_waiting(daemon, n):
             assert len(daemon.rpc.call("aria2.tellWaiting", 0, 1000)) == 1000
 
-        tell_waiting_times = alternate(args.waiting_calls, tell_waiting, 10)
+        tell_waiting_py_times = alternate(args.waiting_calls, tell_waiting, 10)
         # The same random positions in both queues.
         rng = random.Random(7)
         picks = [rng.randrange(args.adds) for _ in range(args.latency_calls)]
@@ -173,7 +231,37 @@ def case_adds_and_latency(daemons, args):
         def tell_status(daemon, n):
             daemon.rpc.call("aria2.tellStatus", gids[daemon.name][picks[n]])
 
-        tell_status_times = alternate(args.latency_calls, tell_status, 100)
+        tell_status_py_times = alternate(args.latency_calls, tell_status, 100)
+
+        # The same calls over raw connections, timed from the request's one write to the reply's last byte.
+        raw = {d.name: RawRPC(d.port) for d in running}
+
+        def alternate_raw(count, make, check, block):
+            times = {d.name: [] for d in running}
+            for first in range(0, count, block):
+                for daemon in (running if first // block % 2 == 0 else list(reversed(running))):
+                    connection = raw[daemon.name]
+                    for n in range(first, min(first + block, count)):
+                        elapsed, result = connection.timed(make(connection, daemon, n))
+                        check(daemon, n, result)
+                        times[daemon.name].append(elapsed)
+            return times
+
+        def waiting_page(daemon, n, result):
+            if len(result) != 1000:
+                raise RuntimeError(f"{daemon.name}: tellWaiting gave {len(result)} entries")
+
+        def status_of_pick(daemon, n, result):
+            if result["gid"] != gids[daemon.name][picks[n]]:
+                raise RuntimeError(f"{daemon.name}: tellStatus answered for {result['gid']}")
+
+        tell_waiting_times = alternate_raw(
+            args.waiting_calls, lambda c, d, n: c.request("aria2.tellWaiting", 0, 1000), waiting_page, 10)
+        tell_status_times = alternate_raw(
+            args.latency_calls, lambda c, d, n: c.request("aria2.tellStatus", gids[d.name][picks[n]]),
+            status_of_pick, 100)
+        for connection in raw.values():
+            connection.sock.close()
         return {
             d.name: {
                 "adds_s": adds[d.name],
@@ -181,6 +269,10 @@ def case_adds_and_latency(daemons, args):
                 "tellWaiting_p99_ms": percentile(tell_waiting_times[d.name], 99) * 1000,
                 "tellStatus_p50_ms": percentile(tell_status_times[d.name], 50) * 1000,
                 "tellStatus_p99_ms": percentile(tell_status_times[d.name], 99) * 1000,
+                "tellWaiting_py_p50_ms": percentile(tell_waiting_py_times[d.name], 50) * 1000,
+                "tellWaiting_py_p99_ms": percentile(tell_waiting_py_times[d.name], 99) * 1000,
+                "tellStatus_py_p50_ms": percentile(tell_status_py_times[d.name], 50) * 1000,
+                "tellStatus_py_p99_ms": percentile(tell_status_py_times[d.name], 99) * 1000,
                 "peak_rss_mib": d.peak_rss_kib() / 1024,
             }
             for d in running

@@ -15,17 +15,8 @@ extension RPCDispatcher {
                 try await self.service.add(uris: uris, options: options, position: position)
             }
             return .string(gid.description)
-        case .addTorrent:
-            throw RPCError.method("BitTorrent is not supported: Downpour downloads over HTTP and HTTPS only.")
         case .addMetalink:
             return try await self.addMetalink(params)
-        case .getPeers:
-            let gid = try params.requiredString(at: 0)
-            let status = try await self.status(of: gid)
-            if StatusStruct.isStopped(status.status) {
-                throw RPCError.method("No peer data is available for GID#\(status.gid)")
-            }
-            return []
         case .remove, .forceRemove:
             let gid = try params.requiredString(at: 0)
             let removed = try await Self.queue(gid) { () async throws(QueueError) in
@@ -61,51 +52,6 @@ extension RPCDispatcher {
                 try await self.service.changePosition(gid, by: Int(clamping: position), from: origin)
             }
             return .integer(Int64(index))
-        case .tellStatus:
-            let gid = try params.requiredString(at: 0)
-            let keys = try params.strings(at: 1).map(Set.init)
-            return StatusStruct.make(try await self.status(of: gid), keys: keys)
-        case .getUris:
-            let gid = try params.requiredString(at: 0)
-            let status = try await self.status(of: gid)
-            if StatusStruct.isStopped(status.status) {
-                throw RPCError.method("No URI data is available for GID#\(status.gid)")
-            }
-            return .array(StatusStruct.uris(status))
-        case .getFiles:
-            let gid = try params.requiredString(at: 0)
-            return StatusStruct.files(try await self.status(of: gid))
-        case .getServers:
-            let gid = try params.requiredString(at: 0)
-            let status = try await self.status(of: gid)
-            guard status.status == .active else {
-                throw RPCError.method("No active download for GID#\(status.gid)")
-            }
-            return Self.servers(status)
-        case .tellActive:
-            let keys = try params.strings(at: 0).map(Set.init)
-            return .array(await self.service.activeDownloads().map { StatusStruct.make($0, keys: keys) })
-        case .tellWaiting, .tellStopped:
-            let offset = try params.requiredInteger(at: 0)
-            let num = try params.requiredInteger(at: 1)
-            let keys = try params.strings(at: 2).map(Set.init)
-            guard num >= 0 else { throw RPCError.method("The parameter num must be zero or positive integer.") }
-            guard num > 0 else { return [] }
-            let stat = await self.service.globalStat()
-            let waiting = method == .tellWaiting
-            let page = Pagination(offset: offset, num: num, size: waiting ? stat.numWaiting : stat.numStopped)
-            guard !page.range.isEmpty else { return [] }
-            var entries =
-                waiting
-                ? await self.service.waitingDownloads(page.range) : await self.service.stoppedDownloads(page.range)
-            if page.isReversed { entries.reverse() }
-            return .array(entries.map { StatusStruct.make($0, keys: keys) })
-        case .getOption:
-            let gid = try params.requiredString(at: 0)
-            let options = try await Self.queue(gid) { () async throws(QueueError) in
-                try await self.service.options(of: gid)
-            }
-            return OptionsStruct.object(from: options)
         case .changeUri:
             return try await self.changeURI(params)
         case .changeOption:
@@ -115,8 +61,6 @@ extension RPCDispatcher {
                 try await self.service.changeOptions(gid, options)
             }
             return "OK"
-        case .getGlobalOption:
-            return OptionsStruct.object(from: await self.service.globalOptions().filter { $0.name != "rpc-secret" })
         case .changeGlobalOption:
             let options = OptionsStruct.options(from: try params.object(at: 0, required: true) ?? JSONObject())
             try await Self.queue(nil) { () async throws(QueueError) in
@@ -130,6 +74,71 @@ extension RPCDispatcher {
             let gid = try params.requiredString(at: 0)
             try await Self.queue(gid) { () async throws(QueueError) in try await self.service.removeResult(gid) }
             return "OK"
+        case .shutdown, .forceShutdown:
+            effects.shutdown = (effects.shutdown ?? false) || method == .forceShutdown
+            return "OK"
+        case .multicall:
+            return try await self.multicall(params, effects: &effects)
+        default:
+            return try await self.service.read { queue throws(RPCError) in try self.read(method, params, from: queue) }
+        }
+    }
+
+    /// Runs a method that changes nothing: it reads `queue`, or nothing.
+    func read(_ method: RPCMethod, _ params: RPCParameters, from queue: any QueueReader) throws(RPCError) -> JSONValue {
+        switch method {
+        case .addTorrent:
+            throw RPCError.method("BitTorrent is not supported: Downpour downloads over HTTP and HTTPS only.")
+        case .getPeers:
+            let gid = try params.requiredString(at: 0)
+            let status = try Self.status(of: gid, in: queue)
+            if StatusStruct.isStopped(status.status) {
+                throw RPCError.method("No peer data is available for GID#\(status.gid)")
+            }
+            return []
+        case .tellStatus:
+            let gid = try params.requiredString(at: 0)
+            let keys = try params.strings(at: 1).map(Set.init)
+            return StatusStruct.make(try Self.status(of: gid, in: queue), keys: keys)
+        case .getUris:
+            let gid = try params.requiredString(at: 0)
+            let status = try Self.status(of: gid, in: queue)
+            if StatusStruct.isStopped(status.status) {
+                throw RPCError.method("No URI data is available for GID#\(status.gid)")
+            }
+            return .array(StatusStruct.uris(status))
+        case .getFiles:
+            let gid = try params.requiredString(at: 0)
+            return StatusStruct.files(try Self.status(of: gid, in: queue))
+        case .getServers:
+            let gid = try params.requiredString(at: 0)
+            let status = try Self.status(of: gid, in: queue)
+            guard status.status == .active else {
+                throw RPCError.method("No active download for GID#\(status.gid)")
+            }
+            return Self.servers(status)
+        case .tellActive:
+            let keys = try params.strings(at: 0).map(Set.init)
+            return .array(queue.activeDownloads().map { StatusStruct.make($0, keys: keys) })
+        case .tellWaiting, .tellStopped:
+            let offset = try params.requiredInteger(at: 0)
+            let num = try params.requiredInteger(at: 1)
+            let keys = try params.strings(at: 2).map(Set.init)
+            guard num >= 0 else { throw RPCError.method("The parameter num must be zero or positive integer.") }
+            guard num > 0 else { return [] }
+            let stat = queue.globalStat()
+            let waiting = method == .tellWaiting
+            let page = Pagination(offset: offset, num: num, size: waiting ? stat.numWaiting : stat.numStopped)
+            guard !page.range.isEmpty else { return [] }
+            var entries = waiting ? queue.waitingDownloads(page.range) : queue.stoppedDownloads(page.range)
+            if page.isReversed { entries.reverse() }
+            return .array(entries.map { StatusStruct.make($0, keys: keys) })
+        case .getOption:
+            let gid = try params.requiredString(at: 0)
+            let options = try Self.reading(gid) { () throws(QueueError) in try queue.options(of: gid) }
+            return OptionsStruct.object(from: options)
+        case .getGlobalOption:
+            return OptionsStruct.object(from: queue.globalOptions().filter { $0.name != "rpc-secret" })
         case .getVersion:
             return [
                 "version": .string(Self.aria2Version),
@@ -137,21 +146,21 @@ extension RPCDispatcher {
             ]
         case .getSessionInfo:
             return ["sessionId": .string(self.sessionID)]
-        case .shutdown, .forceShutdown:
-            effects.shutdown = (effects.shutdown ?? false) || method == .forceShutdown
-            return "OK"
         case .getGlobalStat:
-            return StatusStruct.globalStat(await self.service.globalStat())
+            return StatusStruct.globalStat(queue.globalStat())
         case .saveSession:
             // The queue stores every change before it answers (``DownloadQueueService``), so there is no session
             // file to write: the store is always up to date.
             return "OK"
-        case .multicall:
-            return try await self.multicall(params, effects: &effects)
         case .listMethods:
             return .array(RPCMethod.allCases.map { .string($0.rawValue) })
         case .listNotifications:
             return .array(RPCMethod.notificationNames.map(JSONValue.string))
+        case .addUri, .addMetalink, .remove, .forceRemove, .pause, .forcePause, .pauseAll, .forcePauseAll, .unpause,
+            .unpauseAll, .changePosition, .changeUri, .changeOption, .changeGlobalOption, .purgeDownloadResult,
+            .removeDownloadResult, .shutdown, .forceShutdown, .multicall:
+            // ``RPCDispatcher/onlyReads(_:)`` keeps these away from a reader.
+            throw RPCError.method("\(method.rawValue) changes the queue and cannot be answered from a read.")
         }
     }
 
@@ -164,7 +173,7 @@ extension RPCDispatcher {
         let position = try params.position(at: 4)
         guard fileIndex >= 1 else { throw RPCError.method("fileIndex must be greater than or equal to 1.") }
         // Resolve the GID first, so an unknown one is reported as such before the index is judged.
-        _ = try await self.status(of: gid)
+        _ = try await self.service.read { queue throws(RPCError) in try Self.status(of: gid, in: queue) }
         guard fileIndex == 1 else { throw RPCError.method("fileIndex is out of range") }
         let counts = try await Self.queue(gid) { () async throws(QueueError) in
             try await self.service.changeURIs(gid, remove: remove, add: add, position: position)
@@ -195,27 +204,53 @@ extension RPCDispatcher {
                 index += batch.count
                 continue
             }
-            let call = calls[index]
+            let entry = calls[index]
             index += 1
-            guard case .object(let spec) = call else {
-                results.append(RPCError.method("system.multicall expected struct.").json)
-                continue
-            }
-            guard case .string(let name)? = spec["methodName"] else {
-                results.append(RPCError.method("Missing methodName.").json)
-                continue
-            }
-            if name == RPCMethod.multicall.rawValue {
-                results.append(RPCError.method("Recursive system.multicall forbidden.").json)
-                continue
-            }
-            let inner = spec["params"]?.arrayValue ?? []
-            switch await self.call(name, params: inner, effects: &effects) {
-            case .success(let result): results.append(.array([result]))
-            case .failure(let error): results.append(error.json)
+            switch Self.multicallEntry(entry) {
+            case .failure(let error):
+                results.append(error.json)
+            case .success(let (name, inner)):
+                results.append(Self.multicallResult(await self.call(name, params: inner, effects: &effects)))
             }
         }
         return .array(results)
+    }
+
+    /// ``multicall(_:effects:)`` when its calls only read, from `queue`.
+    func multicall(
+        _ params: RPCParameters,
+        reading queue: any QueueReader,
+        effects: inout Effects
+    ) throws(RPCError) -> JSONValue {
+        let calls = try params.array(at: 0, required: true) ?? []
+        return .array(
+            calls.map { entry in
+                switch Self.multicallEntry(entry) {
+                case .failure(let error):
+                    return error.json
+                case .success(let (name, inner)):
+                    return Self.multicallResult(self.call(name, params: inner, reading: queue, effects: &effects))
+                }
+            }
+        )
+    }
+
+    /// A multicall entry's method name and parameters, or why it is refused.
+    private static func multicallEntry(_ entry: JSONValue) -> Result<(String, [JSONValue]), RPCError> {
+        guard case .object(let spec) = entry else { return .failure(.method("system.multicall expected struct.")) }
+        guard case .string(let name)? = spec["methodName"] else { return .failure(.method("Missing methodName.")) }
+        if name == RPCMethod.multicall.rawValue {
+            return .failure(.method("Recursive system.multicall forbidden."))
+        }
+        return .success((name, spec["params"]?.arrayValue ?? []))
+    }
+
+    /// An entry's result in a multicall's answer: a one-element array, or a bare `{code, message}`.
+    private static func multicallResult(_ outcome: Result<JSONValue, RPCError>) -> JSONValue {
+        switch outcome {
+        case .success(let result): return .array([result])
+        case .failure(let error): return error.json
+        }
     }
 
     /// The download a multicall entry adds, when it is an `aria2.addUri` call whose token passes and whose
@@ -242,8 +277,8 @@ extension RPCDispatcher {
         }
     }
 
-    private func status(of gid: String) async throws(RPCError) -> DownloadStatus {
-        try await Self.queue(gid) { () async throws(QueueError) in try await self.service.status(of: gid) }
+    private static func status(of gid: String, in queue: any QueueReader) throws(RPCError) -> DownloadStatus {
+        try Self.reading(gid) { () throws(QueueError) in try queue.status(of: gid) }
     }
 
     /// `aria2.getServers` for an active download: its one file, one server entry per open connection.
@@ -262,6 +297,15 @@ extension RPCDispatcher {
     private static func wholeBytes(_ rate: Double) -> Int64 {
         guard rate.isFinite, rate > 0 else { return 0 }
         return Int64(min(rate, 9e18))
+    }
+
+    /// Reads from the queue, turning its refusal into aria2's words.
+    static func reading<T>(_ gid: String?, _ body: () throws(QueueError) -> T) throws(RPCError) -> T {
+        do {
+            return try body()
+        } catch {
+            throw RPCError(error, gid: gid)
+        }
     }
 
     /// Runs a queue operation, turning its refusal into aria2's words.

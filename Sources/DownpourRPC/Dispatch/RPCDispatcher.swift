@@ -56,6 +56,15 @@ public struct RPCDispatcher: Sendable {
 
     // MARK: Entry points
 
+    /// What ``handleNow(body:)`` did with a request body.
+    public enum Immediate: Sendable {
+        /// It is answered: the reply to send.
+        case answered(RPCReply)
+        /// It is parsed and waits for ``handle(request:)``: it changes the queue, or the queue cannot be read
+        /// from the calling thread.
+        case pending(JSONValue)
+    }
+
     /// Answers a request body (HTTP POST) or a WebSocket text frame: one request object or a batch.
     public func handle(body: some Collection<UInt8>) async -> RPCReply {
         let request: JSONValue
@@ -67,31 +76,49 @@ public struct RPCDispatcher: Sendable {
         return await self.handle(request: request)
     }
 
+    /// Answers a request body right away, on the calling thread, when nothing in it waits: malformed JSON, and
+    /// calls that only read (`tellStatus`, `tellActive`, `getGlobalStat`..., alone, in a batch or in
+    /// `system.multicall`) when the caller is on the queue's own thread
+    /// (``DownloadQueueService/readIfIsolated(_:)``). The reply is the one ``handle(body:)`` would give.
+    public func handleNow(body: some Collection<UInt8>) -> Immediate {
+        let request: JSONValue
+        do {
+            request = try JSONParser.parse(body)
+        } catch {
+            return .answered(Self.errorReply(.malformedJSON, id: .null))
+        }
+        guard Self.onlyReads(request),
+            let reply = self.service.readIfIsolated({ queue in self.answer(request, reading: queue) })
+        else { return .pending(request) }
+        return .answered(reply)
+    }
+
     /// Answers a parsed request object or batch.
     public func handle(request: JSONValue) async -> RPCReply {
-        var effects = Effects()
-        var writer = JSONWriter()
-        let status: Int
-        switch request {
-        case .object(let object):
-            let response = await self.respond(to: object, effects: &effects)
-            Self.write(response, to: &writer)
-            status = response.error?.httpStatus ?? 200
-        case .array(let elements):
-            writer.writeASCII("[")
-            var first = true
-            for element in elements {
-                guard case .object(let object) = element else { continue }
-                if !first { writer.writeASCII(",") }
-                first = false
-                Self.write(await self.respond(to: object, effects: &effects), to: &writer)
-            }
-            writer.writeASCII("]")
-            status = 200
-        default:
+        if Self.onlyReads(request) {
+            // One visit to the queue for the lot: every read sees the same moment.
+            return await self.service.read { queue in self.answer(request, reading: queue) }
+        }
+        guard let (objects, isBatch) = Self.objects(of: request) else {
             return Self.errorReply(.invalidRequest, id: .null)
         }
-        return self.reply(writer.bytes, status: status, effects: effects)
+        var effects = Effects()
+        var responses: [Response] = []
+        responses.reserveCapacity(objects.count)
+        for object in objects {
+            responses.append(await self.respond(to: object, effects: &effects))
+        }
+        return self.reply(responses, isBatch: isBatch, effects: effects)
+    }
+
+    /// ``handle(request:)`` for a request of reads only, from `queue`.
+    func answer(_ request: JSONValue, reading queue: any QueueReader) -> RPCReply {
+        guard let (objects, isBatch) = Self.objects(of: request) else {
+            return Self.errorReply(.invalidRequest, id: .null)
+        }
+        var effects = Effects()
+        let responses = objects.map { self.respond(to: $0, reading: queue, effects: &effects) }
+        return self.reply(responses, isBatch: isBatch, effects: effects)
     }
 
     /// Answers the query of `GET /jsonrpc` (the text after `?`), JSONP when it has `jsoncallback`.
@@ -121,15 +148,86 @@ public struct RPCDispatcher: Sendable {
         var id: JSONValue
         var result: JSONValue?
         var error: RPCError?
+
+        init(id: JSONValue, result: JSONValue? = nil, error: RPCError? = nil) {
+            self.id = id
+            self.result = result
+            self.error = error
+        }
+
+        init(_ id: JSONValue, _ outcome: Result<JSONValue, RPCError>) {
+            switch outcome {
+            case .success(let result): self.init(id: id, result: result)
+            case .failure(let error): self.init(id: id, error: error)
+            }
+        }
     }
 
-    private func reply(_ body: [UInt8], status: Int, effects: Effects) -> RPCReply {
+    /// The request objects of a request: itself, or the objects of a batch (its other elements get no
+    /// response, as in aria2); `nil` for anything else.
+    static func objects(of request: JSONValue) -> (objects: [JSONObject], isBatch: Bool)? {
+        switch request {
+        case .object(let object):
+            return ([object], false)
+        case .array(let elements):
+            return (
+                elements.compactMap { element in
+                    guard case .object(let object) = element else { return nil }
+                    return object
+                }, true
+            )
+        default:
+            return nil
+        }
+    }
+
+    /// Whether every call in the request only reads: no method that changes the queue, directly or in
+    /// `system.multicall`. Calls that fail before they run (a bad method name, bad parameters) change nothing.
+    static func onlyReads(_ request: JSONValue) -> Bool {
+        func readsOnly(_ call: JSONObject, nameKey: String, nested: Bool) -> Bool {
+            guard case .string(let name)? = call[nameKey], let method = RPCMethod(rawValue: name) else { return true }
+            if method == .multicall {
+                // Nested, it is refused; at the top, its calls are in any array among its parameters.
+                guard !nested, case .array(let params)? = call["params"] else { return true }
+                return params.allSatisfy { param in
+                    guard case .array(let calls) = param else { return true }
+                    return calls.allSatisfy { entry in
+                        guard case .object(let spec) = entry else { return true }
+                        return readsOnly(spec, nameKey: "methodName", nested: true)
+                    }
+                }
+            }
+            return !method.changesQueue
+        }
+        guard let (objects, _) = Self.objects(of: request) else { return true }
+        return objects.allSatisfy { readsOnly($0, nameKey: "method", nested: false) }
+    }
+
+    /// The reply to the responses of a request: the one response, or a batch's in an array.
+    private func reply(_ responses: [Response], isBatch: Bool, effects: Effects) -> RPCReply {
+        var writer = JSONWriter()
+        if isBatch {
+            writer.writeASCII("[")
+            for (index, response) in responses.enumerated() {
+                if index > 0 { writer.writeASCII(",") }
+                Self.write(response, to: &writer)
+            }
+            writer.writeASCII("]")
+        } else if let response = responses.first {
+            Self.write(response, to: &writer)
+        }
+        let status = isBatch ? 200 : responses.first?.error?.httpStatus ?? 200
         var afterReply: (@Sendable () async -> Void)?
         if let force = effects.shutdown {
             let onShutdown = self.onShutdown
             afterReply = { await onShutdown(force) }
         }
-        return RPCReply(body: body, httpStatus: status, isUnauthorized: effects.isUnauthorized, afterReply: afterReply)
+        return RPCReply(
+            body: writer.bytes,
+            httpStatus: status,
+            isUnauthorized: effects.isUnauthorized,
+            afterReply: afterReply
+        )
     }
 
     static func errorReply(_ error: RPCError, id: JSONValue) -> RPCReply {
@@ -156,31 +254,56 @@ public struct RPCDispatcher: Sendable {
         }
     }
 
-    /// One request object (§1.3): an `id` is required (any type, echoed), `method` must be a string, `params`
-    /// an array or absent.
-    private func respond(to request: JSONObject, effects: inout Effects) async -> Response {
-        guard let id = request["id"] else { return Response(id: .null, error: .invalidRequest) }
-        guard case .string(let method)? = request["method"] else { return Response(id: id, error: .invalidRequest) }
-        let params: [JSONValue]
-        switch request["params"] {
-        case nil: params = []
-        case .array(let array)?: params = array
-        default: return Response(id: id, error: .invalidParams)
+    /// What a request object asks for: a call, or the response that refuses it.
+    enum RequestObject {
+        case call(id: JSONValue, method: String, params: [JSONValue])
+        case refused(Response)
+
+        /// One request object (§1.3): an `id` is required (any type, echoed), `method` must be a string,
+        /// `params` an array or absent.
+        init(_ request: JSONObject) {
+            guard let id = request["id"] else {
+                self = .refused(Response(id: .null, error: .invalidRequest))
+                return
+            }
+            guard case .string(let method)? = request["method"] else {
+                self = .refused(Response(id: id, error: .invalidRequest))
+                return
+            }
+            switch request["params"] {
+            case nil: self = .call(id: id, method: method, params: [])
+            case .array(let array)?: self = .call(id: id, method: method, params: array)
+            default: self = .refused(Response(id: id, error: .invalidParams))
+            }
         }
-        switch await self.call(method, params: params, effects: &effects) {
-        case .success(let result): return Response(id: id, result: result)
-        case .failure(let error): return Response(id: id, error: error)
+    }
+
+    private func respond(to request: JSONObject, effects: inout Effects) async -> Response {
+        switch RequestObject(request) {
+        case .refused(let response):
+            return response
+        case .call(let id, let method, let params):
+            return Response(id, await self.call(method, params: params, effects: &effects))
+        }
+    }
+
+    private func respond(to request: JSONObject, reading queue: any QueueReader, effects: inout Effects) -> Response {
+        switch RequestObject(request) {
+        case .refused(let response):
+            return response
+        case .call(let id, let method, let params):
+            return Response(id, self.call(method, params: params, reading: queue, effects: &effects))
         }
     }
 
     // MARK: Calls
 
-    /// Runs one method: removes a leading `token:` parameter, checks it, and dispatches.
-    func call(
+    /// Removes a leading `token:` parameter, checks it, and finds the method.
+    private func prepare(
         _ name: String,
         params: [JSONValue],
         effects: inout Effects
-    ) async -> Result<JSONValue, RPCError> {
+    ) -> Result<(RPCMethod, RPCParameters), RPCError> {
         var params = params
         var token: String?
         if case .string(let first)? = params.first, first.hasPrefix("token:") {
@@ -196,8 +319,46 @@ public struct RPCDispatcher: Sendable {
             return .failure(.method("\(name) works only on the WebSocket at /jsonrpc, where the progress is pushed."))
         }
         guard let method else { return .failure(.method("No such method: \(name)")) }
+        return .success((method, RPCParameters(values: params)))
+    }
+
+    /// Runs one method: removes a leading `token:` parameter, checks it, and dispatches.
+    func call(
+        _ name: String,
+        params: [JSONValue],
+        effects: inout Effects
+    ) async -> Result<JSONValue, RPCError> {
+        let method: RPCMethod
+        let parameters: RPCParameters
+        switch self.prepare(name, params: params, effects: &effects) {
+        case .failure(let error): return .failure(error)
+        case .success(let prepared): (method, parameters) = prepared
+        }
         do throws(RPCError) {
-            return .success(try await self.run(method, RPCParameters(values: params), effects: &effects))
+            return .success(try await self.run(method, parameters, effects: &effects))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// ``call(_:params:effects:)`` for a call that only reads, from `queue`.
+    func call(
+        _ name: String,
+        params: [JSONValue],
+        reading queue: any QueueReader,
+        effects: inout Effects
+    ) -> Result<JSONValue, RPCError> {
+        let method: RPCMethod
+        let parameters: RPCParameters
+        switch self.prepare(name, params: params, effects: &effects) {
+        case .failure(let error): return .failure(error)
+        case .success(let prepared): (method, parameters) = prepared
+        }
+        do throws(RPCError) {
+            if method == .multicall {
+                return .success(try self.multicall(parameters, reading: queue, effects: &effects))
+            }
+            return .success(try self.read(method, parameters, from: queue))
         } catch {
             return .failure(error)
         }

@@ -2,11 +2,10 @@ import NIOCore
 
 /// Runs the jobs of the tasks that prefer it on one event loop: a `TaskExecutor` (SE-0417) over NIO's loop.
 ///
-/// `JSONRPCPostHandler` answers each call in a task that prefers the loop that read the request. The dispatcher,
-/// the `DownloadManager` actor it asks (a default actor runs on the preferred executor of a task that finds it
-/// free) and the reply then stay on that loop's thread, with no hop to Swift's global pool and back. Everything
-/// else in the daemon (the downloads and the queue's own work: slots filled, results stored) runs on the global
-/// pool, not on the loops that carry the connections.
+/// `JSONRPCPostHandler` answers a request that changes the queue in a task that prefers the loop that read it. The
+/// dispatcher and the reply then stay on that loop's thread, with no hop to Swift's global pool and back; and when
+/// the queue runs on the same loop (a `DownloadManager` given to the server as its loop), so does the change.
+/// Everything else in the daemon (the downloads) runs on the global pool.
 @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
 final class EventLoopTaskExecutor: TaskExecutor {
     let eventLoop: any EventLoop

@@ -11,6 +11,9 @@ import NIOHTTP1
 /// to Swift HTTP Types' for the router. A request whose head says the connection ends with it (`Connection: close`,
 /// or HTTP/1.0 without keep-alive) is answered with `Connection: close`, then the connection is closed.
 ///
+/// `respond` is called on the loop with each body. Its reply is written at once when it has one (a call that only
+/// reads, on the queue's own loop: ``RPCDispatcher/handleNow(body:)``), else when the task it names has made it.
+///
 /// HTTP/1.1 pipelining keeps its order: one request at a time is answered, by this handler or by the router, and
 /// the parts of the next wait here until the answer to the one before has ended.
 final class JSONRPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
@@ -30,7 +33,14 @@ final class JSONRPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
         var afterReply: (@Sendable () async -> Void)?
     }
 
-    typealias Respond = @Sendable (ByteBuffer) async -> Reply
+    /// The reply to a body: made on the loop, or to be made in a task.
+    enum Answer {
+        case now(Reply)
+        case later(@Sendable () async -> Reply)
+    }
+
+    /// Called on the loop with each request body.
+    typealias Respond = @Sendable (ByteBuffer) -> Answer
 
     private enum State {
         case idle
@@ -163,21 +173,30 @@ final class JSONRPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func answer(_ body: ByteBuffer, context: ChannelHandlerContext) {
         let loop = context.eventLoop
-        let respond = self.respond
-        let promise = loop.makePromise(of: Reply.self)
-        if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
-            Task(executorPreference: EventLoopTaskExecutor(loop)) { promise.succeed(await respond(body)) }
-        } else {
-            promise.completeWithTask { await respond(body) }
-        }
-        promise.futureResult.assumeIsolated().whenSuccess { reply in
-            if reply.delay > .zero {
-                loop.assumeIsolated().scheduleTask(in: reply.delay) {
-                    self.write(reply, context: context)
-                }
+        switch self.respond(body) {
+        case .now(let reply):
+            self.send(reply, context: context)
+        case .later(let respond):
+            let promise = loop.makePromise(of: Reply.self)
+            if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
+                Task(executorPreference: EventLoopTaskExecutor(loop)) { promise.succeed(await respond()) }
             } else {
+                promise.completeWithTask { await respond() }
+            }
+            promise.futureResult.assumeIsolated().whenSuccess { reply in
+                self.send(reply, context: context)
+            }
+        }
+    }
+
+    /// Writes the reply now, or after its delay.
+    private func send(_ reply: Reply, context: ChannelHandlerContext) {
+        if reply.delay > .zero {
+            context.eventLoop.assumeIsolated().scheduleTask(in: reply.delay) {
                 self.write(reply, context: context)
             }
+        } else {
+            self.write(reply, context: context)
         }
     }
 

@@ -7,6 +7,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypesHTTP1
+import NIOPosix
 import ServiceLifecycle
 
 /// aria2's JSON-RPC over HTTP and WebSocket on `/jsonrpc`, for AriaNg, aria2p, Motrix and scripts (§1 of
@@ -36,6 +37,7 @@ public struct RPCServer: Service {
     /// Counts the queue's changes, for the progress push's `queueVersion`.
     let queueVersion = NIOLockedValueBox(0)
     let onServerRunning: @Sendable (_ port: Int) async -> Void
+    let eventLoopGroup: any EventLoopGroup
 
     /// - Parameters:
     ///   - service: the queue.
@@ -44,10 +46,14 @@ public struct RPCServer: Service {
     ///   - onShutdown: called once the reply to `aria2.shutdown` / `aria2.forceShutdown` (`force`) has been
     ///     sent; the daemon then stops (e.g. with its service group's graceful shutdown).
     ///   - onServerRunning: called with the bound port once the server listens.
+    ///   - eventLoopGroup: the loops that carry the connections. Give the queue's own loop (a
+    ///     ``DownloadManager``'s ``DownloadManager/eventLoop``) and every call that only reads is answered right
+    ///     on it, as the request is read, with no task (``RPCDispatcher/handleNow(body:)``).
     /// - Throws: ``RPCServerError`` when the configuration is refused (``RPCServerConfiguration/validate()``).
     public init(
         service: any DownloadQueueService,
         configuration: RPCServerConfiguration = RPCServerConfiguration(),
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "downpour.rpc"),
         onShutdown: @escaping RPCDispatcher.ShutdownHandler = { _ in },
         onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
@@ -55,6 +61,7 @@ public struct RPCServer: Service {
         try configuration.validate()
         self.configuration = configuration
         self.service = service
+        self.eventLoopGroup = eventLoopGroup
         self.dispatcher = RPCDispatcher(service: service, secret: configuration.secret, onShutdown: onShutdown)
         self.hub = WebSocketHub()
         self.logger = logger
@@ -90,6 +97,7 @@ public struct RPCServer: Service {
                 )
                 await onServerRunning(port)
             },
+            eventLoopGroupProvider: .shared(self.eventLoopGroup),
             logger: self.logger
         )
         try await withThrowingDiscardingTaskGroup { group in
@@ -158,17 +166,26 @@ public struct RPCServer: Service {
     /// the route below gets the rest.
     private func postHandler() -> JSONRPCPostHandler {
         let common = HTTPHeaders(self.commonHeaders())
-        return JSONRPCPostHandler(maximumBodySize: self.configuration.maximumRequestSize) { [common] body in
-            let reply = await self.dispatcher.handle(body: body.readableBytesView)
+        let unauthorizedDelay = TimeAmount(self.configuration.unauthorizedDelay)
+        let dispatcher = self.dispatcher
+        @Sendable func reply(_ reply: RPCReply) -> JSONRPCPostHandler.Reply {
             var headers = common
             headers.add(name: "content-type", value: reply.contentType)
             return JSONRPCPostHandler.Reply(
                 status: HTTPResponseStatus(statusCode: reply.httpStatus),
                 headers: headers,
                 body: ByteBuffer(bytes: reply.body),
-                delay: reply.isUnauthorized ? TimeAmount(self.configuration.unauthorizedDelay) : .zero,
+                delay: reply.isUnauthorized ? unauthorizedDelay : .zero,
                 afterReply: reply.afterReply
             )
+        }
+        return JSONRPCPostHandler(maximumBodySize: self.configuration.maximumRequestSize) { body in
+            switch dispatcher.handleNow(body: body.readableBytesView) {
+            case .answered(let answer):
+                return .now(reply(answer))
+            case .pending(let request):
+                return .later { reply(await dispatcher.handle(request: request)) }
+            }
         }
     }
 
