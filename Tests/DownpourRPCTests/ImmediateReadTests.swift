@@ -1,7 +1,6 @@
 import Downpour
 import DownpourQueue
 import Foundation
-import Logging
 import NIOCore
 import Testing
 
@@ -20,13 +19,7 @@ import Testing
         ).path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let downloader = Downloader()
-        let manager = DownloadManager(
-            downloader: downloader,
-            store: try QueueStore(directory: directory),
-            defaults: .init(directory: directory + "/downloads"),
-            logger: Logger(label: "immediate", factory: { _ in SwiftLogNoOpLogHandler() })
-        )
-        try await manager.start()
+        let manager = try await startedManager(in: directory, downloader: downloader)
         let dispatcher = RPCDispatcher(service: manager, secret: "s")
         var gids: [String] = []
         for name in ["a.bin", "b.bin", "c.bin"] {

@@ -20,13 +20,7 @@ import Testing
             ).path
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let downloader = Downloader()
-            let manager = DownloadManager(
-                downloader: downloader,
-                store: try QueueStore(directory: directory),
-                defaults: .init(directory: directory + "/downloads"),
-                logger: Logger(label: "fuzz", factory: { _ in SwiftLogNoOpLogHandler() })
-            )
-            try await manager.start()
+            let manager = try await startedManager(in: directory, downloader: downloader)
             let dispatcher = RPCDispatcher(service: PausedOnly(manager), secret: "s")
             var answeredAtOnce = 0
             for iteration in 0..<5_000 {
@@ -70,19 +64,26 @@ import Testing
             await manager.shutdown()
 
             // A second manager over the same file sees the same queue.
-            let reopened = DownloadManager(
-                downloader: downloader,
-                store: try QueueStore(directory: directory),
-                defaults: .init(directory: directory + "/downloads"),
-                logger: Logger(label: "fuzz", factory: { _ in SwiftLogNoOpLogHandler() })
-            )
-            try await reopened.start()
+            let reopened = try await startedManager(in: directory, downloader: downloader)
             #expect(await reopened.waitingDownloads(0..<Int.max).map(\.gid) == waiting)
             #expect(await reopened.stoppedDownloads(0..<Int.max).map(\.gid) == stopped)
             await reopened.shutdown()
             await downloader.shutdown()
         }
     }
+}
+
+/// A real queue, started: a `DownloadManager` over a SQLite store in `directory`, downloading to
+/// `directory/downloads`, on one of NIO's shared loops, logging nothing.
+func startedManager(in directory: String, downloader: Downloader) async throws -> DownloadManager {
+    let manager = DownloadManager(
+        downloader: downloader,
+        store: try QueueStore(directory: directory),
+        defaults: .init(directory: directory + "/downloads"),
+        logger: Logger(label: "downpour.rpc.tests", factory: { _ in SwiftLogNoOpLogHandler() })
+    )
+    try await manager.start()
+    return manager
 }
 
 /// A queue whose downloads never run: every add is paused, unpausing does nothing.

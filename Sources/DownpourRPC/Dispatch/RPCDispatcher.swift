@@ -303,7 +303,7 @@ public struct RPCDispatcher: Sendable {
         _ name: String,
         params: [JSONValue],
         effects: inout Effects
-    ) -> Result<(RPCMethod, RPCParameters), RPCError> {
+    ) throws(RPCError) -> (RPCMethod, RPCParameters) {
         var params = params
         var token: String?
         if case .string(let first)? = params.first, first.hasPrefix("token:") {
@@ -313,13 +313,13 @@ public struct RPCDispatcher: Sendable {
         let method = RPCMethod(rawValue: name)
         if method?.needsToken ?? true, !self.tokenCheck.authorizes(token) {
             effects.isUnauthorized = true
-            return .failure(.unauthorized)
+            throw .unauthorized
         }
         if name == Self.subscribeMethod {
-            return .failure(.method("\(name) works only on the WebSocket at /jsonrpc, where the progress is pushed."))
+            throw .method("\(name) works only on the WebSocket at /jsonrpc, where the progress is pushed.")
         }
-        guard let method else { return .failure(.method("No such method: \(name)")) }
-        return .success((method, RPCParameters(values: params)))
+        guard let method else { throw .method("No such method: \(name)") }
+        return (method, RPCParameters(values: params))
     }
 
     /// Runs one method: removes a leading `token:` parameter, checks it, and dispatches.
@@ -328,13 +328,8 @@ public struct RPCDispatcher: Sendable {
         params: [JSONValue],
         effects: inout Effects
     ) async -> Result<JSONValue, RPCError> {
-        let method: RPCMethod
-        let parameters: RPCParameters
-        switch self.prepare(name, params: params, effects: &effects) {
-        case .failure(let error): return .failure(error)
-        case .success(let prepared): (method, parameters) = prepared
-        }
         do throws(RPCError) {
+            let (method, parameters) = try self.prepare(name, params: params, effects: &effects)
             return .success(try await self.run(method, parameters, effects: &effects))
         } catch {
             return .failure(error)
@@ -348,13 +343,8 @@ public struct RPCDispatcher: Sendable {
         reading queue: any QueueReader,
         effects: inout Effects
     ) -> Result<JSONValue, RPCError> {
-        let method: RPCMethod
-        let parameters: RPCParameters
-        switch self.prepare(name, params: params, effects: &effects) {
-        case .failure(let error): return .failure(error)
-        case .success(let prepared): (method, parameters) = prepared
-        }
         do throws(RPCError) {
+            let (method, parameters) = try self.prepare(name, params: params, effects: &effects)
             if method == .multicall {
                 return .success(try self.multicall(parameters, reading: queue, effects: &effects))
             }
