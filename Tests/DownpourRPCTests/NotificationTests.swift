@@ -1,5 +1,6 @@
 import Downpour
 import DownpourQueue
+import NIOConcurrencyHelpers
 import Testing
 
 @testable import DownpourRPC
@@ -47,5 +48,47 @@ import Testing
         received = []
         for await frame in secondStream { received.append(frame) }
         #expect(received == ["d"])
+    }
+
+    @Test("waiting for a subscriber: returns once one subscribes to that channel, at once if one is, or on cancel")
+    func waitForSubscriber() async {
+        let hub = WebSocketHub()
+        let (session, _) = hub.open()
+        let done = NIOLockedValueBox(false)
+        let waiting = Task {
+            await hub.waitForSubscriber(on: .progress)
+            done.withLockedValue { $0 = true }
+        }
+        while hub.waiterCount == 0, !done.withLockedValue({ $0 }) { await Task.yield() }
+        // The session listens to aria2's notifications only: the wait goes on until it subscribes to progress.
+        hub.broadcast("x", on: .aria2Notifications)
+        hub.subscribe(session, to: .aria2Notifications)
+        #expect(hub.waiterCount == 1)
+        #expect(!done.withLockedValue { $0 })
+        hub.subscribe(session, to: .progress)
+        await waiting.value
+        #expect(done.withLockedValue { $0 })
+        #expect(hub.waiterCount == 0)
+        // Subscribed already: no wait.
+        await hub.waitForSubscriber(on: .progress)
+        hub.close(session)
+
+        // Nobody subscribes: cancelling ends the wait, before or after it began.
+        let stopped = NIOLockedValueBox(false)
+        let cancelled = Task {
+            await hub.waitForSubscriber(on: .progress)
+            stopped.withLockedValue { $0 = true }
+        }
+        while hub.waiterCount == 0, !stopped.withLockedValue({ $0 }) { await Task.yield() }
+        #expect(!stopped.withLockedValue { $0 })
+        cancelled.cancel()
+        await cancelled.value
+        #expect(hub.waiterCount == 0)
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            await hub.waitForSubscriber(on: .progress)
+        }
+        await early.value
+        #expect(!hub.hasSubscribers(on: .progress))
     }
 }

@@ -121,21 +121,23 @@ public struct RPCServer: Service {
         }
     }
 
-    /// Sends ``ProgressPush`` frames to the sessions that asked for them, every ``ProgressPush/interval``, until
-    /// the task is cancelled.
+    /// Sends ``ProgressPush`` frames to the sessions that asked for them, every ``ProgressPush/interval`` while
+    /// one is there, until the task is cancelled. With none, it waits for one and does not wake.
     func pushProgress() async {
         while !Task.isCancelled {
+            await self.hub.waitForSubscriber(on: .progress)
             try? await Task.sleep(for: ProgressPush.interval)
             guard self.hub.hasSubscribers(on: .progress) else { continue }
-            let stat = await self.service.globalStat()
-            let active = await self.service.activeDownloads()
-            let limit = await self.service.globalOptions().last { $0.name == "max-overall-download-limit" }
-            let frame = ProgressPush.frame(
-                stat: stat,
-                maximumOverallRate: limit.flatMap { Int64($0.value) } ?? 0,
-                queueVersion: self.queueVersion.withLockedValue { $0 },
-                active: active
-            )
+            let queueVersion = self.queueVersion.withLockedValue { $0 }
+            let frame = await self.service.read { queue in
+                ProgressPush.frame(
+                    stat: queue.globalStat(),
+                    maximumOverallRate: queue.globalOptions().last { $0.name == "max-overall-download-limit" }
+                        .flatMap { Int64($0.value) } ?? 0,
+                    queueVersion: queueVersion,
+                    active: queue.activeDownloads()
+                )
+            }
             self.hub.broadcast(frame, on: .progress)
         }
     }
