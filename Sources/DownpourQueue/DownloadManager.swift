@@ -84,6 +84,7 @@ public actor DownloadManager: DownloadQueueService {
     private var isStarted = false
     private var isShutDown = false
     private let recordDelay: Duration
+    private nonisolated let runEnding: (@Sendable (DownloadID) async -> Void)?
     /// Stores a run's record (see ``runStarted(_:token:start:)``) once `recordDelay` is over; `nil` while none
     /// waits. Whatever stores the queue's changes first takes the record with them and cancels it.
     private var recordTimer: Task<Void, Never>?
@@ -115,16 +116,21 @@ public actor DownloadManager: DownloadQueueService {
         )
     }
 
-    /// - Parameter recordDelay: How long a run's record (its path and length) may wait for the next change before
-    ///   it is stored on its own.
+    /// - Parameters:
+    ///   - recordDelay: How long a run's record (its path and length) may wait for the next change before it is
+    ///     stored on its own.
+    ///   - runEnding: Called when a run's download has returned, before the manager hears of it (tests hold a
+    ///     finished run there).
     init(
         downloader: Downloader,
         store: QueueStore,
         defaults: Defaults,
         eventLoop: (any EventLoop)? = nil,
         logger: Logger,
-        recordDelay: Duration
+        recordDelay: Duration,
+        runEnding: (@Sendable (DownloadID) async -> Void)? = nil
     ) {
+        self.runEnding = runEnding
         self.downloader = downloader
         self.store = store
         self.defaults = defaults
@@ -305,6 +311,7 @@ public actor DownloadManager: DownloadQueueService {
         if let run = self.runs[id], run.download.state == .completed {
             // Its file is complete already, and its end is on the way here: let it arrive. The download is then
             // complete, which cannot be paused (as in aria2), rather than paused now and complete a moment later.
+            self.logger.debug("Pause waits for the run's end: its file is complete", metadata: ["gid": "\(id)"])
             await run.task.value
             try self.checkRunning()
         }
@@ -319,7 +326,8 @@ public actor DownloadManager: DownloadQueueService {
     public func pauseAll(force: Bool) async throws(QueueError) {
         try self.checkRunning()
         // As in ``pause(_:force:)``: a run whose file is complete ends complete, not paused.
-        for run in self.runs.values where run.download.state == .completed {
+        for (id, run) in self.runs where run.download.state == .completed {
+            self.logger.debug("Pause waits for the run's end: its file is complete", metadata: ["gid": "\(id)"])
             await run.task.value
         }
         try self.checkRunning()
@@ -581,6 +589,7 @@ public actor DownloadManager: DownloadQueueService {
             } catch {
                 outcome = .failure(error)
             }
+            if let runEnding = manager.runEnding { await runEnding(download.id) }
             await manager.runEnded(download.id, token: token, outcome: outcome)
             group.cancelAll()
         }

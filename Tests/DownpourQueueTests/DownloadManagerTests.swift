@@ -3,6 +3,7 @@ import DownpourTestSupport
 import Foundation
 import GRDB
 import Logging
+import NIOConcurrencyHelpers
 import Testing
 
 @testable import DownpourQueue
@@ -711,5 +712,77 @@ extension DownloadManagerTests {
             }
             #expect(try await manager.status(of: gid.description).status == .active)
         }
+    }
+
+    @Test(
+        "a pause (or pause all) that comes once the run's file is complete leaves it complete, not paused",
+        arguments: [false, true]
+    )
+    func pauseOfAFinishedRun(all: Bool) async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let downloader = makeTestDownloader()
+        let record = LogRecord()
+        let (ending, endingSignal) = AsyncStream<DownloadID>.makeStream()
+        let (release, releaseSignal) = AsyncStream<Void>.makeStream()
+        try await RangeTestServer.withServer(content: Self.small) { server in
+            // The run's end is held from the moment its download has returned until the test lets it go.
+            let manager = DownloadManager(
+                downloader: downloader,
+                store: try QueueStore(directory: directory.stateDirectory),
+                defaults: .init(directory: directory.path, configuration: testConfiguration()),
+                logger: record.logger,
+                recordDelay: .milliseconds(100),
+                runEnding: { gid in
+                    endingSignal.yield(gid)
+                    for await _ in release { break }
+                }
+            )
+            let log = EventLog(manager.events)
+            try await manager.start()
+            let gid = try await manager.add(
+                uris: [server.url("/small.bin")],
+                options: Self.out("small.bin"),
+                position: nil
+            )
+            var endings = ending.makeAsyncIterator()
+            #expect(await endings.next() == gid)
+            // The file is complete under its name; the queue has not heard yet and shows it active.
+            #expect(try sha256Hex(ofFileAt: directory.file("small.bin")) == sha256Hex(Self.small))
+            #expect(try await manager.status(of: gid.description).status == .active)
+
+            let answered = NIOLockedValueBox(false)
+            let pause = Task { () -> Result<DownloadID, QueueError> in
+                defer { answered.withLockedValue { $0 = true } }
+                do throws(QueueError) {
+                    if all {
+                        try await manager.pauseAll(force: false)
+                        return .success(gid)
+                    }
+                    return .success(try await manager.pause(gid.description, force: false))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            // The pause either waits for the run's end (and says so) or has answered already.
+            try await waitUntil("the pause waits or answers") {
+                record.contains("Pause waits for the run's end") || answered.withLockedValue { $0 }
+            }
+            releaseSignal.yield()
+            let outcome = await pause.value
+            if all {
+                // Pausing all of nothing: it succeeds, and pauses nothing.
+                #expect(throws: Never.self) { try outcome.get() }
+            } else if case .failure(let refusal) = outcome {
+                #expect(refusal.reason == .cannotPause)
+            } else {
+                Issue.record("a pause of a download whose file was complete was acknowledged")
+            }
+            try await log.wait(for: .completed(gid))
+            #expect(try await manager.status(of: gid.description).status == .complete)
+            #expect(log.count(of: .paused(gid)) == 0)
+            await manager.shutdown()
+        }
+        await downloader.shutdown()
     }
 }

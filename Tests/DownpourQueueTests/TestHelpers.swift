@@ -95,3 +95,42 @@ func requestedBytes(_ server: RangeTestServer, path: String, from index: Int = 0
         sum + (request.requestedRange.map { min($0.upperBound, total) - $0.lowerBound } ?? total)
     }
 }
+
+/// The messages a logger was given, at every level, for a test to wait on.
+final class LogRecord: Sendable {
+    private let messages = NIOLockedValueBox<[String]>([])
+
+    /// A logger at debug level that records here.
+    var logger: Logger {
+        var logger = Logger(label: "downpour.queue.tests") { _ in Handler(record: self) }
+        logger.logLevel = .debug
+        return logger
+    }
+
+    func contains(_ text: String) -> Bool {
+        self.messages.withLockedValue { $0.contains { $0.contains(text) } }
+    }
+
+    private struct Handler: LogHandler {
+        let record: LogRecord
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .debug
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { self.metadata[key] }
+            set { self.metadata[key] = newValue }
+        }
+
+        func log(
+            level: Logger.Level,
+            message: Logger.Message,
+            metadata: Logger.Metadata?,
+            source: String,
+            file: String,
+            function: String,
+            line: UInt
+        ) {
+            self.record.messages.withLockedValue { $0.append(message.description) }
+        }
+    }
+}
