@@ -308,13 +308,7 @@ public actor DownloadManager: DownloadQueueService {
     public func pause(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID {
         try self.checkRunning()
         let id = try self.queue.resolve(gid)
-        if let run = self.runs[id], run.download.state == .completed {
-            // Its file is complete already, and its end is on the way here: let it arrive. The download is then
-            // complete, which cannot be paused (as in aria2), rather than paused now and complete a moment later.
-            self.logger.debug("Pause waits for the run's end: its file is complete", metadata: ["gid": "\(id)"])
-            await run.task.value
-            try self.checkRunning()
-        }
+        try await self.letFinishedRunsEnd(among: [id])
         let actions = try self.change { queue throws(QueueError) in
             self.noteProgress(of: id, in: &queue)
             return try queue.pause(id)
@@ -325,12 +319,7 @@ public actor DownloadManager: DownloadQueueService {
 
     public func pauseAll(force: Bool) async throws(QueueError) {
         try self.checkRunning()
-        // As in ``pause(_:force:)``: a run whose file is complete ends complete, not paused.
-        for (id, run) in self.runs where run.download.state == .completed {
-            self.logger.debug("Pause waits for the run's end: its file is complete", metadata: ["gid": "\(id)"])
-            await run.task.value
-        }
-        try self.checkRunning()
+        try await self.letFinishedRunsEnd(among: Array(self.runs.keys))
         let actions = try self.change { queue in
             for id in queue.active { self.noteProgress(of: id, in: &queue) }
             return queue.pauseAll()
@@ -593,6 +582,18 @@ public actor DownloadManager: DownloadQueueService {
             await manager.runEnded(download.id, token: token, outcome: outcome)
             group.cancelAll()
         }
+    }
+
+    /// Waits for the end of each run among `ids` whose file is complete already: it has ended, and its end is on
+    /// the way here. A pause then finds the download complete, which cannot be paused (as in aria2), instead of
+    /// pausing it a moment before it turns complete.
+    private func letFinishedRunsEnd(among ids: [DownloadID]) async throws(QueueError) {
+        for id in ids {
+            guard let run = self.runs[id], run.download.state == .completed else { continue }
+            self.logger.debug("Pause waits for the run's end: its file is complete", metadata: ["gid": "\(id)"])
+            await run.task.value
+        }
+        try self.checkRunning()
     }
 
     private func forgetRun(_ gid: DownloadID, token: Int) {

@@ -76,9 +76,9 @@ public struct RPCDispatcher: Sendable {
         return await self.handle(request: request)
     }
 
-    /// Answers a request body right away, on the calling thread, when nothing in it waits: malformed JSON, and
-    /// calls that only read (`tellStatus`, `tellActive`, `getGlobalStat`..., alone, in a batch or in
-    /// `system.multicall`) when the caller is on the queue's own thread
+    /// Answers a request body right away, on the calling thread, when nothing in it waits: malformed JSON, a
+    /// request that is neither an object nor a batch, and calls that only read (`tellStatus`, `tellActive`,
+    /// `getGlobalStat`..., alone, in a batch or in `system.multicall`) when the caller is on the queue's own thread
     /// (``DownloadQueueService/readIfIsolated(_:)``). The reply is the one ``handle(body:)`` would give.
     public func handleNow(body: some Collection<UInt8>) -> Immediate {
         let request: JSONValue
@@ -87,20 +87,23 @@ public struct RPCDispatcher: Sendable {
         } catch {
             return .answered(Self.errorReply(.malformedJSON, id: .null))
         }
-        guard Self.onlyReads(request),
-            let reply = self.service.readIfIsolated({ queue in self.answer(request, reading: queue) })
+        guard let (objects, isBatch) = Self.objects(of: request) else {
+            return .answered(Self.errorReply(.invalidRequest, id: .null))
+        }
+        guard Self.onlyReads(objects),
+            let reply = self.service.readIfIsolated({ queue in self.answer(objects, isBatch: isBatch, reading: queue) })
         else { return .pending(request) }
         return .answered(reply)
     }
 
     /// Answers a parsed request object or batch.
     public func handle(request: JSONValue) async -> RPCReply {
-        if Self.onlyReads(request) {
-            // One visit to the queue for the lot: every read sees the same moment.
-            return await self.service.read { queue in self.answer(request, reading: queue) }
-        }
         guard let (objects, isBatch) = Self.objects(of: request) else {
             return Self.errorReply(.invalidRequest, id: .null)
+        }
+        if Self.onlyReads(objects) {
+            // One visit to the queue for the lot: every read sees the same moment.
+            return await self.service.read { queue in self.answer(objects, isBatch: isBatch, reading: queue) }
         }
         var effects = Effects()
         var responses: [Response] = []
@@ -111,11 +114,8 @@ public struct RPCDispatcher: Sendable {
         return self.reply(responses, isBatch: isBatch, effects: effects)
     }
 
-    /// ``handle(request:)`` for a request of reads only, from `queue`.
-    func answer(_ request: JSONValue, reading queue: any QueueReader) -> RPCReply {
-        guard let (objects, isBatch) = Self.objects(of: request) else {
-            return Self.errorReply(.invalidRequest, id: .null)
-        }
+    /// ``handle(request:)`` for the request objects of a request of reads only, from `queue`.
+    func answer(_ objects: [JSONObject], isBatch: Bool, reading queue: any QueueReader) -> RPCReply {
         var effects = Effects()
         let responses = objects.map { self.respond(to: $0, reading: queue, effects: &effects) }
         return self.reply(responses, isBatch: isBatch, effects: effects)
@@ -181,9 +181,9 @@ public struct RPCDispatcher: Sendable {
         }
     }
 
-    /// Whether every call in the request only reads: no method that changes the queue, directly or in
+    /// Whether every call of a request's objects only reads: no method that changes the queue, directly or in
     /// `system.multicall`. Calls that fail before they run (a bad method name, bad parameters) change nothing.
-    static func onlyReads(_ request: JSONValue) -> Bool {
+    static func onlyReads(_ objects: [JSONObject]) -> Bool {
         func readsOnly(_ call: JSONObject, nameKey: String, nested: Bool) -> Bool {
             guard case .string(let name)? = call[nameKey], let method = RPCMethod(rawValue: name) else { return true }
             if method == .multicall {
@@ -199,7 +199,6 @@ public struct RPCDispatcher: Sendable {
             }
             return !method.changesQueue
         }
-        guard let (objects, _) = Self.objects(of: request) else { return true }
         return objects.allSatisfy { readsOnly($0, nameKey: "method", nested: false) }
     }
 
