@@ -156,10 +156,9 @@ extension RPCDispatcher {
             return .array(RPCMethod.allCases.map { .string($0.rawValue) })
         case .listNotifications:
             return .array(RPCMethod.notificationNames.map(JSONValue.string))
-        case .addUri, .addMetalink, .remove, .forceRemove, .pause, .forcePause, .pauseAll, .forcePauseAll, .unpause,
-            .unpauseAll, .changePosition, .changeUri, .changeOption, .changeGlobalOption, .purgeDownloadResult,
-            .removeDownloadResult, .shutdown, .forceShutdown, .multicall:
-            // ``RPCDispatcher/onlyReads(_:)`` keeps these away from a reader.
+        default:
+            // The methods that change the queue (``RPCMethod/changesQueue``, which names every method):
+            // ``RPCDispatcher/onlyReads(_:)`` keeps them away from a reader.
             throw RPCError.method("\(method.rawValue) changes the queue and cannot be answered from a read.")
         }
     }
