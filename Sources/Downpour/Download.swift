@@ -52,12 +52,15 @@ public final class Download: Sendable, Identifiable {
     private let control = NIOLockedValueBox(Control())
     private let cancelSignal = PauseGate()
     private let cookieStore: CookieStore?
+    private let willFinish: (@Sendable () async -> Void)?
 
     private struct Control {
         var started = false
         var cancelRequested = false
         var keepPartialFile = false
         var partPath: String?
+        /// The run is past its point of no return: its file is being synced and given its final name, or has it.
+        var finishing = false
     }
 
     /// A download through ``Downloader/shared``.
@@ -72,8 +75,17 @@ public final class Download: Sendable, Identifiable {
         self.init(request, id: DownloadID(), downloader: .shared, logger: logger)
     }
 
-    init(_ request: DownloadRequest, id: DownloadID, downloader: Downloader, logger: Logger) {
+    /// - Parameter willFinish: Awaited once a run is past its point of no return, before its file is synced and
+    ///   renamed (tests hold a run there).
+    init(
+        _ request: DownloadRequest,
+        id: DownloadID,
+        downloader: Downloader,
+        logger: Logger,
+        willFinish: (@Sendable () async -> Void)? = nil
+    ) {
         self.request = request
+        self.willFinish = willFinish
         self.id = id
         self.downloader = downloader
         var logger = logger
@@ -162,12 +174,24 @@ public final class Download: Sendable, Identifiable {
     /// its journal are removed unless `keepingPartialFile` (then the same request resumes it later, as after a
     /// pause). Unlike ``pause()`` it cannot be undone; unlike cancelling the task that runs ``run()``, it
     /// removes what arrived by default. A download not started yet ends as soon as ``run()`` is called.
-    public func cancel(keepingPartialFile: Bool = false) {
-        self.control.withLockedValue { control in
+    ///
+    /// A download has one point of no return: when all its bytes are in and verified, just before its file is
+    /// synced and given its final name. A cancel after it comes too late and changes nothing; one before it
+    /// always wins, so the file never appears under its name after a cancel that was accepted.
+    ///
+    /// - Returns: `false` when the cancel came too late: the download is finishing or has finished, and
+    ///   ``run()`` returns its result as if there had been no cancel. `true` otherwise: ``run()`` does not
+    ///   succeed (it may have failed already).
+    @discardableResult
+    public func cancel(keepingPartialFile: Bool = false) -> Bool {
+        let accepted = self.control.withLockedValue { control in
+            guard !control.finishing else { return false }
             control.cancelRequested = true
             control.keepPartialFile = keepingPartialFile
+            return true
         }
-        self.cancelSignal.pause()
+        if accepted { self.cancelSignal.pause() }
+        return accepted
     }
 
     /// Downloads the file. Call once: a second call throws.
@@ -198,7 +222,14 @@ public final class Download: Sendable, Identifiable {
             limiter: self.limiter,
             cookies: self.cookieStore,
             logger: self.logger,
-            partPathKnown: { [control = self.control] path in control.withLockedValue { $0.partPath = path } }
+            partPathKnown: { [control = self.control] path in control.withLockedValue { $0.partPath = path } },
+            mayFinish: { [control = self.control] in
+                control.withLockedValue { control in
+                    if !control.cancelRequested { control.finishing = true }
+                    return control.finishing
+                }
+            },
+            willFinish: self.willFinish
         )
         let signal = self.cancelSignal
         // Cancelled before it ran: not a single request is sent.

@@ -85,6 +85,7 @@ public actor DownloadManager: DownloadQueueService {
     private var isShutDown = false
     private let recordDelay: Duration
     private nonisolated let runEnding: (@Sendable (DownloadID) async -> Void)?
+    private nonisolated let runFinishing: (@Sendable (DownloadID) async -> Void)?
     /// Stores a run's record (see ``runStarted(_:token:start:)``) once `recordDelay` is over; `nil` while none
     /// waits. Whatever stores the queue's changes first takes the record with them and cancels it.
     private var recordTimer: Task<Void, Never>?
@@ -119,6 +120,8 @@ public actor DownloadManager: DownloadQueueService {
     /// - Parameters:
     ///   - recordDelay: How long a run's record (its path and length) may wait for the next change before it is
     ///     stored on its own.
+    ///   - runFinishing: Called when a run is past its point of no return, before its file is synced and renamed
+    ///     (tests hold a finishing run there).
     ///   - runEnding: Called when a run's download has returned, before the manager hears of it (tests hold a
     ///     finished run there).
     init(
@@ -128,8 +131,10 @@ public actor DownloadManager: DownloadQueueService {
         eventLoop: (any EventLoop)? = nil,
         logger: Logger,
         recordDelay: Duration,
+        runFinishing: (@Sendable (DownloadID) async -> Void)? = nil,
         runEnding: (@Sendable (DownloadID) async -> Void)? = nil
     ) {
+        self.runFinishing = runFinishing
         self.runEnding = runEnding
         self.downloader = downloader
         self.store = store
@@ -308,10 +313,16 @@ public actor DownloadManager: DownloadQueueService {
     public func pause(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID {
         try self.checkRunning()
         let id = try self.queue.resolve(gid)
-        try await self.letFinishedRunsEnd(among: [id])
-        let actions = try self.change { queue throws(QueueError) in
-            self.noteProgress(of: id, in: &queue)
-            return try queue.pause(id)
+        let stopped = try await self.stopRunsForPause { [id] }
+        let actions: [QueueAction]
+        do {
+            actions = try self.change { queue throws(QueueError) in
+                self.noteProgress(of: id, in: &queue)
+                return try queue.pause(id)
+            }
+        } catch {
+            self.restartRuns(stopped)
+            throw error
         }
         self.perform(actions)
         return id
@@ -319,10 +330,16 @@ public actor DownloadManager: DownloadQueueService {
 
     public func pauseAll(force: Bool) async throws(QueueError) {
         try self.checkRunning()
-        try await self.letFinishedRunsEnd(among: Array(self.runs.keys))
-        let actions = try self.change { queue in
-            for id in queue.active { self.noteProgress(of: id, in: &queue) }
-            return queue.pauseAll()
+        let stopped = try await self.stopRunsForPause { Array(self.runs.keys) }
+        let actions: [QueueAction]
+        do {
+            actions = try self.change { queue in
+                for id in queue.active { self.noteProgress(of: id, in: &queue) }
+                return queue.pauseAll()
+            }
+        } catch {
+            self.restartRuns(stopped)
+            throw error
         }
         self.perform(actions)
     }
@@ -533,7 +550,9 @@ public actor DownloadManager: DownloadQueueService {
         let token = self.nextToken
         var logger = self.logger
         logger[metadataKey: "gid"] = "\(gid)"
-        let download = self.downloader.download(request, id: gid, logger: logger)
+        var willFinish: (@Sendable () async -> Void)?
+        if let runFinishing = self.runFinishing { willFinish = { await runFinishing(gid) } }
+        let download = self.downloader.download(request, id: gid, logger: logger, willFinish: willFinish)
         let task = Task {
             // A run stopped for a pause or a restart must let go of the file before the next one takes it.
             await previous?.value
@@ -584,16 +603,41 @@ public actor DownloadManager: DownloadQueueService {
         }
     }
 
-    /// Waits for the end of each run among `ids` whose file is complete already: it has ended, and its end is on
-    /// the way here. A pause then finds the download complete, which cannot be paused (as in aria2), instead of
-    /// pausing it a moment before it turns complete.
-    private func letFinishedRunsEnd(among ids: [DownloadID]) async throws(QueueError) {
-        for id in ids {
-            guard let run = self.runs[id], run.download.state == .completed else { continue }
-            self.logger.debug("Pause waits for the run's end: its file is complete", metadata: ["gid": "\(id)"])
-            await run.task.value
+    /// Stops the runs among `ids()` for a pause, before the pause is stored, so that none of them can complete
+    /// after it is acknowledged. A run past its point of no return cannot be stopped
+    /// (``Download/cancel(keepingPartialFile:)`` refuses): the pause waits for its end, and then finds the download
+    /// complete, which cannot be paused (as in aria2). Returns the runs it stopped.
+    private func stopRunsForPause(_ ids: () -> [DownloadID]) async throws(QueueError) -> [DownloadID] {
+        var stopped: [DownloadID] = []
+        while true {
+            var finishing: Run?
+            for id in ids() {
+                guard var run = self.runs[id], !run.stopRequested else { continue }
+                guard run.download.cancel(keepingPartialFile: true) else {
+                    finishing = run
+                    break
+                }
+                run.stopRequested = true
+                self.runs[id] = run
+                stopped.append(id)
+            }
+            guard let finishing else { return stopped }
+            self.logger.debug(
+                "Pause waits for the run's end: its file is being finished",
+                metadata: ["gid": "\(finishing.download.id)"]
+            )
+            await finishing.task.value
+            // A shutdown meanwhile stops every run anyway.
+            try self.checkRunning()
         }
-        try self.checkRunning()
+    }
+
+    /// Starts again the runs a pause stopped (``stopRunsForPause(_:)``) when the pause could not be stored: the
+    /// queue still has them active. Each new run waits for the old one to let go of the file.
+    private func restartRuns(_ ids: [DownloadID]) {
+        for id in ids where self.queue.active.contains(id) && self.runs[id]?.stopRequested ?? true {
+            self.startRun(id)
+        }
     }
 
     private func forgetRun(_ gid: DownloadID, token: Int) {

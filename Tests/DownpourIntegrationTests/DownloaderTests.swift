@@ -223,7 +223,7 @@ struct DownloaderTests {
         try await withServer(content: content, faults: [.throttle(bytesPerSecond: 256 * 1024)]) { server in
             let path = directory.file("c.bin")
             let (download, running) = try await Self.startSlowDownload(server: server, path: path)
-            download.cancel()
+            #expect(download.cancel())
             let error = try #require(await running.value.failure)
             #expect(error.code == .cancelled)
             #expect(!error.resumable)
@@ -252,6 +252,52 @@ struct DownloaderTests {
             _ = try outcome.value
         }
         try expectFile(directory.file("c.bin"), equals: content, in: directory)
+    }
+
+    @Test(
+        "a cancel at the point of no return is refused, and the download completes (whole in the probe, or not)",
+        arguments: [1024, 1024 * 1024]
+    )
+    func cancelAtThePointOfNoReturn(size: Int) async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let content = makeTestContent(count: size, seed: 46)
+        let path = directory.file("f.bin")
+        let (finishing, finishingSignal) = AsyncStream<Void>.makeStream()
+        let (release, releaseSignal) = AsyncStream<Void>.makeStream()
+        try await withServer(content: content) { server in
+            // Held once it is committed to finishing, before the sync and the rename.
+            let download = testDownloader.download(
+                try DownloadRequest(
+                    url: server.url(),
+                    destination: .file(path),
+                    configuration: testConfiguration(connections: 2)
+                ),
+                id: DownloadID(),
+                logger: nil,
+                willFinish: {
+                    finishingSignal.yield()
+                    for await _ in release { break }
+                }
+            )
+            let running = Task { () async -> Result<DownloadResult, DownloadError> in
+                do throws(DownloadError) {
+                    return .success(try await download.run())
+                } catch {
+                    return .failure(error)
+                }
+            }
+            for await _ in finishing { break }
+            #expect(!FileManager.default.fileExists(atPath: path))
+            #expect(!download.cancel())
+            #expect(!download.cancel(keepingPartialFile: true))
+            releaseSignal.yield()
+            let result = try await running.value.get()
+            #expect(result.length == Int64(size))
+            #expect(download.state == .completed)
+            #expect(!download.cancel())
+        }
+        try expectFile(path, equals: content, in: directory)
     }
 
     @Test("cancel() before run(): run() ends at once with nothing fetched")

@@ -715,6 +715,78 @@ extension DownloadManagerTests {
     }
 
     @Test(
+        "a pause (or pause all) that comes while the run's file takes its name waits for it, and leaves it complete",
+        arguments: [false, true]
+    )
+    func pauseOfAFinishingRun(all: Bool) async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let downloader = makeTestDownloader()
+        let record = LogRecord()
+        let (finishing, finishingSignal) = AsyncStream<DownloadID>.makeStream()
+        let (release, releaseSignal) = AsyncStream<Void>.makeStream()
+        try await RangeTestServer.withServer(content: Self.small) { server in
+            // The run is held past its point of no return, before its file is synced and renamed.
+            let manager = DownloadManager(
+                downloader: downloader,
+                store: try QueueStore(directory: directory.stateDirectory),
+                defaults: .init(directory: directory.path, configuration: testConfiguration()),
+                logger: record.logger,
+                recordDelay: .milliseconds(100),
+                runFinishing: { gid in
+                    finishingSignal.yield(gid)
+                    for await _ in release { break }
+                }
+            )
+            let log = EventLog(manager.events)
+            try await manager.start()
+            let gid = try await manager.add(
+                uris: [server.url("/small.bin")],
+                options: Self.out("small.bin"),
+                position: nil
+            )
+            var held = finishing.makeAsyncIterator()
+            #expect(await held.next() == gid)
+            #expect(!FileManager.default.fileExists(atPath: directory.file("small.bin")))
+
+            let answered = NIOLockedValueBox(false)
+            let pause = Task { () -> Result<DownloadID, QueueError> in
+                defer { answered.withLockedValue { $0 = true } }
+                do throws(QueueError) {
+                    if all {
+                        try await manager.pauseAll(force: false)
+                        return .success(gid)
+                    }
+                    return .success(try await manager.pause(gid.description, force: false))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            try await waitUntil("the pause waits or answers") {
+                record.contains("Pause waits for the run's end: its file is being finished")
+                    || answered.withLockedValue { $0 }
+            }
+            // It must wait: an answer now would pause a download that completes a moment later.
+            #expect(!answered.withLockedValue { $0 })
+            releaseSignal.yield()
+            let outcome = await pause.value
+            if all {
+                #expect(throws: Never.self) { try outcome.get() }
+            } else if case .failure(let refusal) = outcome {
+                #expect(refusal.reason == .cannotPause)
+            } else {
+                Issue.record("a pause of a download whose file was taking its name was acknowledged")
+            }
+            try await log.wait(for: .completed(gid))
+            #expect(try await manager.status(of: gid.description).status == .complete)
+            #expect(try sha256Hex(ofFileAt: directory.file("small.bin")) == sha256Hex(Self.small))
+            #expect(log.count(of: .paused(gid)) == 0)
+            await manager.shutdown()
+        }
+        await downloader.shutdown()
+    }
+
+    @Test(
         "a pause (or pause all) that comes once the run's file is complete leaves it complete, not paused",
         arguments: [false, true]
     )

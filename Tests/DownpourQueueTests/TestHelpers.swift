@@ -121,16 +121,8 @@ final class LogRecord: Sendable {
             set { self.metadata[key] = newValue }
         }
 
-        func log(
-            level: Logger.Level,
-            message: Logger.Message,
-            metadata: Logger.Metadata?,
-            source: String,
-            file: String,
-            function: String,
-            line: UInt
-        ) {
-            self.record.messages.withLockedValue { $0.append(message.description) }
+        func log(event: LogEvent) {
+            self.record.messages.withLockedValue { $0.append(event.message.description) }
         }
     }
 }

@@ -173,6 +173,17 @@ public final class Downloader: Sendable {
         Download(request, id: id, downloader: self, logger: logger ?? self.logger)
     }
 
+    /// ``download(_:id:logger:)``, with `willFinish` awaited once its run is past its point of no return, before
+    /// the file is synced and renamed (tests hold a run there; see ``Download/cancel(keepingPartialFile:)``).
+    package func download(
+        _ request: DownloadRequest,
+        id: DownloadID,
+        logger: Logger?,
+        willFinish: (@Sendable () async -> Void)?
+    ) -> Download {
+        Download(request, id: id, downloader: self, logger: logger ?? self.logger, willFinish: willFinish)
+    }
+
     /// The transport for one download, starting it on the next loop in turn.
     func transport(for configuration: DownloadConfiguration, logger: Logger) throws(DownloadError) -> HTTPTransport {
         try self.clientPool.check(configuration)

@@ -14,6 +14,12 @@ struct DownloadEngine: Sendable {
     let logger: Logger
     /// Told the `.part` path as soon as it is known, so that a cancel can remove it.
     let partPathKnown: @Sendable (String) -> Void
+    /// Asked at the point of no return, just before the file is synced and given its final name: `false` when
+    /// the download was cancelled, and it stops there instead; `true` commits it to finishing, and a cancel
+    /// after that comes too late (``Download/cancel(keepingPartialFile:)``).
+    let mayFinish: @Sendable () -> Bool
+    /// Awaited once the download is committed to finishing.
+    let willFinish: (@Sendable () async -> Void)?
 
     func run() async throws(DownloadError) -> DownloadResult {
         do {
@@ -113,7 +119,11 @@ struct DownloadEngine: Sendable {
             readsMetalink ? (nil, nil) : self.expectedChecksum(server: outcome.serverChecksum)
         let isWholeFile =
             firstBytes.map { remote.isSegmentable ? Int64($0.readableBytes) == remote.length : true } ?? false
-        let finishesAtOnce = expected == nil && configuration.pieceChecksums == nil && !readsMetalink && isWholeFile
+        // Committed to finishing here (a cancel that came first leaves it to the way below, which stops).
+        let finishesAtOnce =
+            expected == nil && configuration.pieceChecksums == nil && !readsMetalink && isWholeFile
+            && self.mayFinish()
+        if finishesAtOnce { await self.willFinish?() }
         let modificationTime = configuration.setsRemoteTime ? remote.lastModified.flatMap(HTTPDate.parse) : nil
         let overwrite = replacing
         let (file, prepared, finished) = try await BlockingIO.run {
@@ -324,6 +334,9 @@ struct DownloadEngine: Sendable {
                 metalink: metalink
             )
         }
+        if finished == nil {
+            try await self.commitToFinish(session, resumed: resumed, journal: journal)
+        }
         if readsMetalink {
             return result(
                 metalink: try await self.readMetalink(from: file, length: length, journal: journal, session: session)
@@ -348,6 +361,19 @@ struct DownloadEngine: Sendable {
             )
         }
         return result()
+    }
+
+    /// The point of no return (``mayFinish``): past it, a cancel comes too late and the download ends complete.
+    /// A download cancelled before it stops here, and keeps its bytes and journal as any stopped download does.
+    private func commitToFinish(
+        _ session: TransferSession,
+        resumed: ByteRangeSet,
+        journal: JournalStore
+    ) async throws(DownloadError) {
+        guard self.mayFinish() else {
+            throw await self.abandon(session, error: .cancelled, resumed: resumed, journal: journal)
+        }
+        await self.willFinish?()
     }
 
     /// Ends a download whose transfer failed: keeps the `.part` file and its journal (after a last save) when the
