@@ -12,7 +12,12 @@ Cases, each run for both daemons in one run (the order alternates by repetition)
            calls: 200 of 20,000 (with 5,000 it rested on 50, and one busy moment of the machine moved it).
            Timed twice: on a raw kept-alive connection, from the request's one write to the reply's last byte
            (tellStatus_p50_ms...: the daemon's latency), and through Python's http.client with the reply parsed
-           (tellStatus_py_p50_ms...: what a Python script sees; the client's own work is about half of it)
+           (tellStatus_py_p50_ms...: what a Python script sees; the client's own work is about half of it).
+           The raw tellStatus calls are made twice more with the placement fixed (on a machine of two CPUs or
+           more): every thread of the client and of both daemons on one CPU (tellStatus_same_...), then the
+           daemons on another CPU than the client's (tellStatus_cross_...). Left to the kernel, the raw latency
+           is bimodal (about 30 us when a daemon shares the client's CPU, about 100 us when each call wakes an
+           idle CPU twice), and which daemon gets which differs from run to run
   many     the 1,000 files of --many-dir (served at URL/many/NAME) added over RPC with
            max-concurrent-downloads 16, on a fresh daemon: time from the first add until all are complete,
            every file's SHA-256 checked against the manifest (--many-dir/../many.sha256 format: "HASH  NAME")
@@ -257,11 +262,37 @@ def case_adds_and_latency(daemons, args):
 
         tell_waiting_times = alternate_raw(
             args.waiting_calls, lambda c, d, n: c.request("aria2.tellWaiting", 0, 1000), waiting_page, 10)
-        tell_status_times = alternate_raw(
-            args.latency_calls, lambda c, d, n: c.request("aria2.tellStatus", gids[d.name][picks[n]]),
-            status_of_pick, 100)
+
+        def tell_status_raw():
+            return alternate_raw(
+                args.latency_calls, lambda c, d, n: c.request("aria2.tellStatus", gids[d.name][picks[n]]),
+                status_of_pick, 100)
+
+        tell_status_times = tell_status_raw()
+        # Again with the placement fixed, so that the kernel's choice of CPUs is the same for both daemons: every
+        # thread of both daemons on the client's CPU, then on another CPU than the client's.
+        placed = {}
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) >= 2:
+            try:
+                for placement, daemon_cpu in (("same", cpus[0]), ("cross", cpus[1])):
+                    pin(os.getpid(), {cpus[0]})
+                    for d in running:
+                        pin(d.process.pid, {daemon_cpu})
+                    placed[placement] = tell_status_raw()
+            finally:
+                for pid in [os.getpid()] + [d.process.pid for d in running]:
+                    pin(pid, set(cpus))
         for connection in raw.values():
             connection.sock.close()
+        placed_rows = {
+            d.name: {
+                f"tellStatus_{placement}_{q}_ms": percentile(times[d.name], int(q[1:])) * 1000
+                for placement, times in placed.items()
+                for q in ("p50", "p99")
+            }
+            for d in running
+        }
         return {
             d.name: {
                 "adds_s": adds[d.name],
@@ -273,6 +304,7 @@ def case_adds_and_latency(daemons, args):
                 "tellWaiting_py_p99_ms": percentile(tell_waiting_py_times[d.name], 99) * 1000,
                 "tellStatus_py_p50_ms": percentile(tell_status_py_times[d.name], 50) * 1000,
                 "tellStatus_py_p99_ms": percentile(tell_status_py_times[d.name], 99) * 1000,
+                **placed_rows[d.name],
                 "peak_rss_mib": d.peak_rss_kib() / 1024,
             }
             for d in running
@@ -280,6 +312,15 @@ def case_adds_and_latency(daemons, args):
     finally:
         for daemon in running:
             daemon.stop()
+
+
+def pin(pid, cpus):
+    """Puts every thread of process `pid` on `cpus` (a thread that ended meanwhile is skipped)."""
+    for thread in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setaffinity(int(thread), cpus)
+        except OSError:
+            pass
 
 
 def settle(args):
@@ -374,19 +415,19 @@ def main():
           f"{args.waiting_calls} tellWaiting(0,1000) and {args.latency_calls} tellStatus with {args.adds} "
           f"waiting (both daemons up, blocks of calls alternating between them), 1,000 x 64 KiB over RPC with 16 at a "
           f"time; {args.reps} rep(s), medians")
-    print(f"{'metric':<22} {'downpour':>12} {'aria2c':>12} {'downpour/aria2c':>16}")
+    print(f"{'metric':<24} {'downpour':>12} {'aria2c':>12} {'downpour/aria2c':>16}")
     for key in keys:
         d = statistics.median(r[key] for r in results["downpour"])
         a = statistics.median(r[key] for r in results["aria2c"])
         ratio = f"{d / a:.2f}" if a else "-"
-        print(f"{key:<22} {d:>12.3f} {a:>12.3f} {ratio:>16}")
+        print(f"{key:<24} {d:>12.3f} {a:>12.3f} {ratio:>16}")
     # The medians hide how far the repetitions were apart: each one's own ratio, in the order they ran.
     print("each repetition's downpour/aria2c:")
     for key in keys:
         if key.endswith(("_complete", "_ok")):
             continue
         ratios = [d[key] / a[key] if a[key] else float("nan") for d, a in zip(results["downpour"], results["aria2c"])]
-        print(f"  {key:<20} " + " ".join(f"{r:.2f}" for r in ratios))
+        print(f"  {key:<24} " + " ".join(f"{r:.2f}" for r in ratios))
 
 
 if __name__ == "__main__":
