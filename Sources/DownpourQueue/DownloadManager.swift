@@ -313,7 +313,7 @@ public actor DownloadManager: DownloadQueueService {
     public func pause(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID {
         try self.checkRunning()
         let id = try self.queue.resolve(gid)
-        let stopped = try await self.stopRunsForPause { [id] }
+        let stopped = try await self.stopRuns(for: "Pause") { [id] }
         let actions: [QueueAction]
         do {
             actions = try self.change { queue throws(QueueError) in
@@ -330,7 +330,7 @@ public actor DownloadManager: DownloadQueueService {
 
     public func pauseAll(force: Bool) async throws(QueueError) {
         try self.checkRunning()
-        let stopped = try await self.stopRunsForPause { Array(self.runs.keys) }
+        let stopped = try await self.stopRuns(for: "Pause") { Array(self.runs.keys) }
         let actions: [QueueAction]
         do {
             actions = try self.change { queue in
@@ -433,7 +433,19 @@ public actor DownloadManager: DownloadQueueService {
         let names = Set(changes.map(\.name))
         download.entry.options = download.entry.options.filter { !names.contains($0.name) } + changes
         _ = try self.makeRequest(for: download)
-        let actions = try self.change { queue throws(QueueError) in try queue.changeOptions(id, changes) }
+        var stopped: [DownloadID] = []
+        if self.queue.active.contains(id), !names.isSubset(of: DownloadQueue.optionsChangedLive) {
+            // It restarts with them: its run stops first, so that it cannot complete under the old ones after the
+            // change is acknowledged (one finishing is waited for, and then the change is refused: it has stopped).
+            stopped = try await self.stopRuns(for: "An option change") { [id] }
+        }
+        let actions: [QueueAction]
+        do {
+            actions = try self.change { queue throws(QueueError) in try queue.changeOptions(id, changes) }
+        } catch {
+            self.restartRuns(stopped)
+            throw error
+        }
         if actions.isEmpty, let run = self.runs[id], names.contains("max-download-limit"),
             let limit = Self.lastValue("max-download-limit", in: changes), let rate = ByteCount.parse(limit)
         {
@@ -603,11 +615,15 @@ public actor DownloadManager: DownloadQueueService {
         }
     }
 
-    /// Stops the runs among `ids()` for a pause, before the pause is stored, so that none of them can complete
-    /// after it is acknowledged. A run past its point of no return cannot be stopped
-    /// (``Download/cancel(keepingPartialFile:)`` refuses): the pause waits for its end, and then finds the download
-    /// complete, which cannot be paused (as in aria2). Returns the runs it stopped.
-    private func stopRunsForPause(_ ids: () -> [DownloadID]) async throws(QueueError) -> [DownloadID] {
+    /// Stops the runs among `ids()` for a change that stops them (a pause, a restart), before the change is stored,
+    /// so that none of them can complete after it is acknowledged. A run past its point of no return cannot be
+    /// stopped (``Download/cancel(keepingPartialFile:)`` refuses): the change waits for its end, and then finds
+    /// the download complete, which cannot be paused or changed (as in aria2). Returns the runs it stopped, for
+    /// ``restartRuns(_:)`` should the change fail.
+    private func stopRuns(
+        for change: String,
+        _ ids: () -> [DownloadID]
+    ) async throws(QueueError) -> [DownloadID] {
         var stopped: [DownloadID] = []
         while true {
             var finishing: Run?
@@ -623,7 +639,7 @@ public actor DownloadManager: DownloadQueueService {
             }
             guard let finishing else { return stopped }
             self.logger.debug(
-                "Pause waits for the run's end: its file is being finished",
+                "\(change) waits for the run's end: its file is being finished",
                 metadata: ["gid": "\(finishing.download.id)"]
             )
             await finishing.task.value
@@ -632,8 +648,8 @@ public actor DownloadManager: DownloadQueueService {
         }
     }
 
-    /// Starts again the runs a pause stopped (``stopRunsForPause(_:)``) when the pause could not be stored: the
-    /// queue still has them active. Each new run waits for the old one to let go of the file.
+    /// Starts again the runs ``stopRuns(for:_:)`` stopped when the change could not be stored: the queue still has
+    /// them active. Each new run waits for the old one to let go of the file.
     private func restartRuns(_ ids: [DownloadID]) {
         for id in ids where self.queue.active.contains(id) && self.runs[id]?.stopRequested ?? true {
             self.startRun(id)

@@ -714,11 +714,18 @@ extension DownloadManagerTests {
         }
     }
 
+    /// A change that stops an active download's run.
+    enum StoppingChange: String, CaseIterable, CustomTestStringConvertible {
+        case pause, pauseAll, restartingOptionChange
+
+        var testDescription: String { self.rawValue }
+    }
+
     @Test(
-        "a pause (or pause all) that comes while the run's file takes its name waits for it, and leaves it complete",
-        arguments: [false, true]
+        "a pause, pause all or option change that comes while the run's file takes its name waits, and leaves it complete",
+        arguments: StoppingChange.allCases
     )
-    func pauseOfAFinishingRun(all: Bool) async throws {
+    func stoppingChangeOfAFinishingRun(_ change: StoppingChange) async throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }
         let downloader = makeTestDownloader()
@@ -750,37 +757,38 @@ extension DownloadManagerTests {
             #expect(!FileManager.default.fileExists(atPath: directory.file("small.bin")))
 
             let answered = NIOLockedValueBox(false)
-            let pause = Task { () -> Result<DownloadID, QueueError> in
+            let request = Task { () -> QueueError? in
                 defer { answered.withLockedValue { $0 = true } }
                 do throws(QueueError) {
-                    if all {
-                        try await manager.pauseAll(force: false)
-                        return .success(gid)
+                    switch change {
+                    case .pause: _ = try await manager.pause(gid.description, force: false)
+                    case .pauseAll: try await manager.pauseAll(force: false)
+                    case .restartingOptionChange:
+                        try await manager.changeOptions(gid.description, [QueueOption(name: "split", value: "2")])
                     }
-                    return .success(try await manager.pause(gid.description, force: false))
+                    return nil
                 } catch {
-                    return .failure(error)
+                    return error
                 }
             }
-            try await waitUntil("the pause waits or answers") {
-                record.contains("Pause waits for the run's end: its file is being finished")
+            try await waitUntil("the change waits or answers") {
+                record.contains("waits for the run's end: its file is being finished")
                     || answered.withLockedValue { $0 }
             }
-            // It must wait: an answer now would pause a download that completes a moment later.
+            // It must wait: an answer now would stop a download that completes a moment later.
             #expect(!answered.withLockedValue { $0 })
             releaseSignal.yield()
-            let outcome = await pause.value
-            if all {
-                #expect(throws: Never.self) { try outcome.get() }
-            } else if case .failure(let refusal) = outcome {
-                #expect(refusal.reason == .cannotPause)
-            } else {
-                Issue.record("a pause of a download whose file was taking its name was acknowledged")
+            let refusal = await request.value
+            switch change {
+            case .pause: #expect(refusal?.reason == .cannotPause)
+            case .pauseAll: #expect(refusal == nil)  // Pausing all of nothing pauses nothing.
+            case .restartingOptionChange: #expect(refusal?.reason == .cannotChangeOption)
             }
             try await log.wait(for: .completed(gid))
             #expect(try await manager.status(of: gid.description).status == .complete)
             #expect(try sha256Hex(ofFileAt: directory.file("small.bin")) == sha256Hex(Self.small))
             #expect(log.count(of: .paused(gid)) == 0)
+            #expect(log.count(of: .started(gid)) == 1)
             await manager.shutdown()
         }
         await downloader.shutdown()
