@@ -14,8 +14,9 @@ Cases, each run for both daemons in one run (the order alternates by repetition)
            (tellStatus_p50_ms...: the daemon's latency), and through Python's http.client with the reply parsed
            (tellStatus_py_p50_ms...: what a Python script sees; the client's own work is about half of it).
            The raw tellStatus calls are made twice more with the placement fixed (on a machine of two CPUs or
-           more): every thread of the client and of both daemons on one CPU (tellStatus_same_...), then the
-           daemons on another CPU than the client's (tellStatus_cross_...). Left to the kernel, the raw latency
+           more), in calls that alternate one by one between the daemons: every thread of the client and of both
+           daemons on one CPU (tellStatus_same_...), then the daemons on another CPU than the client's
+           (tellStatus_cross_...). Left to the kernel, the raw latency
            is bimodal (about 30 us when a daemon shares the client's CPU, about 100 us when each call wakes an
            idle CPU twice), and which daemon gets which differs from run to run
   many     the 1,000 files of --many-dir (served at URL/many/NAME) added over RPC with
@@ -263,14 +264,16 @@ def case_adds_and_latency(daemons, args):
         tell_waiting_times = alternate_raw(
             args.waiting_calls, lambda c, d, n: c.request("aria2.tellWaiting", 0, 1000), waiting_page, 10)
 
-        def tell_status_raw():
+        def tell_status_raw(block):
             return alternate_raw(
                 args.latency_calls, lambda c, d, n: c.request("aria2.tellStatus", gids[d.name][picks[n]]),
-                status_of_pick, 100)
+                status_of_pick, block)
 
-        tell_status_times = tell_status_raw()
+        tell_status_times = tell_status_raw(100)
         # Again with the placement fixed, so that the kernel's choice of CPUs is the same for both daemons: every
-        # thread of both daemons on the client's CPU, then on another CPU than the client's.
+        # thread of both daemons on the client's CPU, then on another CPU than the client's. The calls alternate
+        # one by one: a burst of the host's noise (10 ms is 100 calls) then falls on both daemons alike, where in
+        # blocks of 100 it could hold half of the 200 calls one daemon's p99 rests on.
         placed = {}
         cpus = sorted(os.sched_getaffinity(0))
         if len(cpus) >= 2:
@@ -279,7 +282,7 @@ def case_adds_and_latency(daemons, args):
                     pin(os.getpid(), {cpus[0]})
                     for d in running:
                         pin(d.process.pid, {daemon_cpu})
-                    placed[placement] = tell_status_raw()
+                    placed[placement] = tell_status_raw(1)
             finally:
                 for pid in [os.getpid()] + [d.process.pid for d in running]:
                     pin(pid, set(cpus))
