@@ -721,29 +721,39 @@ extension DownloadManagerTests {
         var testDescription: String { self.rawValue }
     }
 
+    /// Where a run past its point of no return is held: before its file is synced and renamed, or after its
+    /// download has returned and before the manager hears of it.
+    enum FinishingHold: String, CaseIterable, CustomTestStringConvertible {
+        case beforeRename, beforeTheQueueHears
+
+        var testDescription: String { self.rawValue }
+    }
+
     @Test(
-        "a pause, pause all or option change that comes while the run's file takes its name waits, and leaves it complete",
-        arguments: StoppingChange.allCases
+        "a pause, pause all or restarting option change past a run's point of no return waits, is refused, and it completes",
+        arguments: FinishingHold.allCases,
+        StoppingChange.allCases
     )
-    func stoppingChangeOfAFinishingRun(_ change: StoppingChange) async throws {
+    func stoppingChangeOfAFinishingRun(held: FinishingHold, change: StoppingChange) async throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }
         let downloader = makeTestDownloader()
         let record = LogRecord()
-        let (finishing, finishingSignal) = AsyncStream<DownloadID>.makeStream()
+        let (holding, holdingSignal) = AsyncStream<DownloadID>.makeStream()
         let (release, releaseSignal) = AsyncStream<Void>.makeStream()
+        let hold: @Sendable (DownloadID) async -> Void = { gid in
+            holdingSignal.yield(gid)
+            for await _ in release { break }
+        }
         try await RangeTestServer.withServer(content: Self.small) { server in
-            // The run is held past its point of no return, before its file is synced and renamed.
             let manager = DownloadManager(
                 downloader: downloader,
                 store: try QueueStore(directory: directory.stateDirectory),
                 defaults: .init(directory: directory.path, configuration: testConfiguration()),
                 logger: record.logger,
                 recordDelay: .milliseconds(100),
-                runFinishing: { gid in
-                    finishingSignal.yield(gid)
-                    for await _ in release { break }
-                }
+                runFinishing: held == .beforeRename ? hold : nil,
+                runEnding: held == .beforeTheQueueHears ? hold : nil
             )
             let log = EventLog(manager.events)
             try await manager.start()
@@ -752,9 +762,16 @@ extension DownloadManagerTests {
                 options: Self.out("small.bin"),
                 position: nil
             )
-            var held = finishing.makeAsyncIterator()
-            #expect(await held.next() == gid)
-            #expect(!FileManager.default.fileExists(atPath: directory.file("small.bin")))
+            var holds = holding.makeAsyncIterator()
+            #expect(await holds.next() == gid)
+            switch held {
+            case .beforeRename:
+                #expect(!FileManager.default.fileExists(atPath: directory.file("small.bin")))
+            case .beforeTheQueueHears:
+                // The file is complete under its name; the queue has not heard yet and shows it active.
+                #expect(try sha256Hex(ofFileAt: directory.file("small.bin")) == sha256Hex(Self.small))
+                #expect(try await manager.status(of: gid.description).status == .active)
+            }
 
             let answered = NIOLockedValueBox(false)
             let request = Task { () -> QueueError? in
@@ -789,78 +806,6 @@ extension DownloadManagerTests {
             #expect(try sha256Hex(ofFileAt: directory.file("small.bin")) == sha256Hex(Self.small))
             #expect(log.count(of: .paused(gid)) == 0)
             #expect(log.count(of: .started(gid)) == 1)
-            await manager.shutdown()
-        }
-        await downloader.shutdown()
-    }
-
-    @Test(
-        "a pause (or pause all) that comes once the run's file is complete leaves it complete, not paused",
-        arguments: [false, true]
-    )
-    func pauseOfAFinishedRun(all: Bool) async throws {
-        let directory = try ScratchDirectory()
-        defer { directory.remove() }
-        let downloader = makeTestDownloader()
-        let record = LogRecord()
-        let (ending, endingSignal) = AsyncStream<DownloadID>.makeStream()
-        let (release, releaseSignal) = AsyncStream<Void>.makeStream()
-        try await RangeTestServer.withServer(content: Self.small) { server in
-            // The run's end is held from the moment its download has returned until the test lets it go.
-            let manager = DownloadManager(
-                downloader: downloader,
-                store: try QueueStore(directory: directory.stateDirectory),
-                defaults: .init(directory: directory.path, configuration: testConfiguration()),
-                logger: record.logger,
-                recordDelay: .milliseconds(100),
-                runEnding: { gid in
-                    endingSignal.yield(gid)
-                    for await _ in release { break }
-                }
-            )
-            let log = EventLog(manager.events)
-            try await manager.start()
-            let gid = try await manager.add(
-                uris: [server.url("/small.bin")],
-                options: Self.out("small.bin"),
-                position: nil
-            )
-            var endings = ending.makeAsyncIterator()
-            #expect(await endings.next() == gid)
-            // The file is complete under its name; the queue has not heard yet and shows it active.
-            #expect(try sha256Hex(ofFileAt: directory.file("small.bin")) == sha256Hex(Self.small))
-            #expect(try await manager.status(of: gid.description).status == .active)
-
-            let answered = NIOLockedValueBox(false)
-            let pause = Task { () -> Result<DownloadID, QueueError> in
-                defer { answered.withLockedValue { $0 = true } }
-                do throws(QueueError) {
-                    if all {
-                        try await manager.pauseAll(force: false)
-                        return .success(gid)
-                    }
-                    return .success(try await manager.pause(gid.description, force: false))
-                } catch {
-                    return .failure(error)
-                }
-            }
-            // The pause either waits for the run's end (and says so) or has answered already.
-            try await waitUntil("the pause waits or answers") {
-                record.contains("Pause waits for the run's end") || answered.withLockedValue { $0 }
-            }
-            releaseSignal.yield()
-            let outcome = await pause.value
-            if all {
-                // Pausing all of nothing: it succeeds, and pauses nothing.
-                #expect(throws: Never.self) { try outcome.get() }
-            } else if case .failure(let refusal) = outcome {
-                #expect(refusal.reason == .cannotPause)
-            } else {
-                Issue.record("a pause of a download whose file was complete was acknowledged")
-            }
-            try await log.wait(for: .completed(gid))
-            #expect(try await manager.status(of: gid.description).status == .complete)
-            #expect(log.count(of: .paused(gid)) == 0)
             await manager.shutdown()
         }
         await downloader.shutdown()
