@@ -108,7 +108,11 @@ final class RangeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private func startResponse(_ plan: ResponsePlan, to request: HTTPRequestHead, context: ChannelHandlerContext) {
         guard self.isOpen else { return }
         var headers = plan.headers
-        var closeAfterEnd = !request.isKeepAlive
+        let body = plan.body
+        // A cut planned past the body's end sends the body whole, then closes: announced, so that the client does
+        // not race the close by sending its next request on this connection.
+        let cutsBody = plan.closeAfterBodyBytes.map { $0 < body.range.count } ?? false
+        var closeAfterEnd = !request.isKeepAlive || (plan.closeAfterBodyBytes != nil && !cutsBody)
         if request.version == .http1_0, headers.contains(name: "Transfer-Encoding") {
             // HTTP/1.0 has no chunked coding: the end of the connection ends the body instead.
             headers.remove(name: "Transfer-Encoding")
@@ -120,13 +124,12 @@ final class RangeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         let head = HTTPResponseHead(version: request.version, status: plan.status, headers: headers)
         let headWritten = context.write(Self.wrapOutboundOut(.head(head)))
 
-        let body = plan.body
         let bodyBytes = min(plan.closeAfterBodyBytes ?? body.range.count, body.range.count)
         self.stream = BodyStream(
             body: body,
             next: body.range.lowerBound,
             end: body.range.lowerBound + bodyBytes,
-            endsResponse: plan.closeAfterBodyBytes == nil,
+            endsResponse: !cutsBody,
             closeAfterEnd: closeAfterEnd,
             startedAt: .now(),
             lastWrite: headWritten

@@ -39,8 +39,9 @@ extension RangeTestServer {
         /// Close the connection after sending `afterBytes` body bytes, for the first `requests` GET requests that
         /// carry a body (a 200 or 206 with at least one byte; counted across all connections).
         ///
-        /// Headers are sent normally, promising the full length. A body shorter than `afterBytes` is sent whole
-        /// before the connection is closed.
+        /// Headers are sent normally, promising the full length. A body no longer than `afterBytes` is sent whole,
+        /// with `Connection: close`, and the connection closed after it (announced, so that whether the client
+        /// sends its next request on it before it sees the close is not left to chance).
         public static func closeConnection(afterBytes: Int, requests: Int) -> Fault {
             precondition(afterBytes >= 0 && requests >= 0, "closeConnection needs non-negative arguments")
             return Fault(.closeConnection(afterBytes: afterBytes, requests: requests))
