@@ -43,6 +43,8 @@ final class RangeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private var scheduledPump: Scheduled<Void>?
     private var isOpen = true
     private var isPumping = false
+    /// Responses started on this connection.
+    private var responsesStarted = 0
 
     init(state: ServerState, connectionID: Int) {
         self.state = state
@@ -65,7 +67,19 @@ final class RangeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         case .end:
             guard let (head, receivedAt) = self.pendingRequest else { return }
             self.pendingRequest = nil
-            let plan = self.state.respond(to: head, connectionID: self.connectionID, receivedAt: receivedAt)
+            let plan = self.state.respond(
+                to: head,
+                connectionID: self.connectionID,
+                receivedAt: receivedAt,
+                onReusedConnection: self.responsesStarted > 0
+            )
+            self.responsesStarted += 1
+            if plan.dropsConnection {
+                // Injected fault: closed as if idle, the request unanswered.
+                self.stop()
+                context.close(promise: nil)
+                return
+            }
             // Start on a fresh tick: writing `.end` of the previous response may deliver this request re-entrantly.
             context.eventLoop.assumeIsolated().execute {
                 self.startResponse(plan, to: head, context: context)

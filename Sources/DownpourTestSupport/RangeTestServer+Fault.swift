@@ -28,6 +28,7 @@ extension RangeTestServer {
             case header(name: String, value: String)
             case corrupt(range: Range<Int>, servings: Int)
             case contentType(String)
+            case dropReusedConnection(requests: Int)
         }
 
         let kind: Kind
@@ -45,6 +46,14 @@ extension RangeTestServer {
         public static func closeConnection(afterBytes: Int, requests: Int) -> Fault {
             precondition(afterBytes >= 0 && requests >= 0, "closeConnection needs non-negative arguments")
             return Fault(.closeConnection(afterBytes: afterBytes, requests: requests))
+        }
+
+        /// Close a kept-alive connection without answering, for the first `requests` requests (any route and
+        /// method) that arrive on a connection that has answered one already: a server that closed an idle
+        /// connection just as the client sent its next request on it. Recorded with status 0.
+        public static func dropReusedConnection(requests: Int) -> Fault {
+            precondition(requests >= 0, "dropReusedConnection needs a non-negative count")
+            return Fault(.dropReusedConnection(requests: requests))
         }
 
         /// Ignore the `Range` header: answer every GET with 200 and the whole body.
@@ -173,6 +182,8 @@ extension RangeTestServer {
                 return "noValidators"
             case .lie(let fromRequest, let requests):
                 return "lie(fromRequest: \(fromRequest), requests: \(requests))"
+            case .dropReusedConnection(let requests):
+                return "dropReusedConnection(requests: \(requests))"
             case .header(let name, let value):
                 return "header(\(name): \(value))"
             case .corrupt(let range, let servings):

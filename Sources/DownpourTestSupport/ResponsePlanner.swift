@@ -12,6 +12,8 @@ struct ResponsePlan: Sendable {
     var closeAfterBodyBytes: Int?
     /// The bytes a content `GET`'s single satisfiable `Range` named, honoured or not; for the request log.
     var requestedRange: Range<Int>?
+    /// Close the connection without answering (``RangeTestServer/Fault/dropReusedConnection(requests:)``).
+    var dropsConnection = false
 
     init(status: HTTPResponseStatus, headers: HTTPHeaders, body: ResponseBody = .empty) {
         self.status = status
@@ -59,6 +61,8 @@ struct ResponsePlanner: Sendable {
         var truncationsLeft: [Int]
         /// Remaining servings of each corrupted range, by index into ``ResponsePlanner/corruptions``.
         var corruptionsLeft: [Int] = []
+        /// Requests on reused connections still to drop unanswered.
+        var reusedDropsLeft = 0
     }
 
     enum Truncation: Sendable {
@@ -81,6 +85,7 @@ struct ResponsePlanner: Sendable {
     private let ignoresRange: Bool
     private let refusesHead: Bool
     private let isChunked: Bool
+    private let reusedDrops: Int
 
     init(content: [UInt8], faults: [RangeTestServer.Fault], etag: String?, lastModified: String?) {
         var changes: [(afterRequests: Int, content: [UInt8])] = []
@@ -93,6 +98,7 @@ struct ResponsePlanner: Sendable {
         var lies: [Range<Int>] = []
         var corruptions: [(range: Range<Int>, servings: Int)] = []
         var contentType = "application/octet-stream"
+        var reusedDrops = 0
         var ignoresRange = false
         var refusesHead = false
         var isChunked = false
@@ -131,6 +137,8 @@ struct ResponsePlanner: Sendable {
                 corruptions.append((range, servings))
             case .contentType(let value):
                 contentType = value
+            case .dropReusedConnection(let requests):
+                reusedDrops += requests
             }
         }
 
@@ -165,10 +173,15 @@ struct ResponsePlanner: Sendable {
         self.ignoresRange = ignoresRange
         self.refusesHead = refusesHead
         self.isChunked = isChunked
+        self.reusedDrops = reusedDrops
     }
 
     func makeProgress() -> Progress {
-        Progress(truncationsLeft: self.truncations.map(\.requests), corruptionsLeft: self.corruptions.map(\.servings))
+        Progress(
+            truncationsLeft: self.truncations.map(\.requests),
+            corruptionsLeft: self.corruptions.map(\.servings),
+            reusedDropsLeft: self.reusedDrops
+        )
     }
 
     /// The body rate for connection `connectionID` (1-based), or `nil` when it is not throttled.
@@ -181,7 +194,19 @@ struct ResponsePlanner: Sendable {
 
     // MARK: - Planning
 
-    func plan(method: HTTPMethod, uri: String, headers: HTTPHeaders, progress: inout Progress) -> ResponsePlan {
+    func plan(
+        method: HTTPMethod,
+        uri: String,
+        headers: HTTPHeaders,
+        onReusedConnection reused: Bool = false,
+        progress: inout Progress
+    ) -> ResponsePlan {
+        if reused, progress.reusedDropsLeft > 0 {
+            progress.reusedDropsLeft -= 1
+            var plan = ResponsePlan(status: HTTPResponseStatus(statusCode: 0), headers: [:])
+            plan.dropsConnection = true
+            return plan
+        }
         var plan = self.planWithBody(method: method, uri: uri, headers: headers, progress: &progress)
         if method == .HEAD {
             // The headers still describe what a GET would get; the body is never sent.

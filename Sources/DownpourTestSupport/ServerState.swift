@@ -42,7 +42,12 @@ final class ServerState: Sendable {
     }
 
     /// Records `request` and decides the answer, atomically, so fault counters follow the order of handling.
-    func respond(to request: HTTPRequestHead, connectionID: Int, receivedAt: ContinuousClock.Instant) -> ResponsePlan {
+    func respond(
+        to request: HTTPRequestHead,
+        connectionID: Int,
+        receivedAt: ContinuousClock.Instant,
+        onReusedConnection reused: Bool
+    ) -> ResponsePlan {
         var recorded = RangeTestServer.RecordedRequest(
             method: request.method.rawValue,
             uri: request.uri,
@@ -66,6 +71,7 @@ final class ServerState: Sendable {
                 method: request.method,
                 uri: request.uri,
                 headers: request.headers,
+                onReusedConnection: reused,
                 progress: &state.progress
             )
             recorded.status = Int(plan.status.code)

@@ -115,6 +115,31 @@ struct DownloadTests {
         }
     }
 
+    @Test("a kept-alive connection the server closed as the next request went out is replaced, the request sent again")
+    func droppedReusedConnection() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content, faults: [.dropReusedConnection(requests: 1)]) { server in
+            let path = directory.file("reused.bin")
+            let outcome = try await runDownload(
+                server.url(),
+                to: .file(path),
+                configuration: testConfiguration(connections: 1)
+            )
+            _ = try outcome.value
+            try expectFile(path, equals: Self.content, in: directory)
+            // The probe's connection was reused for the first range: dropped unanswered, then asked again.
+            let requests = server.statistics().requests
+            let log = requests.map { "\($0.connectionID) \($0.header("Range") ?? "-") \($0.status)" }
+            let dropped = requests.filter { $0.status == 0 }
+            #expect(dropped.count == 1, "\(log)")
+            let range = try #require(dropped.first?.header("Range"))
+            let again = requests.filter { $0.status == 206 && $0.header("Range") == range }
+            #expect(again.count == 1, "\(log)")
+            #expect(again.first?.connectionID != dropped.first?.connectionID, "\(log)")
+        }
+    }
+
     @Test("a server that ignores Range is downloaded as one stream")
     func ignoredRange() async throws {
         let directory = try ScratchDirectory()
