@@ -313,16 +313,9 @@ public actor DownloadManager: DownloadQueueService {
     public func pause(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID {
         try self.checkRunning()
         let id = try self.queue.resolve(gid)
-        let stopped = try await self.stopRuns(for: "Pause") { [id] }
-        let actions: [QueueAction]
-        do {
-            actions = try self.change { queue throws(QueueError) in
-                self.noteProgress(of: id, in: &queue)
-                return try queue.pause(id)
-            }
-        } catch {
-            self.restartRuns(stopped)
-            throw error
+        let actions = try await self.change(stoppingRuns: [id], for: "Pause") { queue throws(QueueError) in
+            self.noteProgress(of: id, in: &queue)
+            return try queue.pause(id)
         }
         self.perform(actions)
         return id
@@ -330,16 +323,9 @@ public actor DownloadManager: DownloadQueueService {
 
     public func pauseAll(force: Bool) async throws(QueueError) {
         try self.checkRunning()
-        let stopped = try await self.stopRuns(for: "Pause") { Array(self.runs.keys) }
-        let actions: [QueueAction]
-        do {
-            actions = try self.change { queue in
-                for id in queue.active { self.noteProgress(of: id, in: &queue) }
-                return queue.pauseAll()
-            }
-        } catch {
-            self.restartRuns(stopped)
-            throw error
+        let actions = try await self.change(stoppingRuns: Array(self.runs.keys), for: "Pause") { queue in
+            for id in queue.active { self.noteProgress(of: id, in: &queue) }
+            return queue.pauseAll()
         }
         self.perform(actions)
     }
@@ -433,18 +419,11 @@ public actor DownloadManager: DownloadQueueService {
         let names = Set(changes.map(\.name))
         download.entry.options = download.entry.options.filter { !names.contains($0.name) } + changes
         _ = try self.makeRequest(for: download)
-        var stopped: [DownloadID] = []
-        if self.queue.active.contains(id), !names.isSubset(of: DownloadQueue.optionsChangedLive) {
-            // It restarts with them: its run stops first, so that it cannot complete under the old ones after the
-            // change is acknowledged (one finishing is waited for, and then the change is refused: it has stopped).
-            stopped = try await self.stopRuns(for: "An option change") { [id] }
-        }
-        let actions: [QueueAction]
-        do {
-            actions = try self.change { queue throws(QueueError) in try queue.changeOptions(id, changes) }
-        } catch {
-            self.restartRuns(stopped)
-            throw error
+        // An active one restarts with them: its run stops first, so that it cannot complete under the old ones
+        // after the change is acknowledged (one finishing is waited for, and then the change is refused).
+        let restarts = self.queue.active.contains(id) && !names.isSubset(of: DownloadQueue.optionsChangedLive)
+        let actions = try await self.change(stoppingRuns: restarts ? [id] : [], for: "An option change") {
+            queue throws(QueueError) in try queue.changeOptions(id, changes)
         }
         if actions.isEmpty, let run = self.runs[id], names.contains("max-download-limit"),
             let limit = Self.lastValue("max-download-limit", in: changes), let rate = ByteCount.parse(limit)
@@ -615,15 +594,17 @@ public actor DownloadManager: DownloadQueueService {
         }
     }
 
-    /// Stops the runs among `ids()` for a change that stops them (a pause, a restart), before the change is stored,
-    /// so that none of them can complete after it is acknowledged. A run past its point of no return cannot be
-    /// stopped (``Download/cancel(keepingPartialFile:)`` refuses): the change waits for its end, and then finds
-    /// the download complete, which cannot be paused or changed (as in aria2). Returns the runs it stopped, for
-    /// ``restartRuns(_:)`` should the change fail.
-    private func stopRuns(
+    /// ``change(options:_:)`` for a change that stops runs (a pause, a restart): the runs among `ids` (read again after each wait) are stopped
+    /// first, before the change is stored, so that none of them can complete after it is acknowledged. A run past
+    /// its point of no return cannot be stopped (``Download/cancel(keepingPartialFile:)`` refuses): the change
+    /// waits for its end, and then finds the download complete, which cannot be paused or changed (as in aria2).
+    /// If the change cannot be stored, the runs it stopped start again: the queue still has them active (each new
+    /// run waits for the old one to let go of the file).
+    private func change<Result>(
+        stoppingRuns ids: @autoclosure () -> [DownloadID],
         for change: String,
-        _ ids: () -> [DownloadID]
-    ) async throws(QueueError) -> [DownloadID] {
+        _ body: (inout DownloadQueue) throws(QueueError) -> Result
+    ) async throws(QueueError) -> Result {
         var stopped: [DownloadID] = []
         while true {
             var finishing: Run?
@@ -637,7 +618,7 @@ public actor DownloadManager: DownloadQueueService {
                 self.runs[id] = run
                 stopped.append(id)
             }
-            guard let finishing else { return stopped }
+            guard let finishing else { break }
             self.logger.debug(
                 "\(change) waits for the run's end: its file is being finished",
                 metadata: ["gid": "\(finishing.download.id)"]
@@ -646,13 +627,13 @@ public actor DownloadManager: DownloadQueueService {
             // A shutdown meanwhile stops every run anyway.
             try self.checkRunning()
         }
-    }
-
-    /// Starts again the runs ``stopRuns(for:_:)`` stopped when the change could not be stored: the queue still has
-    /// them active. Each new run waits for the old one to let go of the file.
-    private func restartRuns(_ ids: [DownloadID]) {
-        for id in ids where self.queue.active.contains(id) && self.runs[id]?.stopRequested ?? true {
-            self.startRun(id)
+        do {
+            return try self.change(body)
+        } catch {
+            for id in stopped where self.queue.active.contains(id) && self.runs[id]?.stopRequested ?? true {
+                self.startRun(id)
+            }
+            throw error
         }
     }
 

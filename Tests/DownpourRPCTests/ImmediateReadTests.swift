@@ -88,7 +88,7 @@ import Testing
             ]
             for request in requests {
                 let bytes = Array(request.utf8)
-                let immediate = try await manager.eventLoop.submit { dispatcher.handleNow(body: bytes) }.get()
+                let immediate = try await dispatcher.handleNow(body: bytes, on: manager)
                 guard case .answered(let early) = immediate else {
                     Issue.record("not answered at once: \(request)")
                     continue
@@ -103,9 +103,10 @@ import Testing
                 #expect(early.afterReply == nil, "\(request)")
             }
             // They read the queue: the waiting list is the two paused downloads, the removed one is gone.
-            let answer = try await manager.eventLoop.submit {
-                dispatcher.handleNow(body: Array(Self.call("aria2.tellWaiting", #"0,10,["gid"]"#).utf8))
-            }.get()
+            let answer = try await dispatcher.handleNow(
+                body: Array(Self.call("aria2.tellWaiting", #"0,10,["gid"]"#).utf8),
+                on: manager
+            )
             guard case .answered(let reply) = answer else {
                 Issue.record("tellWaiting not answered at once")
                 return
@@ -133,7 +134,7 @@ import Testing
             ]
             for request in changing {
                 let bytes = Array(request.utf8)
-                let immediate = try await manager.eventLoop.submit { dispatcher.handleNow(body: bytes) }.get()
+                let immediate = try await dispatcher.handleNow(body: bytes, on: manager)
                 guard case .pending(let parsed) = immediate else {
                     Issue.record("answered at once, although it changes the queue: \(request)")
                     continue
@@ -195,5 +196,12 @@ import Testing
                 )
             }
         }
+    }
+}
+
+extension RPCDispatcher {
+    /// ``handleNow(body:)`` on `manager`'s loop, where the calls that only read are answered at once.
+    func handleNow(body: [UInt8], on manager: DownloadManager) async throws -> Immediate {
+        try await manager.eventLoop.submit { self.handleNow(body: body) }.get()
     }
 }

@@ -26,7 +26,7 @@ import Testing
             for iteration in 0..<5_000 {
                 let input = DispatcherFuzzTests.request(&random)
                 // On the queue's loop, first: what it answers at once must be what the task would answer.
-                let immediate = try await manager.eventLoop.submit { dispatcher.handleNow(body: input) }.get()
+                let immediate = try await dispatcher.handleNow(body: input, on: manager)
                 let reply = await dispatcher.handle(body: input)
                 switch immediate {
                 case .answered(let early):
