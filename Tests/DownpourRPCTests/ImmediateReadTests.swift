@@ -170,10 +170,10 @@ import Testing
                     Self.call("aria2.changePosition", #""00000000000000dd",0,"POS_SET""#),
                 ]
                 let requests = calls.map {
-                    "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: \($0.utf8.count)\r\n\r\n\($0)"
+                    "POST /jsonrpc HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nContent-Length: \($0.utf8.count)\r\n\r\n\($0)"
                 }
                 let last =
-                    "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: "
+                    "POST /jsonrpc HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nConnection: close\r\nContent-Length: "
                     + "\(calls[0].utf8.count)\r\n\r\n\(calls[0])"
                 // Read until the server closes, after the last answer.
                 let answer = try await RawHTTP.exchange(port: server.port, requests.joined() + last)

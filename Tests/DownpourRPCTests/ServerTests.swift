@@ -191,7 +191,9 @@ import Darwin
             ("Access-Control-Request-Headers", "content-type, x-custom"),
             ("Access-Control-Request-Private-Network", "true"),
         ]
-        try await LoopbackServer.with(RPCServerConfiguration(port: 0, allowOriginAll: true, unauthorizedDelay: .zero)) {
+        try await LoopbackServer.with(
+            RPCServerConfiguration(port: 0, secret: "s", allowOriginAll: true, unauthorizedDelay: .zero)
+        ) {
             server in
             let (post, _) = try await server.send(
                 .POST,
@@ -230,7 +232,7 @@ import Darwin
             // Announced too large: refused before a byte of the body is sent.
             let answer = try await RawHTTP.exchange(
                 port: server.port,
-                "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: 3000000\r\n\r\n"
+                "POST /jsonrpc HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nContent-Length: 3000000\r\n\r\n"
             )
             #expect(answer.hasPrefix("HTTP/1.1 413"))
             #expect(answer.lowercased().contains("connection: close"))
@@ -243,7 +245,7 @@ import Darwin
             let chunk = String(repeating: " ", count: 2048)
             let chunked = try await RawHTTP.exchange(
                 port: server.port,
-                "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n800\r\n\(chunk)\r\n"
+                "POST /jsonrpc HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nTransfer-Encoding: chunked\r\n\r\n800\r\n\(chunk)\r\n"
             )
             #expect(chunked.hasPrefix("HTTP/1.1 413"))
             #expect(chunked.lowercased().contains("connection: close"))
@@ -257,15 +259,16 @@ import Darwin
             let third = #"{"jsonrpc":"2.0","id":"three","method":"aria2.getVersion"}"#
             let chunked = #"{"jsonrpc":"2.0","id":"four","method":"system.listNotifications"}"#
             let requests =
-                "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: \(first.utf8.count)\r\n\r\n\(first)"
-                + "GET /jsonrpc?method=system.listNotifications&id=two HTTP/1.1\r\nHost: x\r\n\r\n"
-                + "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: \(third.utf8.count)\r\n\r\n\(third)"
-                + "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                "POST /jsonrpc HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nContent-Length: \(first.utf8.count)\r\n\r\n\(first)"
+                + "GET /jsonrpc?method=system.listNotifications&id=two HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\n\r\n"
+                + "POST /jsonrpc HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nContent-Length: \(third.utf8.count)\r\n\r\n\(third)"
+                + "POST /jsonrpc HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
                 + String(chunked.utf8.count, radix: 16) + "\r\n\(chunked)\r\n0\r\n\r\n"
             // Read until the server closes: it must, after the fourth answer.
             let answer = try await RawHTTP.exchange(
                 port: server.port,
-                first: "GET /jsonrpc?method=system.listMethods&id=zero HTTP/1.1\r\nHost: x\r\n\r\n",
+                first:
+                    "GET /jsonrpc?method=system.listMethods&id=zero HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\n\r\n",
                 then: requests
             )
             let ids = ["\"one\"", "\"two\"", "\"three\"", "\"four\""].map { answer.range(of: $0)?.lowerBound }
@@ -277,7 +280,7 @@ import Darwin
             // A POST answered on the fast path with Connection: close closes the connection after its answer.
             let closing = try await RawHTTP.exchange(
                 port: server.port,
-                "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: \(first.utf8.count)\r\n\r\n"
+                "POST /jsonrpc HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nConnection: close\r\nContent-Length: \(first.utf8.count)\r\n\r\n"
                     + first
             )
             #expect(closing.hasPrefix("HTTP/1.1 200"))
@@ -310,8 +313,12 @@ import Darwin
         let handler = JSONRPCPostHandler(maximumBodySize: 1024) { _ in
             .now(JSONRPCPostHandler.Reply(status: .ok, headers: [:], body: ByteBuffer()))
         }
-        try pipeline.addHandler(JSONRPCPostHandlerInstaller(handler))
+        try pipeline.addHandler(
+            JSONRPCPostHandlerInstaller(policy: RequestPolicy(port: 80, allowedHosts: ["h"]), handler)
+        )
         #expect(try pipeline.handler(type: JSONRPCPostHandler.self) === handler)
+        // The policy is installed too (the socket tests show that nothing passes it unchecked).
+        _ = try pipeline.handler(type: RequestPolicyHandler.self)
         #expect(throws: (any Error).self) { try pipeline.handler(type: JSONRPCPostHandlerInstaller.self) }
 
         // NIO's parts reach the handler first (it would trap on Swift HTTP Types' parts); a request it does not
@@ -337,7 +344,7 @@ import Darwin
         try await LoopbackServer.with { server in
             let answer = try await RawHTTP.exchange(
                 port: server.port,
-                "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Length: \(2 * 1024 * 1024 + 1)\r\n\r\n"
+                "POST /jsonrpc HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nContent-Length: \(2 * 1024 * 1024 + 1)\r\n\r\n"
             )
             #expect(answer.hasPrefix("HTTP/1.1 413"))
         }

@@ -1,7 +1,8 @@
 import NIOCore
 import NIOHTTPTypesHTTP1
 
-/// Puts a ``JSONRPCPostHandler`` ahead of Hummingbird's `HTTP1ToHTTPServerCodec`, then leaves the pipeline.
+/// Puts a ``RequestPolicyHandler`` and a ``JSONRPCPostHandler`` (in that order) ahead of Hummingbird's
+/// `HTTP1ToHTTPServerCodec`, then leaves the pipeline.
 ///
 /// Hummingbird adds its extra handlers after that codec, which turns each request head into Swift HTTP Types' form
 /// and each response head back. A call answered on the loop needs neither conversion, and the two cost about as
@@ -11,17 +12,25 @@ import NIOHTTPTypesHTTP1
 final class JSONRPCPostHandlerInstaller: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
 
+    private let policy: RequestPolicy
     private let handler: JSONRPCPostHandler
 
-    init(_ handler: JSONRPCPostHandler) {
+    init(policy: RequestPolicy, _ handler: JSONRPCPostHandler) {
+        self.policy = policy
         self.handler = handler
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         let pipeline = context.pipeline.syncOperations
-        // Without the codec (another Hummingbird's pipeline) the router answers every request: slower, still right.
         if let codec = try? pipeline.handler(type: HTTP1ToHTTPServerCodec.self) {
+            var policy = self.policy
+            // A server on port 0 learns its port when it binds.
+            if let port = context.channel.localAddress?.port { policy.port = port }
+            try? pipeline.addHandler(RequestPolicyHandler(policy: policy), position: .before(codec))
             try? pipeline.addHandler(self.handler, position: .before(codec))
+        } else {
+            // Without the codec (another Hummingbird's pipeline) nothing would apply the policy: refuse to serve.
+            context.close(promise: nil)
         }
         pipeline.removeHandler(context: context, promise: nil)
     }

@@ -1,6 +1,7 @@
 import DownpourQueue
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
 import NIOConcurrencyHelpers
@@ -34,6 +35,8 @@ public struct RPCServer: Service {
     public let hub: WebSocketHub
     let service: any DownloadQueueService
     let logger: Logger
+    /// The open connections and their cap.
+    let connections: ConnectionRegistry
     /// Counts the queue's changes, for the progress push's `queueVersion`.
     let queueVersion = NIOLockedValueBox(0)
     let onServerRunning: @Sendable (_ port: Int) async -> Void
@@ -64,6 +67,7 @@ public struct RPCServer: Service {
         self.eventLoopGroup = eventLoopGroup
         self.dispatcher = RPCDispatcher(service: service, secret: configuration.secret, onShutdown: onShutdown)
         self.hub = WebSocketHub()
+        self.connections = ConnectionRegistry(capacity: configuration.maximumConnections)
         self.logger = logger
         self.onServerRunning = onServerRunning
     }
@@ -73,18 +77,13 @@ public struct RPCServer: Service {
     public func run() async throws {
         try self.configuration.validate()
         let events = self.service.events
+        let policy = self.configuration.requestPolicy(
+            port: self.configuration.port,
+            machineAddresses: self.configuration.listenAll ? Self.machineAddresses() : []
+        )
         let application = Application(
             router: self.router(),
-            server: .http1WebSocketUpgrade(
-                webSocketRouter: self.webSocketRouter(),
-                configuration: .init(
-                    http1: .init(additionalChannelHandlers: [JSONRPCPostHandlerInstaller(self.postHandler())]),
-                    ws: .init(
-                        maxFrameSize: self.configuration.maximumRequestSize,
-                        autoPing: .enabled(timePeriod: .seconds(30))
-                    )
-                )
-            ),
+            server: self.serverBuilder(policy: policy),
             configuration: ApplicationConfiguration(
                 address: .hostname(self.configuration.bindAddress, port: self.configuration.port),
                 serverName: nil
@@ -110,6 +109,42 @@ public struct RPCServer: Service {
             try await application.run()
             group.cancelAll()
         }
+    }
+
+    /// Hummingbird's HTTP/1.1 server with the WebSocket upgrade, every connection watched by a ``ConnectionGuard``
+    /// and every request head checked by a ``RequestPolicyHandler`` before it is parsed.
+    private func serverBuilder(policy: RequestPolicy) -> HTTPServerBuilder {
+        let webSocketResponder = self.webSocketRouter(policy: policy).buildResponder()
+        let configuration = HTTP1WebSocketUpgradeChannel.Configuration(
+            http1: .init(additionalChannelHandlers: [JSONRPCPostHandlerInstaller(policy: policy, self.postHandler())]),
+            ws: .init(
+                maxFrameSize: self.configuration.maximumRequestSize,
+                autoPing: .enabled(timePeriod: self.configuration.webSocketPingInterval)
+            )
+        )
+        let guardConfiguration = ConnectionGuard.Configuration(
+            requestTimeout: TimeAmount(self.configuration.requestTimeout),
+            idleTimeout: TimeAmount(self.configuration.idleTimeout),
+            ownUserOnly: !self.configuration.hasSecret && self.configuration.ownUserOnlyWithoutSecret
+        )
+        let registry = self.connections
+        return HTTPServerBuilder { responder in
+            GuardedChildChannel(
+                base: HTTP1WebSocketUpgradeChannel(
+                    responder: responder,
+                    webSocketResponder: webSocketResponder,
+                    configuration: configuration
+                ),
+                configuration: guardConfiguration,
+                registry: registry
+            )
+        }
+    }
+
+    /// The addresses of this machine's interfaces, which a request's `Host` may name with ``RPCServerConfiguration/listenAll``.
+    static func machineAddresses() -> [String] {
+        let devices = (try? System.enumerateDevices()) ?? []
+        return devices.compactMap { $0.address?.ipAddress }
     }
 
     /// Turns the queue's events into aria2's notifications for every WebSocket session.
@@ -153,8 +188,9 @@ public struct RPCServer: Service {
             let reply = await self.dispatcher.handle(query: Substring(request.uri.query ?? ""))
             return await self.response(for: reply)
         }
-        router.on("jsonrpc", method: .options) { request, _ in
-            self.preflight(request)
+        router.on("jsonrpc", method: .options) { _, _ in
+            // The request policy has let the preflight through and adds the CORS headers it earned.
+            Response(status: .ok, headers: [.contentLength: "0"])
         }
         for path in DashboardAssets.byPath.keys {
             router.get(RouterPath(path)) { _, _ in
@@ -246,29 +282,7 @@ public struct RPCServer: Service {
     private func commonHeaders() -> HTTPFields {
         var headers = HTTPFields()
         headers[.cacheControl] = "no-cache"
-        if self.configuration.allowOriginAll { headers[.accessControlAllowOrigin] = "*" }
         return headers
-    }
-
-    /// A CORS preflight (§1.2): answered only with ``RPCServerConfiguration/allowOriginAll``, echoing the asked
-    /// headers; `Access-Control-Allow-Private-Network` when Chrome asks for it (aria2 lacks that).
-    private func preflight(_ request: Request) -> Response {
-        var headers = HTTPFields()
-        headers[.contentLength] = "0"
-        if self.configuration.allowOriginAll, request.headers[.origin] != nil,
-            request.headers[.accessControlRequestMethod] != nil
-        {
-            headers[.accessControlAllowOrigin] = "*"
-            headers[.accessControlAllowMethods] = "POST, GET, OPTIONS"
-            headers[.accessControlMaxAge] = "1728000"
-            if let asked = request.headers[.accessControlRequestHeaders] {
-                headers[.accessControlAllowHeaders] = asked
-            }
-            if request.headers[Self.requestPrivateNetwork]?.lowercased() == "true" {
-                headers[Self.allowPrivateNetwork] = "true"
-            }
-        }
-        return Response(status: .ok, headers: headers)
     }
 
     /// A file of the dashboard. It holds no data, so it is served without the secret; the page asks for it.
@@ -284,18 +298,36 @@ public struct RPCServer: Service {
     }
 
     static let contentTypeOptions = HTTPField.Name("X-Content-Type-Options")!
-    static let requestPrivateNetwork = HTTPField.Name("Access-Control-Request-Private-Network")!
-    static let allowPrivateNetwork = HTTPField.Name("Access-Control-Allow-Private-Network")!
 
     // MARK: WebSocket
 
-    func webSocketRouter() -> Router<RPCRequestContext> {
+    /// The WebSocket handshake on `/jsonrpc`, upgraded only when the request policy allows it (a refused one is
+    /// answered by the ``RequestPolicyHandler`` of the plain HTTP path, with its reason).
+    func webSocketRouter(policy: RequestPolicy) -> Router<RPCRequestContext> {
         let router = Router(context: RPCRequestContext.self)
-        router.ws("jsonrpc") { inbound, outbound, _ in
-            try await self.serveWebSocket(inbound: inbound, outbound: outbound)
-        }
+        router.ws(
+            "jsonrpc",
+            shouldUpgrade: { request, context in
+                var policy = policy
+                if let port = context.channel.localAddress?.port { policy.port = port }
+                let verdict = policy.evaluate(
+                    host: request.head.authority,
+                    origin: request.headers[.origin],
+                    fetchSite: request.headers[Self.secFetchSite],
+                    resource: .rpc
+                )
+                guard case .allow = verdict else { return .dontUpgrade }
+                return .upgrade([:])
+            },
+            onUpgrade: { inbound, outbound, context in
+                context.requestContext.channel.triggerUserOutboundEvent(ConnectionEvent.webSocketOpened, promise: nil)
+                try await self.serveWebSocket(inbound: inbound, outbound: outbound)
+            }
+        )
         return router
     }
+
+    static let secFetchSite = HTTPField.Name("Sec-Fetch-Site")!
 
     /// One WebSocket session: each text frame a request or batch, answered in order with one text frame; pushed
     /// frames from the hub in between.
