@@ -182,7 +182,7 @@ let package = Package(
         .testTarget(
             name: "DownpourRPCTests",
             dependencies: [
-                "Downpour", "DownpourQueue", "DownpourRPC",
+                "Downpour", "DownpourQueue", "DownpourRPC", "DownpourTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),

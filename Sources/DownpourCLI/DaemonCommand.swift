@@ -33,8 +33,14 @@ struct DaemonCommand: AsyncParsableCommand {
             exit 0.
 
             Security: the daemon listens on 127.0.0.1 only, unless --rpc-listen-all, which needs a secret. With a \
-            secret, every aria2.* call must carry "token:SECRET" as its first parameter, as aria2 asks. A file name \
-            given over RPC (out) stays inside its directory.
+            secret, every aria2.* call must carry "token:SECRET" as its first parameter, as aria2 asks. Without one, \
+            only processes of the user the daemon runs as are served (Linux). Whatever the mode, a request whose \
+            Host does not name the daemon (DNS rebinding) is refused with 421, and one from a web page of another \
+            origin (Origin, or Sec-Fetch-Site: cross-site) with 403, before anything of it runs: a page you open \
+            cannot add downloads. --rpc-allow-origin lets a page of that origin call it (AriaNg served from \
+            elsewhere), --rpc-allow-host adds a name (a reverse proxy). A file name given over RPC (out) stays \
+            inside its directory. A request must arrive within --rpc-request-timeout, an idle connection closes \
+            after --rpc-idle-timeout, and past --rpc-max-connections the connection stalled longest is closed.
             """
     )
 
@@ -58,9 +64,49 @@ struct DaemonCommand: AsyncParsableCommand {
 
     @Flag(
         name: .customLong("rpc-allow-origin-all"),
-        help: "Send Access-Control-Allow-Origin: * so that web pages from any origin (AriaNg) can call the daemon."
+        help: "Let web pages of any origin call the daemon (Access-Control-Allow-Origin: *); needs a secret."
     )
     var allowOriginAll = false
+
+    @Option(
+        name: .customLong("rpc-allow-origin"),
+        help: ArgumentHelp(
+            "Let web pages of this origin call the daemon, e.g. https://ariang.example (repeatable).",
+            valueName: "origin"
+        )
+    )
+    var allowedOrigins: [String] = []
+
+    @Option(
+        name: .customLong("rpc-allow-host"),
+        help: ArgumentHelp(
+            "Also answer requests whose Host is this name (NAME for any port, NAME:PORT), e.g. a reverse proxy's "
+                + "(repeatable).",
+            valueName: "name"
+        )
+    )
+    var allowedHosts: [String] = []
+
+    @Option(
+        name: .customLong("rpc-max-connections"),
+        help: ArgumentHelp(
+            "Connections open at once; past it the one stalled longest is closed (1-65536).",
+            valueName: "connections"
+        )
+    )
+    var maxConnections: Int = 1024
+
+    @Option(
+        name: .customLong("rpc-request-timeout"),
+        help: ArgumentHelp("Seconds a request (head and body) may take to arrive.", valueName: "seconds")
+    )
+    var requestTimeout: Int = 30
+
+    @Option(
+        name: .customLong("rpc-idle-timeout"),
+        help: ArgumentHelp("Seconds a kept-alive connection may wait for its next request.", valueName: "seconds")
+    )
+    var idleTimeout: Int = 60
 
     @Option(
         name: [.customShort("d"), .customLong("dir")],
@@ -117,6 +163,18 @@ struct DaemonCommand: AsyncParsableCommand {
                     + "(--rpc-secret-file FILE, or --rpc-secret SECRET)."
             )
         }
+        if self.allowOriginAll && self.secret == nil && self.secretFile == nil {
+            throw ValidationError(
+                "--rpc-allow-origin-all lets any web page you open call the daemon; it needs a secret "
+                    + "(--rpc-secret-file FILE, or --rpc-secret SECRET). To let one page in, give --rpc-allow-origin ORIGIN."
+            )
+        }
+        guard (1...65536).contains(self.maxConnections) else {
+            throw ValidationError("--rpc-max-connections takes a number from 1 to 65536, not \(self.maxConnections).")
+        }
+        guard (1...86400).contains(self.requestTimeout), (1...86400).contains(self.idleTimeout) else {
+            throw ValidationError("--rpc-request-timeout and --rpc-idle-timeout take seconds from 1 to 86400.")
+        }
         guard (1...1000).contains(self.maxConcurrentDownloads) else {
             throw ValidationError("-j takes a number from 1 to 1000, not \(self.maxConcurrentDownloads).")
         }
@@ -129,6 +187,20 @@ struct DaemonCommand: AsyncParsableCommand {
         guard (0...100_000).contains(self.maxDownloadResult) else {
             throw ValidationError("--max-download-result takes a number from 0 to 100000.")
         }
+    }
+
+    /// Raises the soft limit on open files to the hard one: the connection cap (1,024 by default) and the
+    /// downloads' own connections and files do not fit in the usual soft limit of 1,024.
+    static func raiseOpenFileLimit() {
+        var limit = rlimit()
+        #if os(Linux)
+        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        #else
+        let resource = RLIMIT_NOFILE
+        #endif
+        guard getrlimit(resource, &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(resource, &limit)
     }
 
     /// The secret from `--rpc-secret` or the first line of `--rpc-secret-file`.
@@ -155,6 +227,7 @@ struct DaemonCommand: AsyncParsableCommand {
 
     func run() async throws {
         let secret = try self.resolvedSecret()
+        Self.raiseOpenFileLimit()
         let stateDirectory = Self.absolute(self.resolvedStateDirectory())
         let directory = Self.absolute(self.directory)
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
@@ -227,7 +300,12 @@ struct DaemonCommand: AsyncParsableCommand {
                     port: self.port,
                     listenAll: self.listenAll,
                     secret: secret,
-                    allowOriginAll: self.allowOriginAll
+                    allowOriginAll: self.allowOriginAll,
+                    allowedHosts: self.allowedHosts,
+                    allowedOrigins: self.allowedOrigins,
+                    maximumConnections: self.maxConnections,
+                    requestTimeout: .seconds(self.requestTimeout),
+                    idleTimeout: .seconds(self.idleTimeout)
                 ),
                 eventLoopGroup: manager.eventLoop,
                 logger: logger,

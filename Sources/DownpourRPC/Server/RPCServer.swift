@@ -136,7 +136,8 @@ public struct RPCServer: Service {
                     configuration: configuration
                 ),
                 configuration: guardConfiguration,
-                registry: registry
+                registry: registry,
+                policy: policy
             )
         }
     }

@@ -24,13 +24,21 @@ final class RequestPolicyHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     private let policy: RequestPolicy
+    /// Checks only the connection's first request head, then leaves the pipeline (see ``GuardedChildChannel``).
+    private let firstRequestOnly: Bool
     /// One per request handed on whose answer has not ended, oldest first.
     private var owed = CircularBuffer<Decoration>()
     /// A refusal waiting for the answers owed before it; once set, nothing more is read on.
     private var refusal: RequestPolicy.Refusal?
 
-    init(policy: RequestPolicy) {
+    /// - Parameters:
+    ///   - policy: the policy, with the port the connection came in on.
+    ///   - firstRequestOnly: check the first request head only and leave the pipeline once it is allowed: the
+    ///     gate ahead of the WebSocket upgrade handler, which would otherwise answer a refused handshake itself
+    ///     with a bare 400 (and after an upgrade no HTTP parts pass here).
+    init(policy: RequestPolicy, firstRequestOnly: Bool = false) {
         self.policy = policy
+        self.firstRequestOnly = firstRequestOnly
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -49,6 +57,10 @@ final class RequestPolicyHandler: ChannelDuplexHandler, RemovableChannelHandler 
             case .refuse(let refusal):
                 self.refusal = refusal
                 if self.owed.isEmpty { self.sendRefusal(context: context) }
+                return
+            case .allow where self.firstRequestOnly:
+                context.fireChannelRead(data)
+                context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
                 return
             case .allow(let crossOrigin):
                 let preflight = resource == .preflight && crossOrigin != .none ? head.headers : nil
