@@ -7,7 +7,7 @@
 #                         [--size-scale F] [--csv FILE] [--run-timeout S]
 #                         [--lossy-cc ALGO] [--settle S] [--floor PATH]
 #
-# Cases (default: all but `mirrors`, `rss` and `daemon`, which run only when listed):
+# Cases (default: all but `mirrors`, `rss`, `daemon` and `stalled`, which run only when listed):
 #   unthrottled  1 GiB, no limits
 #   checksum     the unthrottled case's 1 GiB file: downpour -x 4 without and with
 #                --checksum=sha-256=HEX and --checksum=sha-512=HEX, aria2c -x 4 -s 4
@@ -35,6 +35,9 @@
 #   daemon       downpour daemon vs aria2c --enable-rpc (scripts/bench/rpc_bench.py):
 #                10,000 addUri in multicall batches of 100, tellWaiting/tellStatus
 #                latency with 10,000 waiting, peak RSS, 1,000 x 64 KiB over RPC
+#   stalled      downpour daemon vs aria2c --enable-rpc, no secret (scripts/bench/stall_bench.py):
+#                2,000 connections that send half a request: memory per connection
+#                held, a call's latency meanwhile, time until all are closed
 #
 # Before every run the script syncs and waits --settle seconds (default 1), so
 # that the kernel's writeback of the previous run's file does not land in the
@@ -68,7 +71,7 @@ RUN_TIMEOUT=""
 LOSSY_CC=""
 FLOOR=""
 SETTLE=1
-ALL_CASES=(unthrottled checksum throttled straggler lossy manyfiles ratelimit mirrors rss daemon)
+ALL_CASES=(unthrottled checksum throttled straggler lossy manyfiles ratelimit mirrors rss daemon stalled)
 
 while [[ $# -gt 0 ]]; do
     arg=$1
@@ -1023,6 +1026,13 @@ case_daemon() {
     gen_many
     PYTHONDONTWRITEBYTECODE=1 python3 "$HELPERS/rpc_bench.py" --downpour "$BIN" --base "$BASE" \
         --many-dir "$WWW/many" --manifest "$WORK/many.sha256" --work "$WORK" --reps "$REPS" --settle "$SETTLE"
+}
+
+# 2,000 connections that send half a request and then nothing, against each daemon without a secret: resident
+# memory per connection held, a normal call's latency meanwhile, time until all are closed (issue 25).
+case_stalled() {
+    PYTHONDONTWRITEBYTECODE=1 python3 "$HELPERS/stall_bench.py" --downpour "$BIN" --connections 2000 \
+        --json "$WORK/stalled.json"
 }
 
 # --------------------------------------------------------------------- main

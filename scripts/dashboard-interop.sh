@@ -40,10 +40,14 @@ SHOTS="$ROOT/.build/dashboard-screenshots"
 NGINX_PID=""
 SERVER_PID=""
 DOUBLE_PID=""
+OPEN_PID=""
+ARIA2_PID=""
 
 cleanup() {
     local rc=$?
     stop_pid "$DOUBLE_PID" "push double"
+    stop_pid "$OPEN_PID" "daemon without a secret"
+    stop_pid "$ARIA2_PID" "aria2c without a secret"
     stop_pid "$SERVER_PID" "$MODE"
     stop_pid "$NGINX_PID" nginx
     rm -rf -- "$WORK"
@@ -87,6 +91,10 @@ write_conf() {
         root $WWW;
         location /slow/ {
             limit_rate 256k;
+        }
+        location = /hostile.html {
+            types { }
+            default_type text/html;
         }
     }
 EOF
@@ -207,6 +215,59 @@ timeout -k 10 420 python3 "$ROOT/scripts/dashboard_test.py" \
     --www "$WWW" --late "late.bin=$(sha fast.bin)" --late-source fast.bin \
     --queue slow/queue-a.bin --queue slow/queue-b.bin "${EXPECT_PUSH[@]}" </dev/null || rc=$?
 
+# ------------------------------ a page of another origin, and the daemon without a secret (issue 25)
+# A second daemon, with no secret: the page nginx serves (another origin, same site) tries a no-cors fetch,
+# a form POST, a <script> JSONP and a WebSocket; the queue must stay empty and the page's directory must not
+# appear. The same page against aria2c without a secret is the control: there it does add downloads. Then the
+# dashboard, opened from that daemon itself, adds, pauses and removes without signing in.
+rc_open=0
+if [[ $MODE == daemon ]]; then
+    cp "$ROOT/scripts/browser/hostile.html" "$WWW/hostile.html"
+    OUT2="$WORK/out-open"
+    STATE2="$WORK/state-open"
+    mkdir -p "$OUT2" "$STATE2"
+    "$BIN" daemon --rpc-listen-port 0 --state-dir "$STATE2" -d "$OUT2" </dev/null >"$WORK/open.log" 2>&1 &
+    OPEN_PID=$!
+    OPORT=""
+    for ((i = 0; i < 300; i++)); do
+        OPORT=$(grep -o -m 1 'http://127\.0\.0\.1:[0-9]*/jsonrpc' "$WORK/open.log" 2>/dev/null |
+            head -n 1 | sed 's#^http://127\.0\.0\.1:\([0-9]*\)/jsonrpc$#\1#' || true)
+        [[ -n $OPORT ]] && break
+        kill -0 "$OPEN_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    if [[ -z $OPORT ]]; then
+        sed 's/^/     | /' "$WORK/open.log" >&2
+        fail "the daemon without a secret did not start"
+        rc_open=1
+    else
+        (cd "$ROOT/scripts" && timeout -k 10 120 python3 hostile_page_test.py --page-base "$FILES" \
+            --file "$FILES/fast.bin" --rpc-port "$OPORT" --dir "$WORK/chosen-by-the-page" \
+            --name "downpour daemon without a secret") </dev/null || rc_open=1
+        if ARIA2C=$(command -v aria2c); then
+            APORT=$((OPORT + 1))
+            while port_in_use "$APORT"; do APORT=$((APORT + 1)); done
+            "$ARIA2C" --no-conf --enable-rpc --rpc-listen-port="$APORT" -d "$WORK/aria2-out" --quiet \
+                </dev/null >"$WORK/aria2.log" 2>&1 &
+            ARIA2_PID=$!
+            for ((i = 0; i < 100; i++)); do
+                curl -s --max-time 2 -d '{"id":1,"method":"system.listMethods"}' \
+                    "http://127.0.0.1:$APORT/jsonrpc" | grep -q result && break
+                sleep 0.1
+            done
+            (cd "$ROOT/scripts" && timeout -k 10 120 python3 hostile_page_test.py --page-base "$FILES" \
+                --file "$FILES/fast.bin" --rpc-port "$APORT" --dir "$WORK/aria2-chosen-by-the-page" \
+                --name "aria2c without a secret" --expect-attack-works) </dev/null || rc_open=1
+        else
+            note "aria2c not found: no control run for the hostile page"
+        fi
+        timeout -k 10 300 python3 "$ROOT/scripts/dashboard_test.py" --no-secret \
+            --page "http://127.0.0.1:$OPORT/" --files "$FILES" --out-dir "$OUT2" --shots "$SHOTS/no-secret" \
+            --fast "fast.bin=$(sha fast.bin)" --slow "slow/slow.bin=$(sha slow/slow.bin)" \
+            --remove "slow/remove.bin" --expect-push </dev/null || rc_open=1
+    fi
+fi
+
 if [[ $rc -ne 0 ]]; then
     echo "dashboard: $MODE log (last lines):"
     tail -n 20 "$SERVER_LOG" | sed 's/^/     | /' || true
@@ -214,8 +275,8 @@ if [[ $rc -ne 0 ]]; then
     tail -n 10 "$WORK/error.log" 2>/dev/null | sed 's/^/     | /' || true
 fi
 echo "dashboard: screenshots in $SHOTS"
-if [[ $rc -ne 0 || $FAILED -gt 0 ]]; then
-    echo "dashboard: FAILED (browser test exit $rc, $FAILED shell check(s) failed)"
+if [[ $rc -ne 0 || $rc_open -ne 0 || $FAILED -gt 0 ]]; then
+    echo "dashboard: FAILED (browser test exit $rc, without a secret $rc_open, $FAILED shell check(s) failed)"
     exit 1
 fi
 echo "dashboard: all checks passed"

@@ -536,7 +536,27 @@ class Test:
         except Exception:  # noqa: BLE001 - logs are a courtesy
             pass
 
+    def step_open_without_secret(self):
+        self.driver.get(self.args.page)
+        self.wait("the downloads, with no sign-in (the daemon has no secret)", lambda: self.visible("app"), timeout=20)
+        if self.visible("signin"):
+            raise StepFailed("the sign-in form is shown by a daemon without a secret")
+        self.signed_in = True
+        self.shot("no-secret")
+        return "the page works with no secret"
+
     def run(self):
+        if self.args.no_secret:
+            try:
+                self.run_step("open without a secret", self.step_open_without_secret, needs_sign_in=False)
+                self.run_step("add and complete", self.step_add_complete)
+                self.run_step("pause and resume", self.step_pause_resume)
+                self.run_step("remove", self.step_remove)
+            finally:
+                self.driver.quit()
+                shutil.rmtree(self.profile, ignore_errors=True)
+            print(f"{self.passed} passed, {self.failed} failed", flush=True)
+            return 0 if self.failed == 0 else 1
         try:
             self.run_step("wrong secret", self.step_wrong_secret, needs_sign_in=False)
             self.run_step("sign in", self.step_sign_in, needs_sign_in=False)
@@ -572,7 +592,9 @@ class Test:
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--page", required=True, help="the dashboard's URL, e.g. http://127.0.0.1:6800/")
-    p.add_argument("--secret", required=True, help="the daemon's --rpc-secret")
+    p.add_argument("--secret", help="the daemon's --rpc-secret")
+    p.add_argument("--no-secret", action="store_true",
+                   help="the daemon has no secret: open the page (no sign-in), add, pause and resume, remove")
     p.add_argument("--files", required=True, help="base URL of the test files (nginx)")
     p.add_argument("--out-dir", required=True, help="the daemon's download directory (-d)")
     p.add_argument("--fast", required=True, help="PATH=SHA256 of a file served at full speed")
@@ -588,6 +610,8 @@ def main():
                    help="require the daemon's push (downpour.subscribe), not the polling fallback")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for a download to finish")
     args = p.parse_args()
+    if not args.no_secret and not args.secret:
+        p.error("--secret is needed (or --no-secret)")
     sys.exit(Test(args).run())
 
 

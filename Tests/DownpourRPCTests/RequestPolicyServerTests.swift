@@ -267,7 +267,12 @@ import Glibc
     }
 
     @Test func aWebSocketThatAnswersNoPingIsClosed() async throws {
-        try await LoopbackServer.with(Self.quick) { server in
+        // Only the ping is quick: what closes the connection can only be the unanswered ping.
+        var configuration = RPCServerConfiguration(port: 0, unauthorizedDelay: .zero)
+        configuration.requestTimeout = .seconds(600)
+        configuration.idleTimeout = .seconds(600)
+        configuration.webSocketPingInterval = .milliseconds(300)
+        try await LoopbackServer.with(configuration) { server in
             let port = server.port
             let received = try await RawSocket.run {
                 let socket = try RawSocket(port: port)

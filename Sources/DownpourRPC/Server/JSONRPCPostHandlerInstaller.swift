@@ -26,7 +26,11 @@ final class JSONRPCPostHandlerInstaller: ChannelInboundHandler, RemovableChannel
             var policy = self.policy
             // A server on port 0 learns its port when it binds.
             if let port = context.channel.localAddress?.port { policy.port = port }
-            try? pipeline.addHandler(RequestPolicyHandler(policy: policy), position: .before(codec))
+            // Installed as the first request comes in, which the gate ahead of the upgrade handler has reported.
+            try? pipeline.addHandler(
+                RequestPolicyHandler(policy: policy, reportsFirstRequest: false),
+                position: .before(codec)
+            )
             try? pipeline.addHandler(self.handler, position: .before(codec))
         } else {
             // Without the codec (another Hummingbird's pipeline) nothing would apply the policy: refuse to serve.

@@ -24,8 +24,11 @@ final class RequestPolicyHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     private let policy: RequestPolicy
-    /// Checks only the connection's first request head, then leaves the pipeline (see ``GuardedChildChannel``).
+    /// Checks only the connection's first request, then leaves the pipeline (see ``GuardedChildChannel``).
     private let firstRequestOnly: Bool
+    /// Whether the end of the next request is to be reported to the ``ConnectionGuard``: not the first one's when
+    /// the first-request gate has reported it already.
+    private var reportsNextRequest: Bool
     /// One per request handed on whose answer has not ended, oldest first.
     private var owed = CircularBuffer<Decoration>()
     /// A refusal waiting for the answers owed before it; once set, nothing more is read on.
@@ -33,12 +36,15 @@ final class RequestPolicyHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// - Parameters:
     ///   - policy: the policy, with the port the connection came in on.
-    ///   - firstRequestOnly: check the first request head only and leave the pipeline once it is allowed: the
-    ///     gate ahead of the WebSocket upgrade handler, which would otherwise answer a refused handshake itself
-    ///     with a bare 400 (and after an upgrade no HTTP parts pass here).
-    init(policy: RequestPolicy, firstRequestOnly: Bool = false) {
+    ///   - firstRequestOnly: check the first request only and leave the pipeline once it has passed: the gate
+    ///     ahead of the WebSocket upgrade handler, which would otherwise answer a refused handshake itself with a
+    ///     bare 400 (and after an upgrade no HTTP parts pass here). It reports the first request's end, so that
+    ///     the time a handshake takes on the daemon's side is not counted against the client.
+    ///   - reportsFirstRequest: report the first request's end (`false` behind such a gate).
+    init(policy: RequestPolicy, firstRequestOnly: Bool = false, reportsFirstRequest: Bool = true) {
         self.policy = policy
         self.firstRequestOnly = firstRequestOnly
+        self.reportsNextRequest = firstRequestOnly || reportsFirstRequest
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -59,9 +65,7 @@ final class RequestPolicyHandler: ChannelDuplexHandler, RemovableChannelHandler 
                 if self.owed.isEmpty { self.sendRefusal(context: context) }
                 return
             case .allow where self.firstRequestOnly:
-                context.fireChannelRead(data)
-                context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
-                return
+                break
             case .allow(let crossOrigin):
                 let preflight = resource == .preflight && crossOrigin != .none ? head.headers : nil
                 self.owed.append(Decoration(crossOrigin: crossOrigin, preflight: preflight))
@@ -70,8 +74,14 @@ final class RequestPolicyHandler: ChannelDuplexHandler, RemovableChannelHandler 
         case .body:
             context.fireChannelRead(data)
         case .end:
+            if self.reportsNextRequest {
+                context.triggerUserOutboundEvent(ConnectionEvent.requestReceived, promise: nil)
+            }
+            self.reportsNextRequest = true
             context.fireChannelRead(data)
-            context.triggerUserOutboundEvent(ConnectionEvent.requestReceived, promise: nil)
+            if self.firstRequestOnly {
+                context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+            }
         }
     }
 
