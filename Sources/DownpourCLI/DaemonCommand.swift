@@ -169,6 +169,16 @@ struct DaemonCommand: AsyncParsableCommand {
                     + "(--rpc-secret-file FILE, or --rpc-secret SECRET). To let one page in, give --rpc-allow-origin ORIGIN."
             )
         }
+        // The names and origins as the server will read them: a mistake is a usage error before anything starts.
+        do {
+            try RPCServerConfiguration(
+                secret: "checked above",
+                allowedHosts: self.allowedHosts,
+                allowedOrigins: self.allowedOrigins
+            ).validate()
+        } catch {
+            throw ValidationError(error.description)
+        }
         guard (1...65536).contains(self.maxConnections) else {
             throw ValidationError("--rpc-max-connections takes a number from 1 to 65536, not \(self.maxConnections).")
         }

@@ -467,42 +467,10 @@ enum RawHTTP {
         }
     }
 
-    struct SocketError: Error {
-        var call: String
-        var errno: Int32
-    }
-
     private static func blockingExchange(port: Int, _ request: String, then rest: String? = nil) throws -> String {
-        #if canImport(Glibc)
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-        let descriptor = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        guard descriptor >= 0 else { throw SocketError(call: "socket", errno: errno) }
-        defer { close(descriptor) }
-        // A safety net so a server that never answers fails the test instead of hanging it (not a time limit on
-        // the server: two minutes).
-        var timeout = timeval(tv_sec: 120, tv_usec: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else { throw SocketError(call: "connect", errno: errno) }
-        func sendAll(_ text: String) throws {
-            let bytes = Array(text.utf8)
-            var sent = 0
-            while sent < bytes.count {
-                let count = bytes[sent...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, 0) }
-                guard count > 0 else { throw SocketError(call: "send", errno: errno) }
-                sent += count
-            }
-        }
+        let socket = try RawSocket(port: port)
+        let descriptor = socket.descriptor
+        func sendAll(_ text: String) throws { try socket.write(text) }
         try sendAll(request)
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
@@ -520,7 +488,7 @@ enum RawHTTP {
                     break
                 }
                 let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
-                if count <= 0 { throw SocketError(call: "recv", errno: errno) }
+                if count <= 0 { throw RawSocket.Failure(call: "recv", errno: errno) }
                 received += buffer[0..<count]
             }
             try sendAll(rest)

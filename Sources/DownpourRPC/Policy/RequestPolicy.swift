@@ -67,7 +67,8 @@ public struct RequestPolicy: Sendable, Hashable {
     /// More names the daemon answers to (`--rpc-allow-host`): `name` for any port (a reverse proxy forwards its
     /// own), `name:port` for that port only.
     public var allowedHosts: [String]
-    /// The machine's own addresses, answered with ``port`` when the daemon listens on every interface.
+    /// The machine's own addresses and host name, answered with ``port`` when the daemon listens on every
+    /// interface.
     public var machineAddresses: [String]
     /// Origins of pages that may call the daemon (`--rpc-allow-origin`), such as AriaNg served from elsewhere.
     public var allowedOrigins: [WebOrigin]

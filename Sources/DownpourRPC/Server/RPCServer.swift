@@ -11,6 +11,14 @@ import NIOHTTPTypesHTTP1
 import NIOPosix
 import ServiceLifecycle
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// aria2's JSON-RPC over HTTP and WebSocket on `/jsonrpc`, for AriaNg, aria2p, Motrix and scripts (§1 of
 /// `shared/aria2-rpc.md`): `POST` (any content type), `GET` with base64 `params` and JSONP, a WebSocket on the
 /// same path that also pushes aria2's notifications, CORS when asked. A `Service`: run it in a
@@ -142,10 +150,18 @@ public struct RPCServer: Service {
         }
     }
 
-    /// The addresses of this machine's interfaces, which a request's `Host` may name with ``RPCServerConfiguration/listenAll``.
+    /// The addresses of this machine's interfaces, and its host name (also as `NAME.local`, its mDNS name), which
+    /// a request's `Host` may name with ``RPCServerConfiguration/listenAll``. A page's DNS rebinding names the
+    /// page's own domain, never these.
     static func machineAddresses() -> [String] {
         let devices = (try? System.enumerateDevices()) ?? []
-        return devices.compactMap { $0.address?.ipAddress }
+        var names = devices.compactMap { $0.address?.ipAddress }
+        var buffer = [CChar](repeating: 0, count: 256)
+        if gethostname(&buffer, buffer.count) == 0 {
+            let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            if !name.isEmpty { names += [name, name.hasSuffix(".local") ? name : name + ".local"] }
+        }
+        return names
     }
 
     /// Turns the queue's events into aria2's notifications for every WebSocket session.
