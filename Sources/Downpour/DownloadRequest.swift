@@ -51,6 +51,13 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     public var mirrors: [URL] = []
     public var destination: Destination
     public var configuration: DownloadConfiguration
+    /// A mark the finished file carries (an extended attribute), by which a later request with the same mark
+    /// knows a file found complete at its name as its own: finished by an earlier run whose caller was stopped
+    /// (a crash, `kill -9`) after the file took its name and before it recorded the completion. Such a request
+    /// then ends at once, complete, instead of finding another file in the way. A file without the mark, or with
+    /// another one, is in the way as ever. The daemon marks each download with its GID. `nil` (the default): no
+    /// mark is set or looked for.
+    public var finishMark: String? = nil
 
     /// - Throws: ``DownloadError/Code/invalidRequest`` when the URL is not an absolute `http` or `https` URL, or a
     ///   ``Destination/named(_:in:)`` name leaves its directory.

@@ -844,6 +844,9 @@ public actor DownloadManager: DownloadQueueService {
             var request = try options.request(uris: download.entry.uris)
             // The files of a Metalink are not followed again (a document that lists itself would never end).
             if download.entry.following != nil { request.configuration.followsMetalink = false }
+            // The finished file carries the GID: a run started again after a kill between the rename and the
+            // stored completion takes the file as its own, complete, instead of as another file in the way.
+            request.finishMark = download.entry.gid.description
             if let path = download.path {
                 let url = URL(fileURLWithPath: path)
                 request.destination = .named(url.lastPathComponent, in: url.deletingLastPathComponent().path)

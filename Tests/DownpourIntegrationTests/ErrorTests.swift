@@ -42,6 +42,49 @@ struct ErrorTests {
         }
     }
 
+    @Test(
+        "a file finished by an earlier run with the same finish mark is taken as complete; another mark, or none, is in the way"
+    )
+    func finishMark() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let path = directory.file("marked.bin")
+        try await withServer(content: Self.content) { server in
+            func run(mark: String?) async throws -> DownloadOutcome {
+                var request = try DownloadRequest(
+                    url: server.url(),
+                    destination: .file(path),
+                    configuration: testConfiguration()
+                )
+                request.finishMark = mark
+                return try await retryingWhileLocked { await collect(testDownloader.download(request)) }
+            }
+            let first = try await run(mark: "gid-1")
+            #expect(first.error == nil)
+            try expectFile(path, equals: Self.content, in: directory)
+            let before = server.statistics().requests.count
+            // The same mark: complete at once, from the probe alone.
+            let again = try await run(mark: "gid-1")
+            #expect(again.error == nil)
+            #expect(try again.value.wasSkipped)
+            #expect(server.statistics().requests.count - before == 1)
+            // Another download's mark, or none: the file is in the way, untouched.
+            #expect(try await run(mark: "gid-2").error?.code == .outputExists)
+            #expect(try await run(mark: nil).error?.code == .outputExists)
+            try expectFile(path, equals: Self.content, in: directory)
+            // A file of the right name that the mark is not on (someone else's) stays in the way too.
+            let theirs = directory.file("theirs.bin")
+            _ = FileManager.default.createFile(atPath: theirs, contents: Data(Self.content))
+            var request = try DownloadRequest(
+                url: server.url(),
+                destination: .file(theirs),
+                configuration: testConfiguration()
+            )
+            request.finishMark = "gid-1"
+            #expect(await collect(testDownloader.download(request)).error?.code == .outputExists)
+        }
+    }
+
     @Test("an existing file under the server's suggested name is left alone too")
     func existingSuggestedName() async throws {
         let directory = try ScratchDirectory()

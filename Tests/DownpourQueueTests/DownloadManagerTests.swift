@@ -810,4 +810,91 @@ extension DownloadManagerTests {
         }
         await downloader.shutdown()
     }
+
+    @Test(
+        "killed between the rename and the stored completion: run again, the download takes its finished file as its own",
+        arguments: [false, true]
+    )
+    func aRunKilledAfterItsRenameCompletesOnRestart(large: Bool) async throws {
+        let content = large ? makeTestContent(count: 3 * 1024 * 1024 + 11, seed: 37) : Self.small
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let downloader = makeTestDownloader()
+        let (holding, holdingSignal) = AsyncStream<DownloadID>.makeStream()
+        let (release, releaseSignal) = AsyncStream<Void>.makeStream()
+        try await RangeTestServer.withServer(content: content) { server in
+            let first = DownloadManager(
+                downloader: downloader,
+                store: try QueueStore(directory: directory.stateDirectory),
+                defaults: .init(directory: directory.path, configuration: testConfiguration()),
+                logger: Logger(label: "first", factory: { _ in SwiftLogNoOpLogHandler() }),
+                recordDelay: .milliseconds(100),
+                runEnding: { gid in
+                    holdingSignal.yield(gid)
+                    for await _ in release { break }
+                }
+            )
+            try await first.start()
+            let gid = try await first.add(uris: [server.url("/f.bin")], options: Self.out("f.bin"), position: nil)
+            var holds = holding.makeAsyncIterator()
+            #expect(await holds.next() == gid)
+            // The file is complete under its name; the queue has not stored that. What kill -9 leaves now is the
+            // store as it is on disk: a copy of it is what the next daemon finds.
+            #expect(try sha256Hex(ofFileAt: directory.file("f.bin")) == sha256Hex(content))
+            let restarted = directory.file("restarted-state")
+            try FileManager.default.createDirectory(atPath: restarted, withIntermediateDirectories: true)
+            for name in try FileManager.default.contentsOfDirectory(atPath: directory.stateDirectory)
+            where name.hasPrefix("downpour.sqlite") && !name.hasSuffix("-shm") {
+                try FileManager.default.copyItem(
+                    atPath: directory.stateDirectory + "/" + name,
+                    toPath: restarted + "/" + name
+                )
+            }
+            let requestsBefore = server.statistics().requests.count
+            let second = DownloadManager(
+                downloader: downloader,
+                store: try QueueStore(directory: restarted),
+                defaults: .init(directory: directory.path, configuration: testConfiguration()),
+                logger: Logger(label: "second", factory: { _ in SwiftLogNoOpLogHandler() })
+            )
+            let log = EventLog(second.events)
+            try await second.start()
+            try await log.wait(for: .completed(gid))
+            let status = try await second.status(of: gid.description)
+            #expect(status.status == .complete, "\(status)")
+            #expect(try sha256Hex(ofFileAt: directory.file("f.bin")) == sha256Hex(content))
+            // Only the probe was asked for again, not the file.
+            #expect(server.statistics().requests.count - requestsBefore == 1)
+            #expect(!directory.contents().contains { $0.hasSuffix(".part") || $0.hasPrefix("f.1") })
+            await second.shutdown()
+            releaseSignal.finish()
+            await first.shutdown()
+        }
+        await downloader.shutdown()
+    }
+
+    @Test("a file in the way without the download's mark stays in the way: an error, the file untouched")
+    func anUnmarkedFileStaysInTheWay() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let downloader = makeTestDownloader()
+        let theirs = Array("someone else's file".utf8)
+        FileManager.default.createFile(atPath: directory.file("f.bin"), contents: Data(theirs))
+        try await RangeTestServer.withServer(content: Self.small) { server in
+            let manager = DownloadManager(
+                downloader: downloader,
+                store: try QueueStore(directory: directory.stateDirectory),
+                defaults: .init(directory: directory.path, configuration: testConfiguration()),
+                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+            )
+            let log = EventLog(manager.events)
+            try await manager.start()
+            let gid = try await manager.add(uris: [server.url("/f.bin")], options: Self.out("f.bin"), position: nil)
+            try await log.wait(for: .failed(gid))
+            #expect(try await manager.status(of: gid.description).status == .error)
+            #expect(FileManager.default.contents(atPath: directory.file("f.bin")) == Data(theirs))
+            await manager.shutdown()
+        }
+        await downloader.shutdown()
+    }
 }

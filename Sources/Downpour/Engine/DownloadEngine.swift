@@ -46,8 +46,12 @@ struct DownloadEngine: Sendable {
             try DownloadRequest.validate(mirror)
         }
         if let path = self.request.destination.fixedPath {
-            // With a conditional GET an existing file is judged once the probe has said how new the remote is.
-            try self.checkFree(path, replacing: configuration.overwrite || configuration.conditionalGet)
+            // With a conditional GET an existing file is judged once the probe has said how new the remote is; a
+            // file with this download's finish mark, once the probe has said how long the remote is.
+            try self.checkFree(
+                path,
+                replacing: configuration.overwrite || configuration.conditionalGet || self.isMarkedAsFinished(path)
+            )
         }
         let transport = try self.downloader.transport(for: configuration, logger: self.logger)
         let clock = ContinuousClock()
@@ -106,6 +110,21 @@ struct DownloadEngine: Sendable {
                 break
             }
         }
+        if !replacing, !readsMetalink, let size = self.finishedEarlier(path, remote: remote) {
+            self.logger.info(
+                "The file was finished by an earlier run (it carries this download's mark); nothing to download",
+                metadata: ["path": "\(path)"]
+            )
+            return DownloadResult(
+                path: path,
+                length: size,
+                remoteFile: remote,
+                downloadedBytes: 0,
+                elapsed: clock.now - startedAt,
+                connectionsUsed: 0,
+                wasSkipped: true
+            )
+        }
         // A Metalink document is read, never saved: a file of its name does not stand in the way.
         if !readsMetalink { try self.checkFree(path, replacing: replacing) }
         let partPath = path + ".part"
@@ -126,6 +145,7 @@ struct DownloadEngine: Sendable {
         if finishesAtOnce { await self.willFinish?() }
         let modificationTime = configuration.setsRemoteTime ? remote.lastModified.flatMap(HTTPDate.parse) : nil
         let overwrite = replacing
+        let mark = self.request.finishMark
         let (file, prepared, finished) = try await BlockingIO.run {
             () throws(DownloadError) -> (
                 OutputFile, Result<Prepared, DownloadError>, Result<Void, DownloadFinisher.Failure>?
@@ -154,7 +174,8 @@ struct DownloadEngine: Sendable {
                     partPath: partPath,
                     path: path,
                     overwrite: overwrite,
-                    modificationTime: modificationTime.map { Int64($0) }
+                    modificationTime: modificationTime.map { Int64($0) },
+                    mark: mark
                 )
                 return (file, .success(prepared), finisher.syncAndMove(truncatingTo: nil))
             } catch {
@@ -349,7 +370,8 @@ struct DownloadEngine: Sendable {
             path: path,
             overwrite: replacing,
             modificationTime: configuration.setsRemoteTime
-                ? session.remoteFile.lastModified.flatMap(HTTPDate.parse).map { Int64($0) } : nil
+                ? session.remoteFile.lastModified.flatMap(HTTPDate.parse).map { Int64($0) } : nil,
+            mark: self.request.finishMark
         )
         if let finished {
             // Synced and renamed already, in the trip that wrote the probe's bytes.
@@ -893,6 +915,22 @@ struct DownloadEngine: Sendable {
                 ?? "index.html"
             return directory.hasSuffix("/") ? directory + name : directory + "/" + name
         }
+    }
+
+    /// Whether the file at `path` carries this request's finish mark (``DownloadRequest/finishMark``).
+    private func isMarkedAsFinished(_ path: String) -> Bool {
+        guard let mark = self.request.finishMark else { return false }
+        return FinishMark.mark(of: path) == mark
+    }
+
+    /// The size of the file at `path` when an earlier run of this download finished it (it carries the mark and
+    /// is as long as the remote file), else `nil`.
+    private func finishedEarlier(_ path: String, remote: RemoteFile) -> Int64? {
+        guard self.isMarkedAsFinished(path), !FileOperations.exists(path + ".part"),
+            let size = FileOperations.sizeAndModificationTime(path)?.size
+        else { return nil }
+        if let length = remote.length, length != size { return nil }
+        return size
     }
 
     private func checkFree(_ path: String, replacing: Bool) throws(DownloadError) {

@@ -10,6 +10,8 @@ struct DownloadFinisher: Sendable {
     /// The access and modification time to give the file (seconds since 1970), before the rename so that the
     /// file appears under its name with it; `nil` leaves the time of the last write.
     var modificationTime: Int64? = nil
+    /// The ``FinishMark`` to give the file before it is synced and takes its name.
+    var mark: String? = nil
 
     /// Why finishing failed: the sync (the bytes may not be on disk), or the rename.
     enum Failure: Error {
@@ -36,6 +38,7 @@ struct DownloadFinisher: Sendable {
         do throws(DownloadError) {
             if let length { try self.file.truncate(to: length) }
             if let time = self.modificationTime { try self.file.setTimes(time) }
+            if let mark = self.mark { self.file.setFinishMark(mark) }
             try self.file.sync()
         } catch {
             return .failure(.sync(error))

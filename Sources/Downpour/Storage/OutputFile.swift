@@ -360,6 +360,12 @@ final class OutputFile: Sendable {
     }
 
     /// Forces written data to the storage device.
+    /// Gives the file its ``FinishMark``; `false` when the file system takes none.
+    @discardableResult
+    func setFinishMark(_ mark: String) -> Bool {
+        FinishMark.set(mark, descriptor: self.descriptor)
+    }
+
     func sync() throws(DownloadError) {
         #if canImport(Darwin)
         let result = fsync(self.descriptor)
