@@ -140,13 +140,10 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         self.rearm(context: context)
     }
 
-    /// Schedules the timer for the deadline, unless it fires sooner already (it looks again then).
+    /// Schedules the timer for the deadline, unless one is due sooner already: it looks again when it fires, so
+    /// a request answered on a kept-alive connection moves no timer (no task scheduled or cancelled per request).
     private func rearm(context: ChannelHandlerContext) {
-        guard let deadline = self.timeline?.deadline else {
-            self.timer?.task.cancel()
-            self.timer = nil
-            return
-        }
+        guard let deadline = self.timeline?.deadline else { return }
         if let timer = self.timer, timer.deadline <= deadline { return }
         self.timer?.task.cancel()
         let task = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {

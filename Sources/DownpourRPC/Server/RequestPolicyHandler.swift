@@ -33,6 +33,16 @@ final class RequestPolicyHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private var owed = CircularBuffer<Decoration>()
     /// A refusal waiting for the answers owed before it; once set, nothing more is read on.
     private var refusal: RequestPolicy.Refusal?
+    /// The last head's policy inputs and verdict: a client sends the same `Host` (and `Origin`) on every request
+    /// of a connection, so the verdict is worked out once per connection, not once per `tellStatus`.
+    private var lastDecision: (inputs: Inputs, verdict: RequestPolicy.Verdict)?
+
+    private struct Inputs: Equatable {
+        var host: String?
+        var origin: String?
+        var fetchSite: String?
+        var resource: RequestPolicy.Resource
+    }
 
     /// - Parameters:
     ///   - policy: the policy, with the port the connection came in on.
@@ -53,12 +63,24 @@ final class RequestPolicyHandler: ChannelDuplexHandler, RemovableChannelHandler 
         switch part {
         case .head(let head):
             let resource = Self.resource(of: head)
-            let verdict = self.policy.evaluate(
+            let inputs = Inputs(
                 host: head.headers.first(name: "host"),
                 origin: head.headers.first(name: "origin"),
                 fetchSite: head.headers.first(name: "sec-fetch-site"),
                 resource: resource
             )
+            let verdict: RequestPolicy.Verdict
+            if let last = self.lastDecision, last.inputs == inputs {
+                verdict = last.verdict
+            } else {
+                verdict = self.policy.evaluate(
+                    host: inputs.host,
+                    origin: inputs.origin,
+                    fetchSite: inputs.fetchSite,
+                    resource: resource
+                )
+                self.lastDecision = (inputs, verdict)
+            }
             switch verdict {
             case .refuse(let refusal):
                 self.refusal = refusal
@@ -120,8 +142,7 @@ final class RequestPolicyHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     static func resource(of head: HTTPRequestHead) -> RequestPolicy.Resource {
-        let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        guard path == "/jsonrpc" else { return .page }
+        guard head.uri == "/jsonrpc" || head.uri.hasPrefix("/jsonrpc?") else { return .page }
         return head.method == .OPTIONS ? .preflight : .rpc
     }
 
