@@ -821,8 +821,10 @@
   }
 
   // ---------------------------------------------------------------------------------------------- actions
+  // A stopped status is final (a GID never runs again), so it wins over an active or waiting entry from an older
+  // frame: an action on a download that has just failed must not act on it as if it still ran.
   function statusOf(gid) {
-    for (const list of [state.active, state.waiting, state.stopped]) {
+    for (const list of [state.stopped, state.active, state.waiting]) {
       const s = list.find((x) => x && x.gid === gid);
       if (s) return s;
     }
