@@ -62,12 +62,12 @@ struct InterruptionTests {
 
     /// Waits until the server has sent `bytes` body bytes.
     static func waitUntilSent(_ server: RangeTestServer, bytes: Int) async throws {
-        try await Self.waitUntil("\(bytes) bytes sent") { server.statistics().bodyBytesSent >= bytes }
+        try await waitUntil("\(bytes) bytes sent") { server.statistics().bodyBytesSent >= bytes }
     }
 
     /// Waits until the file at `path` exists: the first save of a journal, say.
     static func waitUntilExists(_ path: String) async throws {
-        try await Self.waitUntil("\(path) exists") { FileManager.default.fileExists(atPath: path) }
+        try await waitUntil("\(path) exists") { FileManager.default.fileExists(atPath: path) }
     }
 
     /// Waits until the file at `path` has been replaced `count` times (see ``fileStamp(atPath:)``).
@@ -75,24 +75,10 @@ struct InterruptionTests {
         var stamp = fileStamp(atPath: path)
         for _ in 0..<count {
             let previous = stamp
-            try await Self.waitUntil("\(path) saved again") {
+            try await waitUntil("\(path) saved again") {
                 stamp = fileStamp(atPath: path)
                 return stamp != nil && stamp != previous
             }
-        }
-    }
-
-    struct GaveUpWaiting: Error {
-        var condition: String
-    }
-
-    /// Polls `condition` until it holds; throws ``GaveUpWaiting`` after 20 s.
-    static func waitUntil(_ what: String, _ condition: () -> Bool) async throws {
-        let clock = ContinuousClock()
-        let deadline = clock.now + .seconds(20)
-        while !condition() {
-            guard clock.now < deadline else { throw GaveUpWaiting(condition: what) }
-            try await Task.sleep(for: .milliseconds(5))
         }
     }
 

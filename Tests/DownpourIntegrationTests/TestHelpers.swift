@@ -3,28 +3,6 @@ import DownpourTestSupport
 import Foundation
 import Testing
 
-/// A fresh directory under the system's temporary directory, removed by `remove()`.
-struct ScratchDirectory {
-    let path: String
-
-    init() throws {
-        self.path =
-            FileManager.default.temporaryDirectory
-            .appendingPathComponent("downpour-tests-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: self.path, withIntermediateDirectories: true)
-    }
-
-    func file(_ name: String) -> String { self.path + "/" + name }
-
-    func contents() -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: self.path)) ?? []).sorted()
-    }
-
-    func remove() {
-        try? FileManager.default.removeItem(atPath: self.path)
-    }
-}
-
 /// Configuration for tests: short waits so retries do not slow the suite.
 func testConfiguration(connections: Int = 4, minimumSplitSize: Int64 = 64 * 1024) -> DownloadConfiguration {
     var configuration = DownloadConfiguration()
@@ -164,20 +142,6 @@ func describe(_ requests: [RangeTestServer.RecordedRequest]) -> String {
         if let throttle = request.throttle { line += " (\(throttle) B/s)" }
         return line
     }.joined(separator: "; ")
-}
-
-struct GaveUpWaiting: Error {
-    var condition: String
-}
-
-/// Polls `condition` every few milliseconds until it holds; throws ``GaveUpWaiting`` after `limit`.
-func waitUntil(_ what: String, limit: Duration = .seconds(10), _ condition: () -> Bool) async throws {
-    let clock = ContinuousClock()
-    let deadline = clock.now + limit
-    while !condition() {
-        guard clock.now < deadline else { throw GaveUpWaiting(condition: what) }
-        try await Task.sleep(for: .milliseconds(5))
-    }
 }
 
 extension Result {

@@ -1,4 +1,5 @@
 import Downpour
+import DownpourTestSupport
 import Foundation
 import GRDB
 import Testing

@@ -65,28 +65,6 @@ final class EventLog: Sendable {
     }
 }
 
-struct GaveUpWaiting: Error, CustomStringConvertible {
-    var condition: String
-    var description: String { "gave up waiting for \(self.condition)" }
-}
-
-/// Polls `condition` every few milliseconds until it holds; throws ``GaveUpWaiting`` after `limit`, which only
-/// guards against a hang.
-func waitUntil(
-    _ what: @autoclosure () -> String,
-    limit: Duration = .seconds(120),
-    _ condition: () async throws -> Bool
-)
-    async throws
-{
-    let clock = ContinuousClock()
-    let deadline = clock.now + limit
-    while !(try await condition()) {
-        guard clock.now < deadline else { throw GaveUpWaiting(condition: what()) }
-        try await Task.sleep(for: .milliseconds(5))
-    }
-}
-
 /// The bytes asked for by GET requests for `path`, from `index` of the request log on.
 func requestedBytes(_ server: RangeTestServer, path: String, from index: Int = 0, total: Int) -> Int {
     let requests = server.statistics().requests

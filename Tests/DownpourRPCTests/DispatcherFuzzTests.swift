@@ -1,3 +1,4 @@
+import DownpourTestSupport
 import Testing
 
 @testable import DownpourRPC
@@ -133,20 +134,8 @@ import Testing
     }
 }
 
-/// A small seeded generator (Steele, Lea and Flood's SplitMix64).
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-
-    init(seed: UInt64) { self.state = seed }
-
-    mutating func next() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var z = self.state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+extension SplitMix64 {
+    /// A number in `0..<bound` (0 when `bound` is not positive).
     mutating func next(below bound: Int) -> Int {
         bound <= 0 ? 0 : Int(self.next() % UInt64(bound))
     }

@@ -1,5 +1,6 @@
 import Downpour
 import DownpourQueue
+import DownpourTestSupport
 import Foundation
 import Logging
 import NIOCore

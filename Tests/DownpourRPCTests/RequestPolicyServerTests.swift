@@ -108,7 +108,7 @@ import Glibc
                     let (response, _) = try await server.send(.POST, headers: [("Host", own)], body: add)
                     #expect(response.status.code == 200)
                     let path = target + "/x.bin"
-                    try await waitFor("the download to finish") { FileManager.default.fileExists(atPath: path) }
+                    try await waitUntil("the download to finish") { FileManager.default.fileExists(atPath: path) }
                     #expect(try sha256Hex(ofFileAt: path) == sha256Hex(content))
                 }
             }
@@ -307,12 +307,14 @@ import Glibc
                     }
                 )
                 let count = stalled.count
-                try await waitFor("the server to take connection \(count)") { server.server.connections.count == count }
+                try await waitUntil("the server to take connection \(count)") {
+                    server.server.connections.count == count
+                }
             }
             let (response, _) = try await server.send(.POST, body: #"{"id":1,"method":"system.listMethods"}"#)
             #expect(response.status.code == 200)
             let sockets = stalled
-            try await waitFor("one stalled connection to be closed") {
+            try await waitUntil("one stalled connection to be closed") {
                 try await RawSocket.run { try sockets.filter { try $0.isClosedByPeer() }.count } >= 1
             }
             let closed = try await RawSocket.run { try sockets.map { try $0.isClosedByPeer() } }
@@ -320,19 +322,5 @@ import Glibc
             #expect(closed == [true, false, false, false])
             #expect(server.server.connections.count <= 4)
         }
-    }
-}
-
-struct GaveUpWaiting: Error, CustomStringConvertible {
-    var what: String
-    var description: String { "gave up waiting for \(self.what)" }
-}
-
-/// Polls `condition` until it holds; gives up (throws) after two minutes, a safety net, not a time limit.
-func waitFor(_ what: String, _ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(120)
-    while try await !condition() {
-        guard ContinuousClock.now < deadline else { throw GaveUpWaiting(what: what) }
-        try await Task.sleep(for: .milliseconds(10))
     }
 }

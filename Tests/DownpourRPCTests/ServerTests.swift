@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Downpour
 import DownpourQueue
+import DownpourTestSupport
 import Foundation
 import HTTPTypes
 import HummingbirdWSClient
@@ -438,7 +439,7 @@ import Darwin
                     }
                 }
                 // Both sessions are open once the hub counts them.
-                while hub.sessionCount < 2 { try await Task.sleep(for: .milliseconds(10)) }
+                try await waitUntil("both sessions to open") { hub.sessionCount >= 2 }
                 await queue.start(gid)
                 try await group.waitForAll()
             }

@@ -1,3 +1,4 @@
+import DownpourTestSupport
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -90,11 +91,8 @@ struct SOCKS5HandshakeTests {
         let client = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connect(host: "127.0.0.1", port: server.localAddress!.port!).get()
         // The server side's view of it, as the relay sees its connections (the child is set up on its loop).
-        var seen = accepted.withLockedValue { $0 }
-        while seen == nil {
-            try await Task.sleep(for: .milliseconds(1))
-            seen = accepted.withLockedValue { $0 }
-        }
+        try await waitUntil("the server to take the connection") { accepted.withLockedValue { $0 } != nil }
+        let seen = accepted.withLockedValue { $0 }
         #expect(PeerOwner.isCurrentUser(local: seen?.local, remote: seen?.remote))
         // A port nobody connected from is nobody's: refused.
         #expect(

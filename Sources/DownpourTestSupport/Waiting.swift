@@ -1,0 +1,26 @@
+/// Thrown by ``waitUntil(_:limit:_:)`` when its condition never held.
+public struct GaveUpWaiting: Error, CustomStringConvertible {
+    /// What was waited for.
+    public var condition: String
+
+    public init(condition: String) {
+        self.condition = condition
+    }
+
+    public var description: String { "gave up waiting for \(self.condition)" }
+}
+
+/// Polls `condition` every few milliseconds until it holds; throws ``GaveUpWaiting`` after `limit`, which only
+/// guards against a hang (two minutes by default): a test asserts on what happened, never on how soon.
+public func waitUntil(
+    _ what: @autoclosure () -> String,
+    limit: Duration = .seconds(120),
+    _ condition: () async throws -> Bool
+) async throws {
+    let clock = ContinuousClock()
+    let deadline = clock.now + limit
+    while !(try await condition()) {
+        guard clock.now < deadline else { throw GaveUpWaiting(condition: what()) }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+}
