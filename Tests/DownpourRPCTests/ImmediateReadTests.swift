@@ -14,30 +14,19 @@ import Testing
     static func withQueue(
         _ body: (DownloadManager, RPCDispatcher, _ gids: [String]) async throws -> Void
     ) async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "downpour-immediate-\(UUID().uuidString)"
-        ).path
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let downloader = Downloader()
-        let manager = try await startedManager(in: directory, downloader: downloader)
-        let dispatcher = RPCDispatcher(service: manager, secret: "s")
-        var gids: [String] = []
-        for name in ["a.bin", "b.bin", "c.bin"] {
-            let options = [QueueOption(name: "pause", value: "true"), QueueOption(name: "out", value: name)]
-            gids.append(
-                try await manager.add(uris: ["http://127.0.0.1:9/\(name)"], options: options, position: nil).description
-            )
-        }
-        _ = try await manager.remove(gids[2], force: false)
-        do {
+        try await withStartedManager { manager, _ in
+            let dispatcher = RPCDispatcher(service: manager, secret: "s")
+            var gids: [String] = []
+            for name in ["a.bin", "b.bin", "c.bin"] {
+                let options = [QueueOption(name: "pause", value: "true"), QueueOption(name: "out", value: name)]
+                gids.append(
+                    try await manager.add(uris: ["http://127.0.0.1:9/\(name)"], options: options, position: nil)
+                        .description
+                )
+            }
+            _ = try await manager.remove(gids[2], force: false)
             try await body(manager, dispatcher, gids)
-        } catch {
-            await manager.shutdown()
-            await downloader.shutdown()
-            throw error
         }
-        await manager.shutdown()
-        await downloader.shutdown()
     }
 
     static func call(_ method: String, _ params: String = "", token: Bool = true) -> String {

@@ -88,6 +88,24 @@ func startedManager(in directory: String, downloader: Downloader) async throws -
     return manager
 }
 
+/// A started real queue in a fresh scratch directory (``startedManager(in:downloader:)``) for the length of
+/// `body`; the queue, its downloader and the directory are shut down and removed afterwards, whatever happens.
+func withStartedManager(_ body: (DownloadManager, _ directory: String) async throws -> Void) async throws {
+    let scratch = try ScratchDirectory()
+    defer { scratch.remove() }
+    let downloader = Downloader()
+    let manager = try await startedManager(in: scratch.path, downloader: downloader)
+    do {
+        try await body(manager, scratch.path)
+    } catch {
+        await manager.shutdown()
+        await downloader.shutdown()
+        throw error
+    }
+    await manager.shutdown()
+    await downloader.shutdown()
+}
+
 /// A queue whose downloads never run: every add is paused, unpausing does nothing.
 struct PausedOnly: DownloadQueueService {
     let base: DownloadManager

@@ -19,13 +19,7 @@ import Glibc
     /// preflight: each is refused before it runs, and nothing is added or written.
     @Test func hostileRequestsChangeNothing() async throws {
         let content = makeTestContent(count: 200_000)
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "downpour-policy-\(UUID().uuidString)"
-        ).path
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let downloader = Downloader()
-        let manager = try await startedManager(in: directory, downloader: downloader)
-        do {
+        try await withStartedManager { manager, directory in
             try await RangeTestServer.withServer(content: content) { files in
                 try await LoopbackServer.with(service: manager, eventLoopGroup: manager.eventLoop) { server in
                     let target = directory + "/chosen-by-the-page"
@@ -112,13 +106,7 @@ import Glibc
                     #expect(try sha256Hex(ofFileAt: path) == sha256Hex(content))
                 }
             }
-        } catch {
-            await manager.shutdown()
-            await downloader.shutdown()
-            throw error
         }
-        await manager.shutdown()
-        await downloader.shutdown()
     }
 
     /// The daemon's own page, a listed origin, and clients that are not browsers are answered.
