@@ -41,32 +41,31 @@ struct DaemonCommand: AsyncParsableCommand {
             elsewhere), --rpc-allow-host adds a name (a reverse proxy). A file name given over RPC (out) stays \
             inside its directory. A request must arrive within --rpc-request-timeout, an idle connection closes \
             after --rpc-idle-timeout, and past --rpc-max-connections the connection stalled longest is closed.
-            """
+
+            An aria2 user's setup comes along: --conf-path FILE reads aria2's configuration format (without it, \
+            $XDG_CONFIG_HOME/downpour/downpour.conf when it exists; the command line wins over the file, and options \
+            Downpour does not have are named once and ignored); input-file loads an aria2 input or session file \
+            (GIDs and paused entries kept; entries the queue already has are passed over); save-session writes \
+            one in aria2's format at exit, on aria2.saveSession and every save-session-interval seconds; the \
+            on-download-* hooks run a program with the GID, the number of files and the path, without a shell. \
+            A file of the name that exists is never replaced: the download is saved as NAME.1.EXT \
+            (auto-file-renaming=true), or fails (auto-file-renaming=false).
+
+            aria2's options (on the command line as --NAME=VALUE, in the file as NAME=VALUE):
+            """ + "\n" + Aria2Arguments.help(for: [.download, .queue, .daemon])
     )
 
     @Option(
-        name: .customLong("rpc-listen-port"),
-        help: ArgumentHelp("The port to listen on (0: any free port, printed at start).", valueName: "port")
+        name: .customLong(Aria2Option.confPath.name),
+        help: ArgumentHelp(Aria2Option.confPath.help, valueName: Aria2Option.confPath.valueName)
     )
-    var port: Int = 6800
-
-    @Flag(name: .customLong("rpc-listen-all"), help: "Listen on every network interface, not only 127.0.0.1.")
-    var listenAll = false
-
-    @Option(name: .customLong("rpc-secret"), help: ArgumentHelp("The RPC secret token.", valueName: "secret"))
-    var secret: String?
+    var confPath: String?
 
     @Option(
         name: .customLong("rpc-secret-file"),
         help: ArgumentHelp("Read the RPC secret token from this file (safer than the command line).", valueName: "file")
     )
     var secretFile: String?
-
-    @Flag(
-        name: .customLong("rpc-allow-origin-all"),
-        help: "Let web pages of any origin call the daemon (Access-Control-Allow-Origin: *); needs a secret."
-    )
-    var allowOriginAll = false
 
     @Option(
         name: .customLong("rpc-allow-origin"),
@@ -109,61 +108,79 @@ struct DaemonCommand: AsyncParsableCommand {
     var idleTimeout: Int = 60
 
     @Option(
-        name: [.customShort("d"), .customLong("dir")],
+        name: [.customShort("d"), .customLong(Aria2Option.dir.name)],
         help: ArgumentHelp("Save downloads in this directory unless a download says otherwise.", valueName: "dir")
     )
-    var directory: String = "."
+    var directory: String?
 
     @Option(name: .customLong("state-dir"), help: ArgumentHelp("Keep the queue in this directory.", valueName: "dir"))
     var stateDirectory: String?
 
     @Option(
-        name: [.customShort("j"), .customLong("max-concurrent-downloads")],
-        help: ArgumentHelp("Downloads to run at once (1-1000).", valueName: "downloads")
+        name: [.customShort("j"), .customLong(Aria2Option.maxConcurrentDownloads.name)],
+        help: ArgumentHelp(Aria2Option.maxConcurrentDownloads.help, valueName: "downloads")
     )
-    var maxConcurrentDownloads: Int = 5
+    var maxConcurrentDownloads: Int?
 
     @Option(
         name: [.customShort("x"), .customLong("connections")],
         help: ArgumentHelp(
-            "Connections per download unless a download says otherwise (1-64).",
+            "Connections per download unless a download says otherwise (1-64): split and "
+                + "max-connection-per-server at once.",
             valueName: "connections"
         )
     )
     var connections: Int?
 
-    @Option(
-        name: .customLong("max-overall-download-limit"),
-        help: ArgumentHelp("Limit the total download rate (K, M, G suffixes; 0 for none).", valueName: "size")
-    )
-    var maxOverallDownloadLimit: String?
-
-    @Option(
-        name: .customLong("max-download-result"),
-        help: ArgumentHelp("Results of stopped downloads to keep (0-100000).", valueName: "results")
-    )
-    var maxDownloadResult: Int = 1000
-
     @Flag(name: [.customShort("v"), .customLong("verbose")], help: "Log what happens to standard error.")
     var verbose = false
 
-    func validate() throws {
-        guard (0...65535).contains(self.port) else {
-            throw ValidationError("--rpc-listen-port takes a port from 0 to 65535, not \(self.port).")
+    @Argument(
+        parsing: .allUnrecognized,
+        help: ArgumentHelp(
+            "Any option of aria2's that Downpour has, as aria2c takes it: --NAME=VALUE, --NAME VALUE, or --NAME "
+                + "alone for true. The list is below.",
+            valueName: "aria2-option"
+        )
+    )
+    var aria2Options: [String] = []
+
+    /// The options in force: the configuration file, then the command line over it (by name).
+    func settings(reportingUnknown: Bool = true) throws -> Aria2Arguments {
+        var given = try Aria2Arguments(parsing: self.aria2Options).options
+        func add(_ option: Aria2Option, _ value: String?) throws {
+            guard let value else { return }
+            do {
+                given.append(QueueOption(name: option.name, value: try option.checked(value)))
+            } catch {
+                throw ValidationError(error.message)
+            }
         }
-        if self.secret != nil && self.secretFile != nil {
+        try add(.dir, self.directory)
+        try add(.maxConcurrentDownloads, self.maxConcurrentDownloads.map(String.init))
+        try add(.split, self.connections.map(String.init))
+        try add(.maxConnectionPerServer, self.connections.map(String.init))
+        try add(.confPath, self.confPath)
+        let file = try Aria2Arguments.configurationFile(self.confPath, reportingUnknown: reportingUnknown)
+        return file.overlaid(with: given)
+    }
+
+    func validate() throws {
+        let settings = try self.settings(reportingUnknown: false)
+        let hasSecret = settings.value(.rpcSecret) != nil || self.secretFile != nil
+        if settings.value(.rpcSecret) != nil && self.secretFile != nil {
             throw ValidationError("Give --rpc-secret or --rpc-secret-file, not both.")
         }
-        if self.secret?.isEmpty == true {
+        if settings.value(.rpcSecret)?.isEmpty == true {
             throw ValidationError("--rpc-secret is empty; give a secret, or leave the option out.")
         }
-        if self.listenAll && self.secret == nil && self.secretFile == nil {
+        if settings.flag(.rpcListenAll) && !hasSecret {
             throw ValidationError(
                 "--rpc-listen-all lets any host on the network reach the daemon; it needs a secret "
                     + "(--rpc-secret-file FILE, or --rpc-secret SECRET)."
             )
         }
-        if self.allowOriginAll && self.secret == nil && self.secretFile == nil {
+        if settings.flag(.rpcAllowOriginAll) && !hasSecret {
             throw ValidationError(
                 "--rpc-allow-origin-all lets any web page you open call the daemon; it needs a secret "
                     + "(--rpc-secret-file FILE, or --rpc-secret SECRET). To let one page in, give --rpc-allow-origin ORIGIN."
@@ -185,18 +202,6 @@ struct DaemonCommand: AsyncParsableCommand {
         guard (1...86400).contains(self.requestTimeout), (1...86400).contains(self.idleTimeout) else {
             throw ValidationError("--rpc-request-timeout and --rpc-idle-timeout take seconds from 1 to 86400.")
         }
-        guard (1...1000).contains(self.maxConcurrentDownloads) else {
-            throw ValidationError("-j takes a number from 1 to 1000, not \(self.maxConcurrentDownloads).")
-        }
-        if let connections = self.connections, !(1...64).contains(connections) {
-            throw ValidationError("-x takes a number from 1 to 64, not \(connections).")
-        }
-        if let limit = self.maxOverallDownloadLimit, ByteCount.parse(limit) == nil {
-            throw ValidationError("--max-overall-download-limit takes a size such as 512K, 10M or 1G, not '\(limit)'.")
-        }
-        guard (0...100_000).contains(self.maxDownloadResult) else {
-            throw ValidationError("--max-download-result takes a number from 0 to 100000.")
-        }
     }
 
     /// Raises the soft limit on open files to the hard one: the connection cap (1,024 by default) and the
@@ -213,9 +218,9 @@ struct DaemonCommand: AsyncParsableCommand {
         _ = setrlimit(resource, &limit)
     }
 
-    /// The secret from `--rpc-secret` or the first line of `--rpc-secret-file`.
-    func resolvedSecret() throws -> String? {
-        guard let secretFile else { return self.secret }
+    /// The secret from `rpc-secret` or the first line of `--rpc-secret-file`.
+    func resolvedSecret(_ settings: Aria2Arguments) throws -> String? {
+        guard let secretFile else { return settings.value(.rpcSecret) }
         let text: String
         do {
             text = try String(contentsOfFile: secretFile, encoding: .utf8)
@@ -236,10 +241,13 @@ struct DaemonCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let secret = try self.resolvedSecret()
+        let settings = try self.settings()
+        let secret = try self.resolvedSecret(settings)
+        let port = settings.value(.rpcListenPort).flatMap { Int($0) } ?? 6800
+        let listenAll = settings.flag(.rpcListenAll)
         Self.raiseOpenFileLimit()
         let stateDirectory = Self.absolute(self.resolvedStateDirectory())
-        let directory = Self.absolute(self.directory)
+        let directory = Self.absolute(settings.value(.dir) ?? ".")
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
         var logger = Logger(label: "downpour.daemon")
         logger.logLevel = self.verbose ? .debug : .notice
@@ -265,17 +273,14 @@ struct DaemonCommand: AsyncParsableCommand {
             throw ExitCode(ExitStatus.localIO)
         }
 
-        var options = [
-            QueueOption(name: "max-concurrent-downloads", value: "\(self.maxConcurrentDownloads)"),
-            QueueOption(name: "max-download-result", value: "\(self.maxDownloadResult)"),
-        ]
-        if let connections = self.connections {
-            options.append(QueueOption(name: "split", value: "\(connections)"))
-            options.append(QueueOption(name: "max-connection-per-server", value: "\(connections)"))
+        // Every option but the secret is a global option clients read (`aria2.getGlobalOption`); the downloads'
+        // and the queue's are their defaults.
+        let options = settings.options.filter {
+            $0.name != Aria2Option.rpcSecret.name && $0.name != Aria2Option.dir.name
         }
-        if let limit = self.maxOverallDownloadLimit {
-            options.append(QueueOption(name: "max-overall-download-limit", value: limit))
-        }
+        // As in aria2, a file of the name that exists is kept and the download saved as NAME.1.EXT.
+        var downloadConfiguration = DownloadManager.Defaults.configuration
+        downloadConfiguration.renamesExisting = true
 
         // The downloads' connections on the same loops as the daemon's tasks (NIO's, see `Main`): a body part read
         // on a loop is handed to the task that waits for it on that loop, not across threads to another group's.
@@ -288,7 +293,11 @@ struct DaemonCommand: AsyncParsableCommand {
         let manager = DownloadManager(
             downloader: downloader,
             store: store,
-            defaults: DownloadManager.Defaults(directory: directory, options: options),
+            defaults: DownloadManager.Defaults(
+                directory: directory,
+                configuration: downloadConfiguration,
+                options: options
+            ),
             eventLoop: MultiThreadedEventLoopGroup.singleton.next(),
             logger: logger
         )
@@ -300,17 +309,24 @@ struct DaemonCommand: AsyncParsableCommand {
             throw ExitCode(error.reason == .storage ? ExitStatus.localIO : ExitStatus.usage)
         }
 
+        if let inputFile = settings.value(.inputFile) {
+            await Self.load(inputFile, into: manager)
+        }
+        let hooks = Hooks(settings)
+        let hookTask = hooks.isEmpty ? nil : Task { await hooks.follow(manager, logger: logger) }
+        defer { hookTask?.cancel() }
+
         let shutdown = ShutdownTrigger()
-        let address = self.listenAll ? "0.0.0.0" : "127.0.0.1"
+        let address = listenAll ? "0.0.0.0" : "127.0.0.1"
         let server: RPCServer
         do {
             server = try RPCServer(
                 service: manager,
                 configuration: RPCServerConfiguration(
-                    port: self.port,
-                    listenAll: self.listenAll,
+                    port: port,
+                    listenAll: listenAll,
                     secret: secret,
-                    allowOriginAll: self.allowOriginAll,
+                    allowOriginAll: settings.flag(.rpcAllowOriginAll),
                     allowedHosts: self.allowedHosts,
                     allowedOrigins: self.allowedOrigins,
                     maximumConnections: self.maxConnections,
@@ -358,6 +374,47 @@ struct DaemonCommand: AsyncParsableCommand {
         if let failure {
             writeError("downpour daemon: stopped by an error: \(failure)")
             throw ExitCode(ExitStatus.internalError)
+        }
+    }
+
+    /// Adds the downloads of an input or session file in aria2's format that the queue does not have yet: an entry
+    /// with a `gid` the queue knows is passed over (the queue is the record of truth, and a session file saved at
+    /// every exit is loaded at every start); one without is given a GID made from the file, its line and its URIs,
+    /// so that it is added once, not at every start. A bad entry is named in a notice and passed over.
+    static func load(_ path: String, into manager: DownloadManager) async {
+        let input: InputFile
+        do {
+            input = try InputFile(parsing: try String(contentsOfFile: path, encoding: .utf8))
+        } catch let error as InputFile.ParseError {
+            writeError("downpour daemon: \(path): \(error.description)")
+            return
+        } catch {
+            // aria2 starts without the file when it is missing (the first start of a session file).
+            if FileManager.default.fileExists(atPath: path) {
+                writeError("downpour daemon: cannot read the input file '\(path)': \(error.localizedDescription)")
+            }
+            return
+        }
+        var added = 0
+        for entry in input.entries {
+            var options = entry.options.map { QueueOption(name: $0.name, value: $0.value) }
+            let gid: String
+            if let given = entry.value(Aria2Option.gid.name) {
+                gid = given
+            } else {
+                gid = InputGID.make(path: path, line: entry.line, uris: entry.uris)
+                options.append(QueueOption(name: Aria2Option.gid.name, value: gid))
+            }
+            if (try? await manager.status(of: gid)) != nil { continue }
+            do {
+                _ = try await manager.add(uris: entry.uris, options: options, position: nil)
+                added += 1
+            } catch {
+                writeError("downpour daemon: \(path): line \(entry.line): \(error.message)")
+            }
+        }
+        if added > 0 {
+            FileHandle.standardOutput.write(Data("downpour daemon: \(added) downloads added from \(path)\n".utf8))
         }
     }
 

@@ -51,48 +51,25 @@ extension DownloadManager {
         func options(of gid: String) throws(QueueError) -> [QueueOption] {
             let id = try self.queue.resolve(gid)
             let options = self.queue.downloads[id]?.entry.options ?? self.queue.result(of: id)?.entry.options ?? []
-            // A Metalink's piece digests and size ride along as options of Downpour's own; they are not aria2's
-            // to show.
-            return options.filter { !Aria2Options.internalNames.contains($0.name) }
+            return self.resolver.downloadOptions(options)
         }
 
         func globalOptions() -> [QueueOption] {
-            var options = Aria2Options(directory: self.defaults.directory, configuration: self.defaults.configuration)
-            for option in self.globals where Aria2Options.supportedNames.contains(option.name) {
-                try? options.apply(name: option.name, value: option.value)
-            }
-            let configuration = options.configuration
-            var values: [(String, String)] = [
-                ("dir", options.directory),
-                ("max-concurrent-downloads", "\(self.queue.maxConcurrentDownloads)"),
-                ("max-download-result", "\(self.queue.maxDownloadResult)"),
-                ("max-overall-download-limit", "\(self.downloader.configuration.maximumOverallRate ?? 0)"),
-                ("split", "\(configuration.connections)"),
-                ("max-connection-per-server", "\(configuration.connections)"),
-                ("min-split-size", "\(configuration.minimumSplitSize)"),
-                ("max-download-limit", "\(configuration.maximumRate ?? 0)"),
-                ("max-tries", "\(configuration.retry.maximumTries)"),
-                ("retry-wait", Self.seconds(configuration.retry.wait)),
-                ("timeout", Self.seconds(configuration.timeouts.idleRead)),
-                ("connect-timeout", Self.seconds(configuration.timeouts.connect)),
-                ("lowest-speed-limit", "\(configuration.slowConnections.lowestSpeed ?? 0)"),
-                ("user-agent", configuration.userAgent),
-                ("allow-overwrite", "\(configuration.overwrite)"),
-                ("continue", "\(configuration.resume)"),
-                ("check-certificate", "\(configuration.tls.verifyCertificates)"),
-                ("remote-time", "\(configuration.setsRemoteTime)"),
-                ("conditional-get", "\(configuration.conditionalGet)"),
-                ("follow-metalink", "\(configuration.followsMetalink)"),
-            ]
-            let listed = Set(values.map(\.0))
-            for option in self.globals where !listed.contains(option.name) {
-                values.append((option.name, option.value))
-            }
-            return values.map { QueueOption(name: $0.0, value: $0.1) }
+            self.resolver.globalOptions(
+                queue: self.queue,
+                overallLimit: self.downloader.configuration.maximumOverallRate
+            )
+        }
+
+        private var resolver: OptionResolver {
+            OptionResolver(
+                base: Aria2Options(directory: self.defaults.directory, configuration: self.defaults.configuration),
+                globals: self.globals
+            )
         }
 
         private func directory(of entry: QueueEntry) -> String {
-            DownloadManager.lastValue("dir", in: entry.options) ?? DownloadManager.lastValue("dir", in: self.globals)
+            DownloadManager.lastValue(.dir, in: entry.options) ?? DownloadManager.lastValue(.dir, in: self.globals)
                 ?? self.defaults.directory
         }
 
@@ -104,8 +81,8 @@ extension DownloadManager {
             let directory = self.directory(of: download.entry)
             // Before the probe names the file, the path is the one `out` asks for, as aria2 shows it (clients show
             // a download's name from it).
-            let planned = download.entry.options.last { $0.name == "out" }.map {
-                directory.hasSuffix("/") ? directory + $0.value : directory + "/" + $0.value
+            let planned = DownloadManager.lastValue(.out, in: download.entry.options).map {
+                directory.hasSuffix("/") ? directory + $0 : directory + "/" + $0
             }
             var status = DownloadStatus(
                 gid: gid,
@@ -148,12 +125,6 @@ extension DownloadManager {
                 following: result.entry.following,
                 followedBy: result.entry.followedBy
             )
-        }
-
-        private static func seconds(_ duration: Duration) -> String {
-            let milliseconds =
-                duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
-            return milliseconds % 1000 == 0 ? "\(milliseconds / 1000)" : "\(Double(milliseconds) / 1000)"
         }
     }
 }

@@ -37,12 +37,10 @@ import NIOPosix
 /// at debug level), as aria2's RPC does; a bad value for a known name is refused with
 /// ``QueueError`` `invalidRequest` naming the option.
 public actor DownloadManager: DownloadQueueService {
-    /// The queue-level option names (the rest of the global options are defaults for downloads).
-    static let queueOptionNames: Set<String> = [
-        "max-concurrent-downloads", "max-download-result", "max-overall-download-limit",
-    ]
     /// Options a download takes at `add` that are about the queue, not the request.
-    static let placementOptionNames: Set<String> = ["gid", "pause"]
+    static let placementOptionNames = Set(Aria2Option.all.filter { $0.scope == .placement }.map(\.name))
+    /// Options a download gives when added that only aria2's `changeGlobalOption` refuses as global ones.
+    static let perDownloadOnly: Set<String> = [Aria2Option.out.name, Aria2Option.checksum.name]
 
     struct Run {
         var download: Download
@@ -69,12 +67,8 @@ public actor DownloadManager: DownloadQueueService {
     private var overrides: [QueueOption] = [] {
         didSet {
             self.effectiveGlobals = Self.effectiveGlobals(self.defaults.options, self.overrides)
-            self.baseOptions = nil
         }
     }
-    /// The defaults with the global options applied, which every request starts from (made again when the
-    /// global options change).
-    private var baseOptions: Result<Aria2Options, QueueError>?
     /// ``Defaults/options`` with ``overrides`` over them.
     private var effectiveGlobals: [QueueOption] = []
     /// Set when a change the queue made by itself could not be stored: the next change stores the whole queue.
@@ -89,6 +83,10 @@ public actor DownloadManager: DownloadQueueService {
     /// Stores a run's record (see ``runStarted(_:token:start:)``) once `recordDelay` is over; `nil` while none
     /// waits. Whatever stores the queue's changes first takes the record with them and cancels it.
     private var recordTimer: Task<Void, Never>?
+    /// Writes the session file every `save-session-interval` seconds while the queue runs.
+    private var sessionTimer: Task<Void, Never>?
+    /// The text last written to the session file.
+    private var savedSession: String?
 
     /// A manager over `store`; nothing is read or started until ``start()``.
     ///
@@ -156,8 +154,8 @@ public actor DownloadManager: DownloadQueueService {
         self.overrides = contents.options
         let globals = self.effectiveGlobals
         for option in globals { try self.validateGlobal(option) }
-        let maxConcurrent = Self.lastValue("max-concurrent-downloads", in: globals).flatMap { Int($0) } ?? 5
-        let maxResults = Self.lastValue("max-download-result", in: globals).flatMap { Int($0) } ?? 1000
+        let maxConcurrent = Self.lastValue(.maxConcurrentDownloads, in: globals).flatMap { Int($0) } ?? 5
+        let maxResults = Self.lastValue(.maxDownloadResult, in: globals).flatMap { Int($0) } ?? 1000
         var queue = DownloadQueue(
             active: contents.active,
             waiting: contents.waiting,
@@ -167,7 +165,7 @@ public actor DownloadManager: DownloadQueueService {
             maxDownloadResult: maxResults,
             positions: contents.positions
         )
-        if let limit = Self.lastValue("max-overall-download-limit", in: globals) {
+        if let limit = Self.lastValue(.maxOverallDownloadLimit, in: globals) {
             try self.setOverallLimit(limit)
         }
         let actions = queue.startUp()
@@ -183,6 +181,7 @@ public actor DownloadManager: DownloadQueueService {
             ]
         )
         self.perform(actions)
+        self.sessionTimer = Task { await self.saveSessionPeriodically() }
     }
 
     // MARK: - DownloadQueueService
@@ -280,25 +279,20 @@ public actor DownloadManager: DownloadQueueService {
         var kept: [QueueOption] = []
         for option in options {
             switch option.name {
-            case "gid":
+            case Aria2Option.gid.name:
                 guard let forced = DownloadID(option.value), forced.value != 0 else {
                     throw QueueError(
                         .invalidRequest,
                         message: "The option 'gid' takes 16 hexadecimal digits (not all zero), not '\(option.value)'.",
-                        option: "gid"
+                        option: option.name
                     )
                 }
                 gid = forced
-            case "pause":
-                switch option.value.lowercased() {
-                case "true": paused = true
-                case "false": paused = false
-                default:
-                    throw QueueError(
-                        .invalidRequest,
-                        message: "The option 'pause' takes true or false, not '\(option.value)'.",
-                        option: "pause"
-                    )
+            case Aria2Option.pause.name:
+                do {
+                    paused = try Aria2Option.pause.checked(option.value) == "true"
+                } catch {
+                    throw QueueError(.invalidRequest, message: error.message, option: option.name)
                 }
             default:
                 kept.append(option)
@@ -425,8 +419,8 @@ public actor DownloadManager: DownloadQueueService {
         let actions = try await self.change(stoppingRuns: restarts ? [id] : [], for: "An option change") {
             queue throws(QueueError) in try queue.changeOptions(id, changes)
         }
-        if actions.isEmpty, let run = self.runs[id], names.contains("max-download-limit"),
-            let limit = Self.lastValue("max-download-limit", in: changes), let rate = ByteCount.parse(limit)
+        if actions.isEmpty, let run = self.runs[id], names.contains(Aria2Option.maxDownloadLimit.name),
+            let limit = Self.lastValue(.maxDownloadLimit, in: changes), let rate = ByteCount.parse(limit)
         {
             run.download.setMaximumRate(rate == 0 ? nil : rate)
         }
@@ -437,8 +431,8 @@ public actor DownloadManager: DownloadQueueService {
         try self.checkRunning()
         var accepted: [QueueOption] = []
         for option in options {
-            if Self.queueOptionNames.contains(option.name) || option.name == "dir"
-                || Aria2Options.supportedNames.contains(option.name)
+            if let known = Aria2Option.named(option.name), known.scope == .queue || known.scope == .download,
+                !Self.perDownloadOnly.contains(option.name)
             {
                 try self.validateGlobal(option)
                 accepted.append(option)
@@ -451,17 +445,17 @@ public actor DownloadManager: DownloadQueueService {
         let overrides = self.overrides.filter { !names.contains($0.name) } + accepted
         var actions = try self.change(options: overrides) { queue in
             var actions: [QueueAction] = []
-            if let value = Self.lastValue("max-concurrent-downloads", in: accepted), let count = Int(value) {
+            if let value = Self.lastValue(.maxConcurrentDownloads, in: accepted), let count = Int(value) {
                 actions += queue.setMaxConcurrentDownloads(count)
             }
-            if let value = Self.lastValue("max-download-result", in: accepted), let count = Int(value) {
+            if let value = Self.lastValue(.maxDownloadResult, in: accepted), let count = Int(value) {
                 actions += queue.setMaxDownloadResult(count)
             }
             return actions
         }
         if !actions.contains(.emit(.optionsChanged)) { actions.append(.emit(.optionsChanged)) }
         self.overrides = overrides
-        if let limit = Self.lastValue("max-overall-download-limit", in: accepted) {
+        if let limit = Self.lastValue(.maxOverallDownloadLimit, in: accepted) {
             try self.setOverallLimit(limit)
         }
         self.logger.info("Global options changed", metadata: ["options": "\(names.sorted())"])
@@ -481,6 +475,52 @@ public actor DownloadManager: DownloadQueueService {
         self.perform(actions)
     }
 
+    /// Writes the session file (the global option `save-session`) in aria2's format: the downloads that are not
+    /// finished, and those with `force-save=true` (``DownloadQueue/sessionEntries(globals:)``).
+    ///
+    /// - Throws: ``QueueError`` `invalidRequest` when no `save-session` file is set; `storage` when it cannot be
+    ///   written.
+    public func saveSession() async throws(QueueError) {
+        try self.checkRunning()
+        try await self.writeSession(onlyIfChanged: false)
+    }
+
+    private func writeSession(onlyIfChanged: Bool) async throws(QueueError) {
+        guard let path = Self.lastValue(.saveSession, in: self.effectiveGlobals), !path.isEmpty else {
+            throw QueueError(.invalidRequest, message: "Filename is not given.")
+        }
+        let text = SessionFile.text(of: self.queue.sessionEntries(globals: self.effectiveGlobals))
+        if onlyIfChanged, text == self.savedSession { return }
+        // Off the loop that answers the clients: the write ends with an fsync.
+        let written = await Task.detached { () -> Result<Void, DownloadError> in
+            Result { () throws(DownloadError) in try SessionFile.write(text, to: path) }
+        }.value
+        do {
+            try written.get()
+        } catch {
+            throw QueueError(.storage, message: error.message)
+        }
+        self.savedSession = text
+    }
+
+    /// Every `save-session-interval` seconds (read again each time, as a client may change it), the session file
+    /// when it changed.
+    private func saveSessionPeriodically() async {
+        while !Task.isCancelled {
+            let interval = Self.lastValue(.saveSessionInterval, in: self.effectiveGlobals).flatMap(Double.init) ?? 0
+            let wait: Duration = interval > 0 ? .milliseconds(Int64(interval * 1000)) : .seconds(1)
+            try? await Task.sleep(for: wait)
+            guard !Task.isCancelled, !self.isShutDown, interval > 0,
+                Self.lastValue(.saveSession, in: self.effectiveGlobals) != nil
+            else { continue }
+            do {
+                try await self.writeSession(onlyIfChanged: true)
+            } catch {
+                self.logger.error("The session file could not be written", metadata: ["error": "\(error.message)"])
+            }
+        }
+    }
+
     public nonisolated var events: AsyncStream<QueueEvent> {
         self.broadcaster.subscribe()
     }
@@ -488,6 +528,15 @@ public actor DownloadManager: DownloadQueueService {
     public func shutdown() async {
         guard self.isStarted, !self.isShutDown else { return }
         self.isShutDown = true
+        self.sessionTimer?.cancel()
+        // As aria2 does at exit, with the active downloads as they are (they continue when the file is loaded).
+        if Self.lastValue(.saveSession, in: self.effectiveGlobals) != nil {
+            do {
+                try await self.writeSession(onlyIfChanged: false)
+            } catch {
+                self.logger.error("The session file could not be written", metadata: ["error": "\(error.message)"])
+            }
+        }
         for id in self.queue.active { self.noteProgress(of: id, in: &self.queue) }
         let actions = self.queue.shutdown()
         self.perform(actions)
@@ -828,17 +877,7 @@ public actor DownloadManager: DownloadQueueService {
     /// The request for a download: the defaults, then the global options, then its own; the path its last run
     /// resolved, if any, so that a new run continues the same `.part`.
     private func makeRequest(for download: QueuedDownload) throws(QueueError) -> DownloadRequest {
-        var options = try self.globalRequestOptions()
-        for option in download.entry.options {
-            if Aria2Options.supportedNames.contains(option.name) || Aria2Options.internalNames.contains(option.name) {
-                try Self.apply(option, to: &options)
-            } else if !Self.placementOptionNames.contains(option.name) {
-                self.logger.debug(
-                    "Unsupported option ignored",
-                    metadata: ["gid": "\(download.entry.gid)", "option": "\(option.name)"]
-                )
-            }
-        }
+        let options = try self.resolver.requestOptions(download.entry.options)
         do {
             // Every URI of the entry: the first is the request's URL, the others its mirrors.
             var request = try options.request(uris: download.entry.uris)
@@ -858,29 +897,12 @@ public actor DownloadManager: DownloadQueueService {
         }
     }
 
-    private func globalRequestOptions() throws(QueueError) -> Aria2Options {
-        if let baseOptions { return try baseOptions.get() }
-        var options = Aria2Options(directory: self.defaults.directory, configuration: self.defaults.configuration)
-        let result: Result<Aria2Options, QueueError>
-        do throws(QueueError) {
-            for option in self.effectiveGlobals
-            where option.name == "dir" || Aria2Options.supportedNames.contains(option.name) {
-                try Self.apply(option, to: &options)
-            }
-            result = .success(options)
-        } catch {
-            result = .failure(error)
-        }
-        self.baseOptions = result
-        return try result.get()
-    }
-
-    private static func apply(_ option: QueueOption, to options: inout Aria2Options) throws(QueueError) {
-        do {
-            try options.apply(name: option.name, value: option.value)
-        } catch {
-            throw QueueError(.invalidRequest, message: error.message, option: option.name)
-        }
+    /// The defaults, the global options and the table, for a request or a read.
+    var resolver: OptionResolver {
+        OptionResolver(
+            base: Aria2Options(directory: self.defaults.directory, configuration: self.defaults.configuration),
+            globals: self.effectiveGlobals
+        )
     }
 
     private static func checkURI(_ uri: String) throws(QueueError) {
@@ -891,28 +913,13 @@ public actor DownloadManager: DownloadQueueService {
         }
     }
 
+    /// Checks a global option by the table; a name the table does not have is left for the caller to ignore.
     private func validateGlobal(_ option: QueueOption) throws(QueueError) {
-        func bad(_ what: String) -> QueueError {
-            QueueError(
-                .invalidRequest,
-                message: "The option '\(option.name)' takes \(what), not '\(option.value)'.",
-                option: option.name
-            )
-        }
-        switch option.name {
-        case "max-concurrent-downloads":
-            guard let count = Int(option.value), count >= 1 else { throw bad("a whole number of at least 1") }
-        case "max-download-result":
-            guard let count = Int(option.value), count >= 0 else { throw bad("a whole number of at least 0") }
-        case "max-overall-download-limit":
-            guard let rate = ByteCount.parse(option.value), rate >= 0 else {
-                throw bad("a rate such as 0, 512K or 10M")
-            }
-        default:
-            if option.name == "dir" || Aria2Options.supportedNames.contains(option.name) {
-                var scratch = Aria2Options()
-                try Self.apply(option, to: &scratch)
-            }
+        guard let known = Aria2Option.named(option.name) else { return }
+        do {
+            _ = try known.checked(option.value)
+        } catch {
+            throw QueueError(.invalidRequest, message: error.message, option: option.name)
         }
     }
 
@@ -920,8 +927,9 @@ public actor DownloadManager: DownloadQueueService {
         guard let rate = ByteCount.parse(value), rate >= 0 else {
             throw QueueError(
                 .invalidRequest,
-                message: "The option 'max-overall-download-limit' takes a rate such as 0, 512K or 10M, not '\(value)'.",
-                option: "max-overall-download-limit"
+                message: "The option '\(Aria2Option.maxOverallDownloadLimit)' takes a rate such as 0, 512K or 10M, "
+                    + "not '\(value)'.",
+                option: Aria2Option.maxOverallDownloadLimit.name
             )
         }
         var configuration = self.downloader.configuration
@@ -929,11 +937,11 @@ public actor DownloadManager: DownloadQueueService {
         do {
             try self.downloader.setConfiguration(configuration)
         } catch {
-            throw QueueError(.invalidRequest, message: error.message, option: "max-overall-download-limit")
+            throw QueueError(.invalidRequest, message: error.message, option: Aria2Option.maxOverallDownloadLimit.name)
         }
     }
 
-    static func lastValue(_ name: String, in options: [QueueOption]) -> String? {
-        options.last { $0.name == name }?.value
+    static func lastValue(_ option: Aria2Option, in options: [QueueOption]) -> String? {
+        options.last { $0.name == option.name }?.value
     }
 }

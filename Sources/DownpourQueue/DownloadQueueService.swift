@@ -85,6 +85,11 @@ public protocol DownloadQueueService: Sendable {
     /// Stops taking work: active downloads pause (journals saved), everything is stored, and the queue is left
     /// as it was, so the next start resumes them.
     func shutdown() async
+
+    /// `aria2.saveSession`: writes the session file (the global option `save-session`) in aria2's format.
+    ///
+    /// - Throws: ``QueueError`` `invalidRequest` when no file is set, `storage` when it cannot be written.
+    func saveSession() async throws(QueueError)
 }
 
 /// One download to add, for ``DownloadQueueService/add(batch:)``.

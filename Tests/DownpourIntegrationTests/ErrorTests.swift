@@ -42,6 +42,56 @@ struct ErrorTests {
         }
     }
 
+    @Test("auto-file-renaming: an existing file is kept and the download saved as NAME.1.EXT, then NAME.2.EXT")
+    func renamesExisting() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let precious = Array("my precious data".utf8)
+        for name in ["f.tar.gz", "plain"] {
+            _ = FileManager.default.createFile(atPath: directory.file(name), contents: Data(precious))
+        }
+        try await withServer(content: Self.content) { server in
+            var configuration = testConfiguration()
+            configuration.renamesExisting = true
+            // `continue` (resume) is on: a file without a journal is still not taken as a partial download.
+            configuration.resume = true
+            let first = try await runDownload(
+                server.url(),
+                to: .named("f.tar.gz", in: directory.path),
+                configuration: configuration
+            ).value
+            #expect(first.path == directory.file("f.tar.1.gz"))
+            let second = try await runDownload(
+                server.url(),
+                to: .named("f.tar.gz", in: directory.path),
+                configuration: configuration
+            ).value
+            #expect(second.path == directory.file("f.tar.2.gz"))
+            let plain = try await runDownload(
+                server.url(),
+                to: .file(directory.file("plain")),
+                configuration: configuration
+            )
+            .value
+            #expect(plain.path == directory.file("plain.1"))
+            for name in ["f.tar.gz", "plain"] {
+                #expect(try sha256Hex(ofFileAt: directory.file(name)) == sha256Hex(precious), "\(name) changed")
+            }
+            for name in ["f.tar.1.gz", "f.tar.2.gz", "plain.1"] {
+                #expect(try sha256Hex(ofFileAt: directory.file(name)) == sha256Hex(Self.content), "\(name)")
+            }
+            #expect(directory.contents().sorted() == ["f.tar.1.gz", "f.tar.2.gz", "f.tar.gz", "plain", "plain.1"])
+            // Without it, the file stays in the way, as before.
+            configuration.renamesExisting = false
+            let refused = try await runDownload(
+                server.url(),
+                to: .file(directory.file("plain")),
+                configuration: configuration
+            )
+            #expect(refused.error?.code == .outputExists)
+        }
+    }
+
     @Test(
         "a file finished by an earlier run with the same finish mark is taken as complete; another mark, or none, is in the way"
     )

@@ -391,7 +391,9 @@ struct DownloadManagerTests {
             let ranges = server.statistics().requests.filter { $0.method == "GET" }.map(\.requestedRange)
             #expect(ranges.last == (2 * pieceLength)..<(3 * pieceLength), "\(ranges)")
             // aria2's getOption shows aria2's options only.
-            #expect(try await manager.options(of: gid.description) == [options[0], options[1]])
+            let answered = try await manager.options(of: gid.description)
+            #expect(answered.contains(options[0]) && answered.contains(options[1]))
+            #expect(!answered.contains { $0.name.hasPrefix("downpour-") })
 
             let wrongLength = [
                 QueueOption(name: "out", value: "q.bin"), QueueOption(name: "downpour-length", value: "5"),
@@ -421,10 +423,12 @@ struct DownloadManagerTests {
         )
         #expect(gid == DownloadID(value: 0xab))
         #expect(try await manager.status(of: "00000000000000AB").status == .paused)
-        #expect(
-            try await manager.options(of: "00000000000000ab")
-                == [QueueOption(name: "bt-max-peers", value: "5"), QueueOption(name: "split", value: "2")]
-        )
+        // aria2's getOption: every option Downpour has, with the download's value, else the default; an unknown one
+        // (BitTorrent's) is not answered, nor are `gid` and `pause`.
+        let answered = try await manager.options(of: "00000000000000ab")
+        #expect(answered.contains(QueueOption(name: "split", value: "2")))
+        #expect(answered.contains { $0.name == "dir" })
+        #expect(!answered.contains { ["bt-max-peers", "gid", "pause"].contains($0.name) })
         for (name, value) in [("split", "many"), ("gid", "xyz"), ("pause", "maybe"), ("out", "../escape")] {
             await #expect {
                 _ = try await manager.add(
@@ -563,12 +567,14 @@ extension DownloadManagerTests {
             #expect(try sha256Hex(ofFileAt: directory.file("o.bin")) == sha256Hex(Self.big))
             let asked = requestedBytes(server, path: "/o.bin", from: requestsBefore, total: Self.big.count)
             #expect(asked <= Self.big.count - Int(done) + 1024 * 1024, "asked for \(asked) bytes, \(done) were done")
-            #expect(
-                try await manager.options(of: gid.description) == [
-                    QueueOption(name: "out", value: "o.bin"), QueueOption(name: "max-download-limit", value: "10M"),
-                    QueueOption(name: "split", value: "2"),
-                ]
-            )
+            // Written back as aria2 writes them: sizes in bytes.
+            let answered = try await manager.options(of: gid.description)
+            for option in [
+                QueueOption(name: "out", value: "o.bin"), QueueOption(name: "max-download-limit", value: "10485760"),
+                QueueOption(name: "split", value: "2"),
+            ] {
+                #expect(answered.contains(option), "\(option)")
+            }
             await manager.shutdown()
         }
         await downloader.shutdown()

@@ -56,7 +56,6 @@ import Testing
                 Self.call("aria2.getPeers", gid),
                 Self.call("aria2.getVersion"),
                 Self.call("aria2.getSessionInfo"),
-                Self.call("aria2.saveSession"),
                 Self.call("aria2.addTorrent", #""AAAA""#),
                 Self.call("system.listMethods", token: false),
                 Self.call("system.listNotifications", token: false),

@@ -352,6 +352,10 @@ actor InMemoryQueue: DownloadQueueService {
         self.fanOut.send(.resultsRemoved(id))
     }
 
+    func saveSession() async throws(QueueError) {
+        throw QueueError(.invalidRequest, message: "Filename is not given.")
+    }
+
     func shutdown() async {
         self.isShutDown = true
     }

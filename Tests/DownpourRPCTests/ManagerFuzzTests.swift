@@ -163,4 +163,5 @@ struct PausedOnly: DownloadQueueService {
     func removeResult(_ gid: String) async throws(QueueError) { try await self.base.removeResult(gid) }
     var events: AsyncStream<QueueEvent> { self.base.events }
     func shutdown() async { await self.base.shutdown() }
+    func saveSession() async throws(QueueError) { try await self.base.saveSession() }
 }

@@ -146,7 +146,7 @@ struct IntegrityParsingTests {
         var options = Aria2Options()
         try options.apply(name: "checksum", value: "sha-1=\(Self.sha1)")
         #expect(options.configuration.checksum == Checksum(algorithm: .sha1, digest: Self.sha1))
-        #expect(Aria2Options.supportedNames.contains("checksum"))
+        #expect(Aria2Option.named("checksum")?.scope == .download)
         #expect(throws: DownloadError.self) { try options.apply(name: "checksum", value: "crc32=1234") }
         do {
             try options.apply(name: "checksum", value: "sha-256=12")

@@ -251,7 +251,7 @@ struct ProxySettingsTests {
         #expect(options.configuration.proxy.all == nil)
         #expect(throws: DownloadError.self) { try options.apply(name: "http-proxy", value: "socks4://x") }
         #expect(throws: DownloadError.self) { try options.apply(name: "no-proxy", value: "1.2.3.4/99") }
-        #expect(Aria2Options.supportedNames.contains("all-proxy"))
+        #expect(Aria2Option.named("all-proxy")?.scope == .download)
     }
 
     @Test("a proxy with credentials survives encoding with the configuration")

@@ -22,6 +22,11 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
     public var userAgent: String
     /// Replace an existing output file instead of failing with ``DownloadError/Code/outputExists``.
     public var overwrite: Bool
+    /// When a file of the output's name exists and no partial download of ours belongs to that name, save as
+    /// `NAME.1.EXT`, `NAME.2.EXT`, ... instead of failing with ``DownloadError/Code/outputExists`` (aria2's
+    /// `auto-file-renaming`). ``DownloadResult/path`` says which name it got. A file is never taken as a partial
+    /// download unless its journal is there. `false` by default; ``overwrite`` comes first.
+    public var renamesExisting: Bool
     /// Certificate checks for HTTPS.
     public var tls: TLS
     /// The most redirects followed before giving up.
@@ -91,6 +96,7 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
         headers: [HTTPHeaderField] = [],
         userAgent: String = "downpour/0.1",
         overwrite: Bool = false,
+        renamesExisting: Bool = false,
         tls: TLS = TLS(),
         maximumRedirects: Int = 10,
         writeBufferSize: Int = 256 * 1024,
@@ -118,6 +124,7 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
         self.headers = headers
         self.userAgent = userAgent
         self.overwrite = overwrite
+        self.renamesExisting = renamesExisting
         self.tls = tls
         self.maximumRedirects = maximumRedirects
         self.writeBufferSize = writeBufferSize
@@ -315,7 +322,7 @@ extension DownloadConfiguration {
         case connections, minimumSplitSize, racesTail, slowConnections, retry, timeouts, headers, userAgent
         case overwrite, tls, maximumRedirects, writeBufferSize, progressInterval, resume, journalInterval
         case maximumRate, credentials, netrcPath, cookies, setsRemoteTime, conditionalGet, proxy, checksum
-        case pieceChecksums, expectedLength, followsMetalink
+        case pieceChecksums, expectedLength, followsMetalink, renamesExisting
     }
 
     /// Decodes what was stored; a field that is missing (stored by an older version) keeps its default, so a
@@ -355,6 +362,7 @@ extension DownloadConfiguration {
         try take(.pieceChecksums, \.pieceChecksums)
         try take(.expectedLength, \.expectedLength)
         try take(.followsMetalink, \.followsMetalink)
+        try take(.renamesExisting, \.renamesExisting)
         self = value
     }
 }

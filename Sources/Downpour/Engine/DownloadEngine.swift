@@ -50,7 +50,8 @@ struct DownloadEngine: Sendable {
             // file with this download's finish mark, once the probe has said how long the remote is.
             try self.checkFree(
                 path,
-                replacing: configuration.overwrite || configuration.conditionalGet || self.isMarkedAsFinished(path)
+                replacing: configuration.overwrite || configuration.conditionalGet || configuration.renamesExisting
+                    || self.isMarkedAsFinished(path)
             )
         }
         let transport = try self.downloader.transport(for: configuration, logger: self.logger)
@@ -86,17 +87,17 @@ struct DownloadEngine: Sendable {
                 try self.checkLength(length)
             }
         }
-        let path = try self.destinationPath(for: remote)
+        let proposedPath = try self.destinationPath(for: remote)
         var replacing = configuration.overwrite
-        if configuration.conditionalGet, let local = FileOperations.sizeAndModificationTime(path) {
+        if configuration.conditionalGet, let local = FileOperations.sizeAndModificationTime(proposedPath) {
             switch ConditionalGet(localModified: local.modified, remoteLastModified: remote.lastModified) {
             case .keep:
                 self.logger.info(
                     "The output file is as new as the remote one; nothing to download",
-                    metadata: ["path": "\(path)"]
+                    metadata: ["path": "\(proposedPath)"]
                 )
                 return DownloadResult(
-                    path: path,
+                    path: proposedPath,
                     length: local.size,
                     remoteFile: remote,
                     downloadedBytes: 0,
@@ -110,13 +111,13 @@ struct DownloadEngine: Sendable {
                 break
             }
         }
-        if !replacing, !readsMetalink, let size = self.finishedEarlier(path, remote: remote) {
+        if !replacing, !readsMetalink, let size = self.finishedEarlier(proposedPath, remote: remote) {
             self.logger.info(
                 "The file was finished by an earlier run (it carries this download's mark); nothing to download",
-                metadata: ["path": "\(path)"]
+                metadata: ["path": "\(proposedPath)"]
             )
             return DownloadResult(
-                path: path,
+                path: proposedPath,
                 length: size,
                 remoteFile: remote,
                 downloadedBytes: 0,
@@ -125,6 +126,13 @@ struct DownloadEngine: Sendable {
                 wasSkipped: true
             )
         }
+        var renamingNotice: String?
+        var renamed: String?
+        if !replacing, !readsMetalink, configuration.renamesExisting, let free = try self.freeName(for: proposedPath) {
+            renamingNotice = "'\(proposedPath)' exists and is not a partial download of this one; saving as '\(free)'."
+            renamed = free
+        }
+        let path = renamed ?? proposedPath
         // A Metalink document is read, never saved: a file of its name does not stand in the way.
         if !readsMetalink { try self.checkFree(path, replacing: replacing) }
         let partPath = path + ".part"
@@ -237,7 +245,7 @@ struct DownloadEngine: Sendable {
                 )
             )
         )
-        for notice in notices + [checksumNotice].compactMap({ $0 }) {
+        for notice in notices + [checksumNotice, renamingNotice].compactMap({ $0 }) {
             self.logger.info("\(notice)")
             self.hub.emit(.notice(notice))
         }
@@ -931,6 +939,26 @@ struct DownloadEngine: Sendable {
         else { return nil }
         if let length = remote.length, length != size { return nil }
         return size
+    }
+
+    /// With ``DownloadConfiguration/renamesExisting``: the name to save as when a file is at `path` and no journal
+    /// of ours is beside it: `NAME.1.EXT`, `NAME.2.EXT`, ..., the first name that is free (its own `.part` and
+    /// journal, if an interrupted run left them, are continued as usual); `nil` when `path` itself will do.
+    private func freeName(for path: String) throws(DownloadError) -> String? {
+        guard FileOperations.exists(path), !FileOperations.isDirectory(path),
+            !FileOperations.exists(JournalStore(partPath: path + ".part").path)
+        else { return nil }
+        let slash = path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex
+        let name = path[slash...]
+        // aria2's form: the number goes before the last extension (`a.tar.gz` → `a.tar.1.gz`), else at the end.
+        let dot = name.lastIndex(of: ".").flatMap { $0 > name.startIndex ? $0 : nil }
+        let stem = dot.map { String(path[..<$0]) } ?? path
+        let suffix = dot.map { String(path[$0...]) } ?? ""
+        for number in 1...9999 {
+            let candidate = "\(stem).\(number)\(suffix)"
+            if !FileOperations.exists(candidate) { return candidate }
+        }
+        throw .outputExists(path)
     }
 
     private func checkFree(_ path: String, replacing: Bool) throws(DownloadError) {

@@ -74,6 +74,10 @@ extension RPCDispatcher {
             let gid = try params.requiredString(at: 0)
             try await Self.queue(gid) { () async throws(QueueError) in try await self.service.removeResult(gid) }
             return "OK"
+        case .saveSession:
+            // The queue itself is stored with every change; the session file is aria2's format of it.
+            try await Self.queue(nil) { () async throws(QueueError) in try await self.service.saveSession() }
+            return "OK"
         case .shutdown, .forceShutdown:
             effects.shutdown = (effects.shutdown ?? false) || method == .forceShutdown
             return "OK"
@@ -124,7 +128,11 @@ extension RPCDispatcher {
             let offset = try params.requiredInteger(at: 0)
             let num = try params.requiredInteger(at: 1)
             let keys = try params.strings(at: 2).map(Set.init)
-            guard num >= 0 else { throw RPCError.method("The parameter num must be zero or positive integer.") }
+            guard num >= 0 else {
+                throw RPCError.method(
+                    "The integer parameter at 1 has invalid value: the value must be greater than or equal to 0."
+                )
+            }
             guard num > 0 else { return [] }
             let stat = queue.globalStat()
             let waiting = method == .tellWaiting
@@ -138,7 +146,7 @@ extension RPCDispatcher {
             let options = try Self.reading(gid) { () throws(QueueError) in try queue.options(of: gid) }
             return OptionsStruct.object(from: options)
         case .getGlobalOption:
-            return OptionsStruct.object(from: queue.globalOptions().filter { $0.name != "rpc-secret" })
+            return OptionsStruct.object(from: queue.globalOptions().filter { $0.name != Aria2Option.rpcSecret.name })
         case .getVersion:
             return [
                 "version": .string(Self.aria2Version),
@@ -148,10 +156,6 @@ extension RPCDispatcher {
             return ["sessionId": .string(self.sessionID)]
         case .getGlobalStat:
             return StatusStruct.globalStat(queue.globalStat())
-        case .saveSession:
-            // The queue stores every change before it answers (``DownloadQueueService``), so there is no session
-            // file to write: the store is always up to date.
-            return "OK"
         case .listMethods:
             return .array(RPCMethod.allCases.map { .string($0.rawValue) })
         case .listNotifications:

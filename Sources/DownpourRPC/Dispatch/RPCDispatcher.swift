@@ -27,7 +27,7 @@ public struct RPCDispatcher: Sendable {
 
     /// The features `aria2.getVersion` lists: only those of aria2's names that Downpour has. No BitTorrent,
     /// Metalink, XML-RPC, SFTP, GZip (responses are never decompressed), asynchronous DNS or Firefox cookies.
-    public static let enabledFeatures = ["HTTPS", "Message Digest"]
+    public static let enabledFeatures = ["HTTPS", "Message Digest", "Metalink"]
 
     let service: any DownloadQueueService
     let tokenCheck: TokenCheck

@@ -52,11 +52,11 @@ enum RPCMethod: String, CaseIterable, Sendable {
         switch self {
         case .addUri, .addMetalink, .remove, .forceRemove, .pause, .forcePause, .pauseAll, .forcePauseAll, .unpause,
             .unpauseAll, .changePosition, .changeUri, .changeOption, .changeGlobalOption, .purgeDownloadResult,
-            .removeDownloadResult, .shutdown, .forceShutdown, .multicall:
+            .removeDownloadResult, .saveSession, .shutdown, .forceShutdown, .multicall:
             return true
         case .addTorrent, .getPeers, .tellStatus, .getUris, .getFiles, .getServers, .tellActive, .tellWaiting,
-            .tellStopped, .getOption, .getGlobalOption, .getVersion, .getSessionInfo, .getGlobalStat, .saveSession,
-            .listMethods, .listNotifications:
+            .tellStopped, .getOption, .getGlobalOption, .getVersion, .getSessionInfo, .getGlobalStat, .listMethods,
+            .listNotifications:
             return false
         }
     }

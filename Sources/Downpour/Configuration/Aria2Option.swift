@@ -1,0 +1,711 @@
+import Foundation
+
+/// One option by aria2's name that Downpour implements: where it applies, what value it takes, how that value is
+/// written back, its default and its help line. ``all`` is the one table of them: input files, aria2's RPC
+/// (`changeOption`, `getOption`, ...), configuration files, session files and the command line all read it, so an
+/// option's name is written once, here.
+///
+/// ```swift
+/// let split = try #require(Aria2Option.named("split"))
+/// try split.checked("8")          // "8"
+/// try Aria2Option.maxDownloadLimit.checked("1M")   // "1048576", as aria2 writes it back
+/// ```
+public struct Aria2Option: Sendable, CustomStringConvertible {
+    /// Where an option applies.
+    public enum Scope: Sendable, Hashable {
+        /// A download's own (an input file's entry, `addUri`, `changeOption`); its global value is every download's
+        /// default.
+        case download
+        /// How a download joins the queue (`gid`, `pause`): given when it is added, never changed or shown.
+        case placement
+        /// The queue's (`changeGlobalOption`).
+        case queue
+        /// The daemon's, set when it starts (configuration file, command line).
+        case daemon
+    }
+
+    /// The values an option takes.
+    public enum Value: Sendable, Hashable {
+        /// `true` or `false`.
+        case flag
+        /// A whole number in the range.
+        case count(ClosedRange<Int>)
+        /// A size in bytes, `K`, `M` and `G` suffixes allowed; written back in bytes, as aria2 does.
+        case size(ClosedRange<Int64>)
+        /// Seconds; aria2 takes whole ones, Downpour fractions too.
+        case seconds(ClosedRange<Double>)
+        /// Any text.
+        case text
+        /// Any text, and the option may be given several times (`header`); written back one value a line.
+        case list
+        /// One of these words.
+        case choice([String])
+    }
+
+    /// aria2's name, without the leading `--`.
+    public let name: String
+    public let scope: Scope
+    public let value: Value
+    /// One line for `--help`.
+    public let help: String
+    /// A word for the value in `--help` (`size`, `seconds`, ...).
+    public let valueName: String
+    /// The default of a queue or daemon option, as written back; `nil` when it has none (a download option's
+    /// default is the configuration's own: ``defaultValue(in:)``).
+    public let defaultText: String?
+    /// Whether aria2 has the option: only those are answered to aria2's RPC (Downpour's own are for its command
+    /// line and configuration file).
+    public let isAria2s: Bool
+    let apply: (@Sendable (String, inout Aria2Options) throws(DownloadError) -> Void)?
+    let read: (@Sendable (Aria2Options) -> String?)?
+
+    init(
+        _ name: String,
+        _ scope: Scope,
+        _ value: Value,
+        valueName: String? = nil,
+        default defaultText: String? = nil,
+        isAria2s: Bool = true,
+        help: String,
+        apply: (@Sendable (String, inout Aria2Options) throws(DownloadError) -> Void)? = nil,
+        read: (@Sendable (Aria2Options) -> String?)? = nil
+    ) {
+        self.name = name
+        self.scope = scope
+        self.value = value
+        self.help = help
+        self.defaultText = defaultText
+        self.isAria2s = isAria2s
+        self.apply = apply
+        self.read = read
+        switch value {
+        case .flag: self.valueName = valueName ?? "true|false"
+        case .count: self.valueName = valueName ?? "number"
+        case .size: self.valueName = valueName ?? "size"
+        case .seconds: self.valueName = valueName ?? "seconds"
+        case .text, .list: self.valueName = valueName ?? "text"
+        case .choice(let words): self.valueName = valueName ?? words.joined(separator: "|")
+        }
+    }
+
+    public var description: String { self.name }
+
+    /// The option named `name`, or `nil` when Downpour has none of that name.
+    public static func named(_ name: String) -> Aria2Option? {
+        Self.byName[name]
+    }
+
+    private static let byName: [String: Aria2Option] = Dictionary(
+        Self.all.map { ($0.name, $0) },
+        uniquingKeysWith: { first, _ in first }
+    )
+
+    /// `value` checked and written as aria2 writes it back (`1M` → `1048576`, `TRUE` → `true`).
+    ///
+    /// - Throws: ``DownloadError/Code/invalidRequest`` naming the option and what it takes.
+    public func checked(_ text: String) throws(DownloadError) -> String {
+        func bad(_ what: String) -> DownloadError {
+            .invalidRequest("The option '\(self.name)' takes \(what), not '\(text)'.")
+        }
+        let normalized: String
+        switch self.value {
+        case .flag:
+            switch text.lowercased() {
+            case "true": normalized = "true"
+            case "false": normalized = "false"
+            default: throw bad("true or false")
+            }
+        case .count(let range):
+            guard let number = Int(text), range.contains(number) else {
+                throw bad("a whole number from \(range.lowerBound) to \(range.upperBound)")
+            }
+            normalized = "\(number)"
+        case .size(let range):
+            guard let bytes = ByteCount.parse(text) else { throw bad("a size such as 512K, 10M or 1G") }
+            guard range.contains(bytes) else {
+                throw bad("a size from \(range.lowerBound) to \(range.upperBound) bytes")
+            }
+            normalized = "\(bytes)"
+        case .seconds(let range):
+            guard let seconds = Double(text), seconds.isFinite, range.contains(seconds) else {
+                throw bad(
+                    "a number of seconds from \(Self.format(range.lowerBound)) to \(Self.format(range.upperBound))"
+                )
+            }
+            normalized = Self.format(seconds)
+        case .text, .list:
+            normalized = text
+        case .choice(let words):
+            guard words.contains(text.lowercased()) else { throw bad(words.joined(separator: ", ")) }
+            normalized = text.lowercased()
+        }
+        if let apply {
+            // The value must also make sense to the request (a header's form, a proxy URL, a digest).
+            var scratch = Aria2Options()
+            do {
+                try apply(normalized, &scratch)
+            } catch {
+                guard !error.message.contains("'\(self.name)'") else { throw error }
+                throw .invalidRequest("The option '\(self.name)' cannot take '\(text)': \(error.message)")
+            }
+        }
+        return normalized
+    }
+
+    /// The value this option has in `options` (a download's or the defaults' request options), written as aria2
+    /// writes it; `nil` for one that is not set and has no default.
+    public func defaultValue(in options: Aria2Options) -> String? {
+        self.read?(options) ?? self.defaultText
+    }
+
+    /// Applies a value to request options; queue and daemon options change nothing there.
+    ///
+    /// - Throws: ``DownloadError/Code/invalidRequest`` for a bad value, naming the option.
+    public func apply(_ text: String, to options: inout Aria2Options) throws(DownloadError) {
+        guard let apply else { return }
+        try apply(try self.checked(text), &options)
+    }
+
+    /// Seconds as aria2 writes them: whole ones without a fraction.
+    static func format(_ seconds: Double) -> String {
+        seconds == seconds.rounded() && abs(seconds) < 1e15 ? "\(Int64(seconds))" : "\(seconds)"
+    }
+
+    static func format(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        return Self.format(Double(seconds) + Double(attoseconds / 1_000_000_000_000) / 1_000_000)
+    }
+
+    static func duration(_ text: String) -> Duration {
+        .milliseconds(Int64(((Double(text) ?? 0) * 1000).rounded()))
+    }
+}
+
+extension Aria2Option {
+    /// Every option Downpour implements, in the order `--help` and `getGlobalOption` list them.
+    public static let all: [Aria2Option] = [
+        .dir, .out, .header, .split, .maxConnectionPerServer, .minSplitSize, .maxDownloadLimit, .userAgent, .maxTries,
+        .retryWait, .timeout, .connectTimeout, .lowestSpeedLimit, .allowOverwrite, .autoFileRenaming, .continue,
+        .checkCertificate, .caCertificate, .httpUser, .httpPasswd, .noNetrc, .remoteTime, .conditionalGet, .allProxy,
+        .httpProxy, .httpsProxy, .noProxy, .checksum, .followMetalink, .metalinkLocation, .forceSave, .gid, .pause,
+        .maxConcurrentDownloads, .maxDownloadResult, .maxOverallDownloadLimit, .saveSession, .saveSessionInterval,
+        .enableRPC, .rpcListenPort, .rpcListenAll, .rpcSecret, .rpcAllowOriginAll, .inputFile, .confPath,
+        .onDownloadStart, .onDownloadPause, .onDownloadStop, .onDownloadComplete, .onDownloadError,
+    ]
+
+    /// Options of Downpour's own that carry what a Metalink says about a file, for a queue that stores options as
+    /// text (``PieceChecksums/description``'s form, and the length in bytes). Applied as options, never shown.
+    public static let internalOptions: [Aria2Option] = [.pieceChecksums, .expectedLength]
+}
+
+// MARK: - One download
+
+extension Aria2Option {
+    public static let dir = Aria2Option(
+        "dir",
+        .download,
+        .text,
+        valueName: "dir",
+        help: "Save into this directory.",
+        apply: { value, options throws(DownloadError) in
+            guard !value.isEmpty else { throw .invalidRequest("The option 'dir' takes a directory, not ''.") }
+            options.directory = value
+        },
+        read: { $0.directory }
+    )
+    public static let out = Aria2Option(
+        "out",
+        .download,
+        .text,
+        valueName: "file",
+        help: "Save under this file name (inside dir).",
+        apply: { value, options throws(DownloadError) in
+            guard DownloadRequest.Destination.staysInside(value) else {
+                throw .invalidRequest(
+                    "The option 'out' takes a file name or a relative path inside the directory, not '\(value)'."
+                )
+            }
+            options.output = value
+        },
+        read: { $0.output }
+    )
+    public static let header = Aria2Option(
+        "header",
+        .download,
+        .list,
+        valueName: "header",
+        help: "Send this request header, 'Name: value' (repeatable).",
+        apply: { value, options throws(DownloadError) in
+            guard let header = HTTPHeaderField(parsing: value) else {
+                throw .invalidRequest("The option 'header' takes 'Name: value', not '\(value)'.")
+            }
+            try header.validate()
+            options.configuration.headers.append(header)
+        },
+        read: { options in
+            options.configuration.headers.isEmpty
+                ? nil : options.configuration.headers.map { "\($0.name): \($0.value)\n" }.joined()
+        }
+    )
+    public static let split = Aria2Option(
+        "split",
+        .download,
+        .count(1...64),
+        valueName: "connections",
+        help: "Connections per download (1-64); Downpour splits as it goes, so this is max-connection-per-server too.",
+        apply: { value, options in options.configuration.connections = Int(value) ?? 1 },
+        read: { "\($0.configuration.connections)" }
+    )
+    public static let maxConnectionPerServer = Aria2Option(
+        "max-connection-per-server",
+        .download,
+        .count(1...64),
+        valueName: "connections",
+        help: "Connections per download (1-64), as split.",
+        apply: { value, options in options.configuration.connections = Int(value) ?? 1 },
+        read: { "\($0.configuration.connections)" }
+    )
+    public static let minSplitSize = Aria2Option(
+        "min-split-size",
+        .download,
+        .size(1024...(1 << 40)),
+        help: "Never split a range below this size (K, M, G suffixes).",
+        apply: { value, options in options.configuration.minimumSplitSize = Int64(value) ?? 1024 },
+        read: { "\($0.configuration.minimumSplitSize)" }
+    )
+    public static let maxDownloadLimit = Aria2Option(
+        "max-download-limit",
+        .download,
+        .size(0...(1 << 50)),
+        help: "The most bytes per second for each download (K, M, G suffixes; 0 for no limit).",
+        apply: { value, options in
+            let rate = Int64(value) ?? 0
+            options.configuration.maximumRate = rate == 0 ? nil : rate
+        },
+        read: { "\($0.configuration.maximumRate ?? 0)" }
+    )
+    public static let userAgent = Aria2Option(
+        "user-agent",
+        .download,
+        .text,
+        help: "The User-Agent header.",
+        apply: { value, options in options.configuration.userAgent = value },
+        read: { $0.configuration.userAgent }
+    )
+    public static let maxTries = Aria2Option(
+        "max-tries",
+        .download,
+        .count(1...1000),
+        help: "Attempts in a row without progress before a connection gives up.",
+        apply: { value, options in options.configuration.retry.maximumTries = Int(value) ?? 1 },
+        read: { "\($0.configuration.retry.maximumTries)" }
+    )
+    public static let retryWait = Aria2Option(
+        "retry-wait",
+        .download,
+        .seconds(0...600),
+        help: "Seconds before the first retry; doubles each time, with jitter.",
+        apply: { value, options in options.configuration.retry.wait = Aria2Option.duration(value) },
+        read: { Aria2Option.format($0.configuration.retry.wait) }
+    )
+    public static let timeout = Aria2Option(
+        "timeout",
+        .download,
+        .seconds(0.001...600),
+        help: "Connect time-out, and the longest a connection may stay silent.",
+        apply: { value, options in
+            options.configuration.timeouts.idleRead = Aria2Option.duration(value)
+            options.configuration.timeouts.connect = Aria2Option.duration(value)
+        },
+        read: { Aria2Option.format($0.configuration.timeouts.idleRead) }
+    )
+    public static let connectTimeout = Aria2Option(
+        "connect-timeout",
+        .download,
+        .seconds(0.001...600),
+        help: "Connect time-out.",
+        apply: { value, options in options.configuration.timeouts.connect = Aria2Option.duration(value) },
+        read: { Aria2Option.format($0.configuration.timeouts.connect) }
+    )
+    public static let lowestSpeedLimit = Aria2Option(
+        "lowest-speed-limit",
+        .download,
+        .size(0...(1 << 50)),
+        help: "Restart a connection slower than this many bytes per second (K, M suffixes; 0 for no floor).",
+        apply: { value, options in
+            let rate = Int64(value) ?? 0
+            options.configuration.slowConnections.lowestSpeed = rate == 0 ? nil : rate
+        },
+        read: { "\($0.configuration.slowConnections.lowestSpeed ?? 0)" }
+    )
+    public static let allowOverwrite = Aria2Option(
+        "allow-overwrite",
+        .download,
+        .flag,
+        help: "Replace an existing file of the same name.",
+        apply: { value, options in options.configuration.overwrite = value == "true" },
+        read: { "\($0.configuration.overwrite)" }
+    )
+    public static let autoFileRenaming = Aria2Option(
+        "auto-file-renaming",
+        .download,
+        .flag,
+        help: "When a file of the name exists, save as NAME.1.EXT, NAME.2.EXT, ... instead of failing.",
+        apply: { value, options in options.configuration.renamesExisting = value == "true" },
+        read: { "\($0.configuration.renamesExisting)" }
+    )
+    public static let `continue` = Aria2Option(
+        "continue",
+        .download,
+        .flag,
+        help: "Continue a partial download from NAME.part and its journal (never from a file without one).",
+        apply: { value, options in options.configuration.resume = value == "true" },
+        read: { "\($0.configuration.resume)" }
+    )
+    public static let checkCertificate = Aria2Option(
+        "check-certificate",
+        .download,
+        .flag,
+        help: "Verify the server's TLS certificate.",
+        apply: { value, options in options.configuration.tls.verifyCertificates = value == "true" },
+        read: { "\($0.configuration.tls.verifyCertificates)" }
+    )
+    public static let caCertificate = Aria2Option(
+        "ca-certificate",
+        .download,
+        .text,
+        valueName: "file",
+        help: "Trust the certificates in this PEM file instead of the system's.",
+        apply: { value, options in options.configuration.tls.trustedCertificatesPath = value.isEmpty ? nil : value },
+        read: { $0.configuration.tls.trustedCertificatesPath }
+    )
+    public static let httpUser = Aria2Option(
+        "http-user",
+        .download,
+        .text,
+        valueName: "user",
+        help: "User name for HTTP Basic authentication (sent only to the URL's own origin).",
+        apply: { value, options throws(DownloadError) in
+            guard !value.contains(":") else {
+                throw .invalidRequest("The option 'http-user' takes a user name without ':', not '\(value)'.")
+            }
+            options.configuration.credentials = Credentials(
+                user: value,
+                password: options.configuration.credentials?.password ?? ""
+            )
+        },
+        read: { $0.configuration.credentials.map(\.user) }
+    )
+    public static let httpPasswd = Aria2Option(
+        "http-passwd",
+        .download,
+        .text,
+        valueName: "password",
+        help: "Password for http-user.",
+        apply: { value, options in
+            options.configuration.credentials = Credentials(
+                user: options.configuration.credentials?.user ?? "",
+                password: value
+            )
+        },
+        read: { $0.configuration.credentials.map(\.password) }
+    )
+    public static let noNetrc = Aria2Option(
+        "no-netrc",
+        .download,
+        .flag,
+        help: "Do not take credentials from .netrc.",
+        apply: { value, options in
+            if value == "true" { options.configuration.netrcPath = nil }
+        },
+        read: { "\($0.configuration.netrcPath == nil)" }
+    )
+    public static let remoteTime = Aria2Option(
+        "remote-time",
+        .download,
+        .flag,
+        help: "Give the file the server's modification time (Last-Modified).",
+        apply: { value, options in options.configuration.setsRemoteTime = value == "true" },
+        read: { "\($0.configuration.setsRemoteTime)" }
+    )
+    public static let conditionalGet = Aria2Option(
+        "conditional-get",
+        .download,
+        .flag,
+        help: "Download only when the remote file is newer than the local one, and then replace it.",
+        apply: { value, options in options.configuration.conditionalGet = value == "true" },
+        read: { "\($0.configuration.conditionalGet)" }
+    )
+    public static let allProxy = Aria2Option(
+        "all-proxy",
+        .download,
+        .text,
+        valueName: "url",
+        help: "Proxy for every URL: [http://|socks5://|socks5h://][USER:PASSWORD@]HOST[:PORT]; '' for none.",
+        apply: { value, options throws(DownloadError) in
+            options.configuration.proxy.all = try Aria2Option.proxy("all-proxy", value)
+        },
+        read: { $0.configuration.proxy.all?.description }
+    )
+    public static let httpProxy = Aria2Option(
+        "http-proxy",
+        .download,
+        .text,
+        valueName: "url",
+        help: "Proxy for http URLs (before all-proxy).",
+        apply: { value, options throws(DownloadError) in
+            options.configuration.proxy.http = try Aria2Option.proxy("http-proxy", value)
+        },
+        read: { $0.configuration.proxy.http?.description }
+    )
+    public static let httpsProxy = Aria2Option(
+        "https-proxy",
+        .download,
+        .text,
+        valueName: "url",
+        help: "Proxy for https URLs (before all-proxy).",
+        apply: { value, options throws(DownloadError) in
+            options.configuration.proxy.https = try Aria2Option.proxy("https-proxy", value)
+        },
+        read: { $0.configuration.proxy.https?.description }
+    )
+    public static let noProxy = Aria2Option(
+        "no-proxy",
+        .download,
+        .text,
+        valueName: "list",
+        help: "Reach these directly: comma-separated hosts, addresses and networks (10.0.0.0/8), each with :PORT.",
+        apply: { value, options throws(DownloadError) in
+            options.configuration.proxy.noProxy = ProxySettings.noProxyEntries(value)
+            try options.configuration.proxy.validate()
+        },
+        read: { $0.configuration.proxy.noProxy.isEmpty ? nil : $0.configuration.proxy.noProxy.joined(separator: ",") }
+    )
+    public static let checksum = Aria2Option(
+        "checksum",
+        .download,
+        .text,
+        valueName: "type=digest",
+        help:
+            "The file's digest, TYPE=DIGEST (sha-256, sha-512, sha-1, md5); the file gets its name only if it matches.",
+        apply: { value, options throws(DownloadError) in
+            guard let checksum = Checksum(parsing: value) else {
+                throw .invalidRequest(
+                    "The option 'checksum' takes TYPE=DIGEST: sha-256, sha-512, sha-1 or md5, then the digest in "
+                        + "hexadecimal, not '\(value)'."
+                )
+            }
+            options.configuration.checksum = checksum
+        },
+        read: { $0.configuration.checksum?.description }
+    )
+    public static let followMetalink = Aria2Option(
+        "follow-metalink",
+        .download,
+        .choice(["true", "mem", "false"]),
+        help: "A URL that is a Metalink: download the files it lists (true, mem) or save the document (false).",
+        apply: { value, options in options.configuration.followsMetalink = value != "false" },
+        read: { "\($0.configuration.followsMetalink)" }
+    )
+    public static let metalinkLocation = Aria2Option(
+        "metalink-location",
+        .download,
+        .text,
+        valueName: "locations",
+        help: "With a Metalink: prefer the URLs of these locations (comma-separated country codes, such as 'de,fr').",
+        apply: { value, options in
+            options.metalinkLocations = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        },
+        read: { $0.metalinkLocations.isEmpty ? nil : $0.metalinkLocations.joined(separator: ",") }
+    )
+    public static let forceSave = Aria2Option(
+        "force-save",
+        .download,
+        .flag,
+        help: "Keep the download in the saved session even when it completed or was removed.",
+        apply: { value, options in options.forceSave = value == "true" },
+        read: { "\($0.forceSave)" }
+    )
+    public static let pieceChecksums = Aria2Option(
+        "downpour-piece-checksums",
+        .download,
+        .text,
+        isAria2s: false,
+        help: "A Metalink's piece digests, TYPE:LENGTH:DIGEST,DIGEST,...",
+        apply: { value, options throws(DownloadError) in
+            guard let pieces = PieceChecksums(parsing: value) else {
+                throw .invalidRequest(
+                    "The option 'downpour-piece-checksums' takes TYPE:LENGTH:DIGEST,DIGEST,..., not '\(value)'."
+                )
+            }
+            options.configuration.pieceChecksums = pieces
+        }
+    )
+    public static let expectedLength = Aria2Option(
+        "downpour-length",
+        .download,
+        .size(0...Int64.max / 2),
+        isAria2s: false,
+        help: "A Metalink's length of the file, in bytes.",
+        apply: { value, options in options.configuration.expectedLength = Int64(value) }
+    )
+
+    static func proxy(_ name: String, _ value: String) throws(DownloadError) -> ProxyURL? {
+        guard !value.isEmpty else { return nil }
+        do {
+            return try ProxyURL(parsing: value)
+        } catch {
+            throw .invalidRequest("The option '\(name)' takes a proxy URL: \(error.message)")
+        }
+    }
+}
+
+// MARK: - Adding to the queue
+
+extension Aria2Option {
+    public static let gid = Aria2Option(
+        "gid",
+        .placement,
+        .text,
+        valueName: "gid",
+        help: "The download's GID: 16 hexadecimal digits, not all zero."
+    )
+    public static let pause = Aria2Option(
+        "pause",
+        .placement,
+        .flag,
+        help: "Add the download paused."
+    )
+}
+
+// MARK: - The queue
+
+extension Aria2Option {
+    public static let maxConcurrentDownloads = Aria2Option(
+        "max-concurrent-downloads",
+        .queue,
+        .count(1...1000),
+        valueName: "downloads",
+        default: "5",
+        help: "Downloads to run at once (1-1000)."
+    )
+    public static let maxDownloadResult = Aria2Option(
+        "max-download-result",
+        .queue,
+        .count(0...100_000),
+        valueName: "results",
+        default: "1000",
+        help: "Results of stopped downloads to keep (0-100000)."
+    )
+    public static let maxOverallDownloadLimit = Aria2Option(
+        "max-overall-download-limit",
+        .queue,
+        .size(0...(1 << 50)),
+        default: "0",
+        help: "The most bytes per second over all downloads (K, M, G suffixes; 0 for no limit)."
+    )
+    public static let saveSession = Aria2Option(
+        "save-session",
+        .queue,
+        .text,
+        valueName: "file",
+        help: "Write the unfinished downloads to this file in aria2's session format at exit and on aria2.saveSession."
+    )
+    public static let saveSessionInterval = Aria2Option(
+        "save-session-interval",
+        .queue,
+        .seconds(0...86_400),
+        default: "0",
+        help: "Also write the session file every this many seconds when it changed (0: never)."
+    )
+}
+
+// MARK: - The daemon
+
+extension Aria2Option {
+    public static let enableRPC = Aria2Option(
+        "enable-rpc",
+        .daemon,
+        .flag,
+        default: "true",
+        help: "The daemon always speaks JSON-RPC; accepted for aria2's configuration files."
+    )
+    public static let rpcListenPort = Aria2Option(
+        "rpc-listen-port",
+        .daemon,
+        .count(0...65535),
+        valueName: "port",
+        default: "6800",
+        help: "The port to listen on (0: any free port, printed at start)."
+    )
+    public static let rpcListenAll = Aria2Option(
+        "rpc-listen-all",
+        .daemon,
+        .flag,
+        default: "false",
+        help: "Listen on every network interface, not only 127.0.0.1 (needs a secret)."
+    )
+    public static let rpcSecret = Aria2Option(
+        "rpc-secret",
+        .daemon,
+        .text,
+        valueName: "secret",
+        help: "The RPC secret token."
+    )
+    public static let rpcAllowOriginAll = Aria2Option(
+        "rpc-allow-origin-all",
+        .daemon,
+        .flag,
+        default: "false",
+        help: "Let web pages of any origin call the daemon (Access-Control-Allow-Origin: *); needs a secret."
+    )
+    public static let inputFile = Aria2Option(
+        "input-file",
+        .daemon,
+        .text,
+        valueName: "file",
+        help: "At start, add the downloads of this file (aria2's input or session format) that the queue lacks."
+    )
+    public static let confPath = Aria2Option(
+        "conf-path",
+        .daemon,
+        .text,
+        valueName: "file",
+        help: "Read options from this file (aria2's format: NAME=VALUE lines); the command line wins over it."
+    )
+    public static let onDownloadStart = Aria2Option(
+        "on-download-start",
+        .daemon,
+        .text,
+        valueName: "command",
+        help: "Run this program when a download starts, with its GID, number of files and path (no shell)."
+    )
+    public static let onDownloadPause = Aria2Option(
+        "on-download-pause",
+        .daemon,
+        .text,
+        valueName: "command",
+        help: "Run this program when a download is paused (arguments as on-download-start)."
+    )
+    public static let onDownloadStop = Aria2Option(
+        "on-download-stop",
+        .daemon,
+        .text,
+        valueName: "command",
+        help: "Run this program when a download stops for any reason (arguments as on-download-start)."
+    )
+    public static let onDownloadComplete = Aria2Option(
+        "on-download-complete",
+        .daemon,
+        .text,
+        valueName: "command",
+        help: "Run this program when a download completes (arguments as on-download-start)."
+    )
+    public static let onDownloadError = Aria2Option(
+        "on-download-error",
+        .daemon,
+        .text,
+        valueName: "command",
+        help: "Run this program when a download fails (arguments as on-download-start)."
+    )
+}

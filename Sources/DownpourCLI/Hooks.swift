@@ -1,0 +1,93 @@
+import Downpour
+import DownpourQueue
+import Foundation
+import Logging
+
+/// aria2's hooks (`on-download-start`, `-pause`, `-stop`, `-complete`, `-error`): a program run with aria2's three
+/// arguments, the GID, the number of files (1) and the file's path (empty while unknown). The program is started
+/// directly, without a shell, so nothing of a URL or a server's file name is ever read as a command; it is not
+/// waited for, its output goes nowhere, and a failure is logged and changes nothing.
+struct Hooks: Sendable {
+    enum Moment: Sendable, Hashable {
+        case start, pause, stop, complete, error
+    }
+
+    var start: String?
+    var pause: String?
+    var stop: String?
+    var complete: String?
+    var error: String?
+
+    init(_ settings: Aria2Arguments) {
+        func command(_ option: Aria2Option) -> String? {
+            settings.value(option).flatMap { $0.isEmpty ? nil : $0 }
+        }
+        self.start = command(.onDownloadStart)
+        self.pause = command(.onDownloadPause)
+        self.stop = command(.onDownloadStop)
+        self.complete = command(.onDownloadComplete)
+        self.error = command(.onDownloadError)
+    }
+
+    var isEmpty: Bool {
+        [self.start, self.pause, self.stop, self.complete, self.error].allSatisfy { $0 == nil }
+    }
+
+    /// The program for `moment`: as in aria2, `on-download-stop` runs when a download completes or fails only when
+    /// no `on-download-complete` (or `-error`) is set, and always when one is removed.
+    func command(for moment: Moment) -> String? {
+        switch moment {
+        case .start: self.start
+        case .pause: self.pause
+        case .stop: self.stop
+        case .complete: self.complete ?? self.stop
+        case .error: self.error ?? self.stop
+        }
+    }
+
+    /// Starts the program for `moment`, if there is one, and returns at once.
+    func run(_ moment: Moment, gid: String, path: String?, logger: Logger) {
+        guard let command = self.command(for: moment) else { return }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: command)
+        process.arguments = [gid, "1", path ?? ""]
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        process.terminationHandler = { finished in
+            if finished.terminationStatus != 0 {
+                logger.warning(
+                    "A hook failed",
+                    metadata: ["hook": "\(command)", "gid": "\(gid)", "status": "\(finished.terminationStatus)"]
+                )
+            }
+        }
+        do {
+            try process.run()
+        } catch {
+            logger.warning(
+                "A hook could not be started",
+                metadata: ["hook": "\(command)", "gid": "\(gid)", "error": "\(error.localizedDescription)"]
+            )
+        }
+    }
+
+    /// Runs the hooks for the queue's events until `queue` shuts down.
+    func follow(_ queue: any DownloadQueueService, logger: Logger) async {
+        for await event in queue.events {
+            let moment: Moment
+            let gid: DownloadID
+            switch event {
+            case .started(let id): (moment, gid) = (.start, id)
+            case .paused(let id): (moment, gid) = (.pause, id)
+            case .stopped(let id): (moment, gid) = (.stop, id)
+            case .completed(let id): (moment, gid) = (.complete, id)
+            case .failed(let id): (moment, gid) = (.error, id)
+            case .added, .changed, .resultsRemoved, .optionsChanged: continue
+            }
+            guard self.command(for: moment) != nil else { continue }
+            let path = try? await queue.status(of: gid.description).path
+            self.run(moment, gid: gid.description, path: path, logger: logger)
+        }
+    }
+}

@@ -1,0 +1,94 @@
+import Downpour
+
+/// What a download's options and the queue's are, layer over layer: the defaults (the daemon's configuration), the
+/// global options, a download's own. A pure value over the option table (``Aria2Option/all``), made for one read or
+/// one request.
+///
+/// A download's own option shadows the global one of the same name, as in aria2 (a download's `header` replaces the
+/// global `header` lines, it does not add to them).
+struct OptionResolver: Sendable {
+    /// The request options every download starts from, before any option by name.
+    var base: Aria2Options
+    /// The global options, the daemon's defaults with the clients' changes over them.
+    var globals: [QueueOption]
+
+    /// `own` over ``globals``: by name, the download's values replace the global ones.
+    func effective(_ own: [QueueOption]) -> [QueueOption] {
+        let names = Set(own.map(\.name))
+        return self.globals.filter { !names.contains($0.name) } + own
+    }
+
+    /// The request options of a download with options `own`: ``base``, then its effective download options.
+    ///
+    /// - Throws: ``QueueError`` `invalidRequest` naming the option with a bad value.
+    func requestOptions(_ own: [QueueOption]) throws(QueueError) -> Aria2Options {
+        var options = self.base
+        for option in self.effective(own) {
+            guard let known = Self.requestOption(option.name) else { continue }
+            do {
+                try known.apply(option.value, to: &options)
+            } catch {
+                throw QueueError(.invalidRequest, message: error.message, option: option.name)
+            }
+        }
+        return options
+    }
+
+    /// What `aria2.getOption` answers for a download with options `own`: every download option Downpour has that
+    /// aria2 has too, with the download's value, else the global one, else the default, written as aria2 writes it.
+    func downloadOptions(_ own: [QueueOption]) -> [QueueOption] {
+        let effective = self.effective(own)
+        var answer: [QueueOption] = []
+        for option in Aria2Option.all where option.scope == .download && option.isAria2s {
+            answer += Self.values(of: option, in: effective) ?? Self.defaults(of: option, in: self.base)
+        }
+        return answer
+    }
+
+    /// What `aria2.getGlobalOption` answers: every option with a value, defaults included, but the secret; the
+    /// queue's own as `queue` has them.
+    func globalOptions(queue: DownloadQueue, overallLimit: Int64?) -> [QueueOption] {
+        var answer: [QueueOption] = []
+        for option in Aria2Option.all where option.isAria2s && option.name != Aria2Option.rpcSecret.name {
+            switch option.scope {
+            case .placement:
+                continue
+            case .download:
+                answer += Self.values(of: option, in: self.globals) ?? Self.defaults(of: option, in: self.base)
+            case .queue:
+                let value: String?
+                switch option.name {
+                case Aria2Option.maxConcurrentDownloads.name: value = "\(queue.maxConcurrentDownloads)"
+                case Aria2Option.maxDownloadResult.name: value = "\(queue.maxDownloadResult)"
+                case Aria2Option.maxOverallDownloadLimit.name: value = "\(overallLimit ?? 0)"
+                default: value = Self.values(of: option, in: self.globals)?.last?.value ?? option.defaultText
+                }
+                if let value { answer.append(QueueOption(name: option.name, value: value)) }
+            case .daemon:
+                answer += Self.values(of: option, in: self.globals) ?? Self.defaults(of: option, in: self.base)
+            }
+        }
+        return answer
+    }
+
+    /// The option of a download's request named `name` (the table's and Downpour's own), or `nil`.
+    static func requestOption(_ name: String) -> Aria2Option? {
+        if let option = Aria2Option.named(name) { return option.scope == .download ? option : nil }
+        return Aria2Option.internalOptions.first { $0.name == name }
+    }
+
+    /// `option`'s values in `options`, checked and written as aria2 writes them; a list's values joined one a line,
+    /// as aria2 answers `header`. `nil` when `options` does not set it.
+    private static func values(of option: Aria2Option, in options: [QueueOption]) -> [QueueOption]? {
+        let values = options.filter { $0.name == option.name }.map { (try? option.checked($0.value)) ?? $0.value }
+        guard let last = values.last else { return nil }
+        if case .list = option.value {
+            return [QueueOption(name: option.name, value: values.map { $0 + "\n" }.joined())]
+        }
+        return [QueueOption(name: option.name, value: last)]
+    }
+
+    private static func defaults(of option: Aria2Option, in base: Aria2Options) -> [QueueOption] {
+        option.defaultValue(in: base).map { [QueueOption(name: option.name, value: $0)] } ?? []
+    }
+}
