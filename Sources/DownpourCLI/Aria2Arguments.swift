@@ -48,17 +48,22 @@ struct Aria2Arguments {
                     index += 1
                 }
             }
-            do {
-                options.append(QueueOption(name: name, value: try option.checked(value ?? "")))
-            } catch {
-                throw ValidationError(error.message)
-            }
+            options.append(try Self.checked(option, value ?? ""))
         }
         self.options = options
     }
 
     init(options: [QueueOption]) {
         self.options = options
+    }
+
+    /// `value` of `option` checked by the table, as aria2 writes it back; a usage error when it is bad.
+    static func checked(_ option: Aria2Option, _ value: String) throws -> QueueOption {
+        do {
+            return QueueOption(name: option.name, value: try option.checked(value))
+        } catch {
+            throw ValidationError(error.message)
+        }
     }
 
     /// `over` laid over these: by name, its values replace these ones (the command line over the file).

@@ -149,12 +149,7 @@ struct DaemonCommand: AsyncParsableCommand {
     func settings(reportingUnknown: Bool = true) throws -> Aria2Arguments {
         var given = try Aria2Arguments(parsing: self.aria2Options).options
         func add(_ option: Aria2Option, _ value: String?) throws {
-            guard let value else { return }
-            do {
-                given.append(QueueOption(name: option.name, value: try option.checked(value)))
-            } catch {
-                throw ValidationError(error.message)
-            }
+            if let value { given.append(try Aria2Arguments.checked(option, value)) }
         }
         try add(.dir, self.directory)
         try add(.maxConcurrentDownloads, self.maxConcurrentDownloads.map(String.init))

@@ -53,7 +53,7 @@ struct OptionResolver: Sendable {
             switch option.scope {
             case .placement:
                 continue
-            case .download:
+            case .download, .daemon:
                 answer += Self.values(of: option, in: self.globals) ?? Self.defaults(of: option, in: self.base)
             case .queue:
                 let value: String?
@@ -64,8 +64,6 @@ struct OptionResolver: Sendable {
                 default: value = Self.values(of: option, in: self.globals)?.last?.value ?? option.defaultText
                 }
                 if let value { answer.append(QueueOption(name: option.name, value: value)) }
-            case .daemon:
-                answer += Self.values(of: option, in: self.globals) ?? Self.defaults(of: option, in: self.base)
             }
         }
         return answer

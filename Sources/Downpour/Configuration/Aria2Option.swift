@@ -338,37 +338,25 @@ extension Aria2Option {
         },
         read: { "\($0.configuration.slowConnections.lowestSpeed ?? 0)" }
     )
-    public static let allowOverwrite = Aria2Option(
+    public static let allowOverwrite = Aria2Option.flag(
         "allow-overwrite",
-        .download,
-        .flag,
-        help: "Replace an existing file of the same name.",
-        apply: { value, options in options.configuration.overwrite = value == "true" },
-        read: { "\($0.configuration.overwrite)" }
+        \.overwrite,
+        help: "Replace an existing file of the same name."
     )
-    public static let autoFileRenaming = Aria2Option(
+    public static let autoFileRenaming = Aria2Option.flag(
         "auto-file-renaming",
-        .download,
-        .flag,
-        help: "When a file of the name exists, save as NAME.1.EXT, NAME.2.EXT, ... instead of failing.",
-        apply: { value, options in options.configuration.renamesExisting = value == "true" },
-        read: { "\($0.configuration.renamesExisting)" }
+        \.renamesExisting,
+        help: "When a file of the name exists, save as NAME.1.EXT, NAME.2.EXT, ... instead of failing."
     )
-    public static let `continue` = Aria2Option(
+    public static let `continue` = Aria2Option.flag(
         "continue",
-        .download,
-        .flag,
-        help: "Continue a partial download from NAME.part and its journal (never from a file without one).",
-        apply: { value, options in options.configuration.resume = value == "true" },
-        read: { "\($0.configuration.resume)" }
+        \.resume,
+        help: "Continue a partial download from NAME.part and its journal (never from a file without one)."
     )
-    public static let checkCertificate = Aria2Option(
+    public static let checkCertificate = Aria2Option.flag(
         "check-certificate",
-        .download,
-        .flag,
-        help: "Verify the server's TLS certificate.",
-        apply: { value, options in options.configuration.tls.verifyCertificates = value == "true" },
-        read: { "\($0.configuration.tls.verifyCertificates)" }
+        \.tls.verifyCertificates,
+        help: "Verify the server's TLS certificate."
     )
     public static let caCertificate = Aria2Option(
         "ca-certificate",
@@ -420,54 +408,30 @@ extension Aria2Option {
         },
         read: { "\($0.configuration.netrcPath == nil)" }
     )
-    public static let remoteTime = Aria2Option(
+    public static let remoteTime = Aria2Option.flag(
         "remote-time",
-        .download,
-        .flag,
-        help: "Give the file the server's modification time (Last-Modified).",
-        apply: { value, options in options.configuration.setsRemoteTime = value == "true" },
-        read: { "\($0.configuration.setsRemoteTime)" }
+        \.setsRemoteTime,
+        help: "Give the file the server's modification time (Last-Modified)."
     )
-    public static let conditionalGet = Aria2Option(
+    public static let conditionalGet = Aria2Option.flag(
         "conditional-get",
-        .download,
-        .flag,
-        help: "Download only when the remote file is newer than the local one, and then replace it.",
-        apply: { value, options in options.configuration.conditionalGet = value == "true" },
-        read: { "\($0.configuration.conditionalGet)" }
+        \.conditionalGet,
+        help: "Download only when the remote file is newer than the local one, and then replace it."
     )
-    public static let allProxy = Aria2Option(
+    public static let allProxy = Aria2Option.proxy(
         "all-proxy",
-        .download,
-        .text,
-        valueName: "url",
-        help: "Proxy for every URL: [http://|socks5://|socks5h://][USER:PASSWORD@]HOST[:PORT]; '' for none.",
-        apply: { value, options throws(DownloadError) in
-            options.configuration.proxy.all = try Aria2Option.proxy("all-proxy", value)
-        },
-        read: { $0.configuration.proxy.all?.description }
+        \.all,
+        help: "Proxy for every URL: [http://|socks5://|socks5h://][USER:PASSWORD@]HOST[:PORT]; '' for none."
     )
-    public static let httpProxy = Aria2Option(
+    public static let httpProxy = Aria2Option.proxy(
         "http-proxy",
-        .download,
-        .text,
-        valueName: "url",
-        help: "Proxy for http URLs (before all-proxy).",
-        apply: { value, options throws(DownloadError) in
-            options.configuration.proxy.http = try Aria2Option.proxy("http-proxy", value)
-        },
-        read: { $0.configuration.proxy.http?.description }
+        \.http,
+        help: "Proxy for http URLs (before all-proxy)."
     )
-    public static let httpsProxy = Aria2Option(
+    public static let httpsProxy = Aria2Option.proxy(
         "https-proxy",
-        .download,
-        .text,
-        valueName: "url",
-        help: "Proxy for https URLs (before all-proxy).",
-        apply: { value, options throws(DownloadError) in
-            options.configuration.proxy.https = try Aria2Option.proxy("https-proxy", value)
-        },
-        read: { $0.configuration.proxy.https?.description }
+        \.https,
+        help: "Proxy for https URLs (before all-proxy)."
     )
     public static let noProxy = Aria2Option(
         "no-proxy",
@@ -550,13 +514,52 @@ extension Aria2Option {
         apply: { value, options in options.configuration.expectedLength = Int64(value) }
     )
 
-    static func proxy(_ name: String, _ value: String) throws(DownloadError) -> ProxyURL? {
-        guard !value.isEmpty else { return nil }
-        do {
-            return try ProxyURL(parsing: value)
-        } catch {
-            throw .invalidRequest("The option '\(name)' takes a proxy URL: \(error.message)")
-        }
+    /// A download option that is a flag of the configuration.
+    static func flag(
+        _ name: String,
+        _ field: any WritableKeyPath<DownloadConfiguration, Bool> & Sendable,
+        help: String
+    ) -> Aria2Option {
+        Aria2Option(
+            name,
+            .download,
+            .flag,
+            help: help,
+            apply: { value, options in options.configuration[keyPath: field] = value == "true" },
+            read: { "\($0.configuration[keyPath: field])" }
+        )
+    }
+
+    /// A download option that sets one of the configuration's proxies ('' for none).
+    static func proxy(
+        _ name: String,
+        _ field: any WritableKeyPath<ProxySettings, ProxyURL?> & Sendable,
+        help: String
+    ) -> Aria2Option {
+        Aria2Option(
+            name,
+            .download,
+            .text,
+            valueName: "url",
+            help: help,
+            apply: { value, options throws(DownloadError) in
+                guard !value.isEmpty else {
+                    options.configuration.proxy[keyPath: field] = nil
+                    return
+                }
+                do throws(DownloadError) {
+                    options.configuration.proxy[keyPath: field] = try ProxyURL(parsing: value)
+                } catch {
+                    throw .invalidRequest("The option '\(name)' takes a proxy URL: \(error.message)")
+                }
+            },
+            read: { $0.configuration.proxy[keyPath: field]?.description }
+        )
+    }
+
+    /// A hook of the daemon: a program run at a moment of a download.
+    static func hook(_ name: String, help: String) -> Aria2Option {
+        Aria2Option(name, .daemon, .text, valueName: "command", help: help)
     }
 }
 
@@ -673,39 +676,24 @@ extension Aria2Option {
         valueName: "file",
         help: "Read options from this file (aria2's format: NAME=VALUE lines); the command line wins over it."
     )
-    public static let onDownloadStart = Aria2Option(
+    public static let onDownloadStart = Aria2Option.hook(
         "on-download-start",
-        .daemon,
-        .text,
-        valueName: "command",
         help: "Run this program when a download starts, with its GID, number of files and path (no shell)."
     )
-    public static let onDownloadPause = Aria2Option(
+    public static let onDownloadPause = Aria2Option.hook(
         "on-download-pause",
-        .daemon,
-        .text,
-        valueName: "command",
         help: "Run this program when a download is paused (arguments as on-download-start)."
     )
-    public static let onDownloadStop = Aria2Option(
+    public static let onDownloadStop = Aria2Option.hook(
         "on-download-stop",
-        .daemon,
-        .text,
-        valueName: "command",
         help: "Run this program when a download stops for any reason (arguments as on-download-start)."
     )
-    public static let onDownloadComplete = Aria2Option(
+    public static let onDownloadComplete = Aria2Option.hook(
         "on-download-complete",
-        .daemon,
-        .text,
-        valueName: "command",
         help: "Run this program when a download completes (arguments as on-download-start)."
     )
-    public static let onDownloadError = Aria2Option(
+    public static let onDownloadError = Aria2Option.hook(
         "on-download-error",
-        .daemon,
-        .text,
-        valueName: "command",
         help: "Run this program when a download fails (arguments as on-download-start)."
     )
 }
