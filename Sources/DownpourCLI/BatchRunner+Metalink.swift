@@ -3,9 +3,10 @@ import Foundation
 
 extension BatchRunner.Entry {
     /// The files of a Metalink document as batch entries: each from all its URLs (mirrors, best first: those of
-    /// `locations` first), named as the document names it inside `options.directory`, with `options`' checksum,
-    /// else the file's strongest digest, its piece digests and its size. The files themselves are not followed
-    /// as Metalinks again (a document that lists itself would never end).
+    /// `options.metalinkLocations` first), with what the document says of it
+    /// (``Metalink/File/downloadOptions(keepingName:keepingChecksum:)``, `options`' checksum winning) inside
+    /// `options.directory`. The files themselves are not followed as Metalinks again (a document that lists itself
+    /// would never end).
     ///
     /// `line` gives each file's line for messages (its place in `-M`'s document, or the input file's line of the
     /// entry that named the document); `origin` names the document when it was a URL of a batch.
@@ -15,23 +16,19 @@ extension BatchRunner.Entry {
     static func metalinkFiles(
         of metalink: Metalink,
         options base: Aria2Options,
-        locations: [String],
         line: (Int) -> Int,
         origin: String? = nil
     ) throws(DownloadError) -> [BatchRunner.Entry] {
         var entries: [BatchRunner.Entry] = []
         for (index, file) in metalink.files.enumerated() {
             var options = base
-            options.output = file.name
             options.configuration.followsMetalink = false
-            if options.configuration.checksum == nil {
-                options.configuration.checksum = file.strongestChecksum
-            }
-            options.configuration.pieceChecksums = file.pieces
-            options.configuration.expectedLength = file.size
             do throws(DownloadError) {
-                // Every URL of the file, best first: the others are its mirrors.
-                let request = try options.request(uris: file.sources(preferring: locations).map(\.url.absoluteString))
+                let keepsChecksum = base.configuration.checksum != nil
+                for (option, value) in file.downloadOptions(keepingName: false, keepingChecksum: keepsChecksum) {
+                    try option.apply(value, to: &options)
+                }
+                let request = try options.request(uris: file.uris(preferring: base.metalinkLocations))
                 try request.configuration.validate()
                 var entry = BatchRunner.Entry(line: line(index), request: request)
                 entry.origin = origin.map { "\($0), file \(file.name)" }

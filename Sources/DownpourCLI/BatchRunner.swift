@@ -1,5 +1,6 @@
 import Downpour
 import Foundation
+import Logging
 
 /// Runs the entries of an input file through one ``Downloader``, `concurrency` at a time, in the file's order,
 /// and returns the exit status: 0 when every download succeeded, else the status of the first failed one (8 when
@@ -7,7 +8,7 @@ import Foundation
 ///
 /// An entry whose URL turned out to be a Metalink document (its request follows Metalinks, and its result has
 /// ``DownloadResult/metalink``) is not a download of its own: the files the document lists join the batch
-/// (``Entry/metalinkFiles(of:options:locations:line:origin:)``, in the entry's directory) and start before the
+/// (``Entry/metalinkFiles(of:options:line:origin:)``, in the entry's directory) and start before the
 /// entries still waiting, as aria2 puts them at the front of its waiting queue. They are counted, and their
 /// failures named, as every other download.
 struct BatchRunner {
@@ -34,11 +35,14 @@ struct BatchRunner {
     var metalinkLocations: [String] = []
     /// Given the cookie jar of every download that used cookies, when it has ended.
     var cookiesCollected: (@Sendable (CookieJar) -> Void)?
+    /// aria2's hooks, run for each download with a GID of its own, and the logger for their failures.
+    var hooks: (Hooks, Logger)?
 
     func run() async -> Int32 {
         let downloader = self.downloader
         let renderer = self.renderer
         let cookiesCollected = self.cookiesCollected
+        let hooks = self.hooks
         let locations = self.metalinkLocations
         renderer.begin(total: self.entries.count)
         let batch = Task { [entries = self.entries, concurrency = self.concurrency] in
@@ -57,13 +61,20 @@ struct BatchRunner {
                     let entry = entries[index]
                     group.addTask {
                         let download = downloader.download(entry.request)
-                        // Quiet: nothing to show, so no listener to wake for every event.
-                        let events = renderer.isQuiet ? nil : download.events
-                        async let listened: Void = {
-                            guard let events else { return }
+                        let gid = InputGID.random()
+                        // Quiet and without hooks: nothing to show, so no listener to wake for every event.
+                        let events = renderer.isQuiet && hooks == nil ? nil : download.events
+                        async let listened: String? = {
+                            guard let events else { return nil }
+                            var path: String?
                             for await event in events {
+                                if case .started(let start) = event, let (hooks, logger) = hooks {
+                                    path = start.destinationPath
+                                    hooks.run(.start, gid: gid, path: start.destinationPath, logger: logger)
+                                }
                                 renderer.render(event, of: index, url: entry.request.url.absoluteString)
                             }
+                            return path
                         }()
                         let result: Result<DownloadResult, DownloadError>
                         do throws(DownloadError) {
@@ -71,7 +82,8 @@ struct BatchRunner {
                         } catch {
                             result = .failure(error)
                         }
-                        await listened
+                        let path = await listened
+                        if let (hooks, logger) = hooks { hooks.run(result, gid: gid, path: path, logger: logger) }
                         if let jar = download.cookies { cookiesCollected?(jar) }
                         return (index, result)
                     }
@@ -82,10 +94,11 @@ struct BatchRunner {
                     if case .success(let done) = result, let metalink = done.metalink {
                         let entry = entries[index]
                         do throws(DownloadError) {
+                            var options = entry.optionsForMetalinkFiles
+                            options.metalinkLocations = locations
                             let files = try Entry.metalinkFiles(
                                 of: metalink,
-                                options: entry.optionsForMetalinkFiles,
-                                locations: locations,
+                                options: options,
                                 line: { _ in entry.line },
                                 origin: "Metalink \(entry.request.url.absoluteString)"
                             )

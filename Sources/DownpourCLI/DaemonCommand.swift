@@ -51,15 +51,12 @@ struct DaemonCommand: AsyncParsableCommand {
             A file of the name that exists is never replaced: the download is saved as NAME.1.EXT \
             (auto-file-renaming=true), or fails (auto-file-renaming=false).
 
-            aria2's options (on the command line as --NAME=VALUE, in the file as NAME=VALUE):
-            """ + "\n" + Aria2Arguments.help(for: [.download, .queue, .daemon])
-    )
+            aria2's options are taken as aria2c takes them: on the command line as --NAME=VALUE, --NAME VALUE, \
+            a flag alone for true, or a short name; in the file as NAME=VALUE.
 
-    @Option(
-        name: .customLong(Aria2Option.confPath.name),
-        help: ArgumentHelp(Aria2Option.confPath.help, valueName: Aria2Option.confPath.valueName)
+            Options:
+            """ + "\n" + Aria2Arguments.help(for: .daemon, base: DaemonCommand.base(directory: "."))
     )
-    var confPath: String?
 
     @Option(
         name: .customLong("rpc-secret-file"),
@@ -107,57 +104,20 @@ struct DaemonCommand: AsyncParsableCommand {
     )
     var idleTimeout: Int = 60
 
-    @Option(
-        name: [.customShort("d"), .customLong(Aria2Option.dir.name)],
-        help: ArgumentHelp("Save downloads in this directory unless a download says otherwise.", valueName: "dir")
-    )
-    var directory: String?
-
     @Option(name: .customLong("state-dir"), help: ArgumentHelp("Keep the queue in this directory.", valueName: "dir"))
     var stateDirectory: String?
 
-    @Option(
-        name: [.customShort("j"), .customLong(Aria2Option.maxConcurrentDownloads.name)],
-        help: ArgumentHelp(Aria2Option.maxConcurrentDownloads.help, valueName: "downloads")
-    )
-    var maxConcurrentDownloads: Int?
-
-    @Option(
-        name: [.customShort("x"), .customLong("connections")],
-        help: ArgumentHelp(
-            "Connections per download unless a download says otherwise (1-64): split and "
-                + "max-connection-per-server at once.",
-            valueName: "connections"
-        )
-    )
-    var connections: Int?
-
-    @Flag(name: [.customShort("v"), .customLong("verbose")], help: "Log what happens to standard error.")
-    var verbose = false
-
-    @Argument(
-        parsing: .allUnrecognized,
-        help: ArgumentHelp(
-            "Any option of aria2's that Downpour has, as aria2c takes it: --NAME=VALUE, --NAME VALUE, or --NAME "
-                + "alone for true. The list is below.",
-            valueName: "aria2-option"
-        )
-    )
-    var aria2Options: [String] = []
+    @OptionGroup var flags: Aria2Flags
 
     /// The options in force: the configuration file, then the command line over it (by name).
     func settings(reportingUnknown: Bool = true) throws -> Aria2Arguments {
-        var given = try Aria2Arguments(parsing: self.aria2Options).options
-        func add(_ option: Aria2Option, _ value: String?) throws {
-            if let value { given.append(try Aria2Arguments.checked(option, value)) }
+        let settings = try Aria2Arguments.resolve(self.flags.words, for: .daemon, reportingUnknown: reportingUnknown)
+        if let operand = settings.operands.first {
+            throw ValidationError(
+                "Unexpected argument '\(operand)': the daemon takes its downloads over RPC, or from --input-file."
+            )
         }
-        try add(.dir, self.directory)
-        try add(.maxConcurrentDownloads, self.maxConcurrentDownloads.map(String.init))
-        try add(.split, self.connections.map(String.init))
-        try add(.maxConnectionPerServer, self.connections.map(String.init))
-        try add(.confPath, self.confPath)
-        let file = try Aria2Arguments.configurationFile(self.confPath, reportingUnknown: reportingUnknown)
-        return file.overlaid(with: given)
+        return settings
     }
 
     func validate() throws {
@@ -245,7 +205,7 @@ struct DaemonCommand: AsyncParsableCommand {
         let directory = Self.absolute(settings.value(.dir) ?? ".")
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
         var logger = Logger(label: "downpour.daemon")
-        logger.logLevel = self.verbose ? .debug : .notice
+        logger.logLevel = self.flags.verbose ? .debug : .notice
 
         // The state directory holds the queue (URLs, options, maybe credentials in headers): owner only.
         do {
@@ -273,9 +233,7 @@ struct DaemonCommand: AsyncParsableCommand {
         let options = settings.options.filter {
             $0.name != Aria2Option.rpcSecret.name && $0.name != Aria2Option.dir.name
         }
-        // As in aria2, a file of the name that exists is kept and the download saved as NAME.1.EXT.
-        var downloadConfiguration = DownloadManager.Defaults.configuration
-        downloadConfiguration.renamesExisting = true
+        let base = Self.base(directory: directory)
 
         // The downloads' connections on the same loops as the daemon's tasks (NIO's, see `Main`): a body part read
         // on a loop is handed to the task that waits for it on that loop, not across threads to another group's.
@@ -289,8 +247,8 @@ struct DaemonCommand: AsyncParsableCommand {
             downloader: downloader,
             store: store,
             defaults: DownloadManager.Defaults(
-                directory: directory,
-                configuration: downloadConfiguration,
+                directory: base.directory,
+                configuration: base.configuration,
                 options: options
             ),
             eventLoop: MultiThreadedEventLoopGroup.singleton.next(),
@@ -411,6 +369,14 @@ struct DaemonCommand: AsyncParsableCommand {
         if added > 0 {
             FileHandle.standardOutput.write(Data("downpour daemon: \(added) downloads added from \(path)\n".utf8))
         }
+    }
+
+    /// What every download starts from before the global options: aria2's defaults where Downpour's differ
+    /// (Metalinks followed; a file of the name that exists is kept and the download saved as NAME.1.EXT).
+    static func base(directory: String) -> Aria2Options {
+        var configuration = DownloadManager.Defaults.configuration
+        configuration.renamesExisting = true
+        return Aria2Options(directory: directory, configuration: configuration)
     }
 
     static func absolute(_ path: String) -> String {

@@ -11,59 +11,36 @@ import Musl
 import Darwin
 #endif
 
-/// `--http-user`, `--http-passwd`, `--netrc-path`, `--no-netrc`, `--load-cookies`, `--save-cookies`,
-/// `--remote-time` and `--conditional-get`: checked, turned into configuration, and the cookie jar saved at the end.
-extension GetCommand {
-    func validateCredentialOptions() throws {
-        if self.httpPassword != nil && self.httpUser == nil {
+/// The options of credentials and cookies (`http-user`, `http-passwd`, `netrc-path`, `no-netrc`, `load-cookies`,
+/// `save-cookies`): checked before anything starts, and the cookie jar saved at the end.
+extension GetPlan {
+    func validateCredentials(_ settings: Aria2Arguments) throws {
+        if settings.gives(.httpPasswd) && !settings.gives(.httpUser) {
             throw ValidationError("--http-passwd needs --http-user.")
         }
-        if let user = self.httpUser, user.contains(":") {
-            throw ValidationError("--http-user cannot contain ':'; give the password with --http-passwd.")
-        }
-        if let path = self.netrcPath {
-            guard !self.noNetrc else { throw ValidationError("Give either --netrc-path or --no-netrc, not both.") }
+        if let path = settings.value(.netrcPath) {
+            guard !settings.flag(.noNetrc) else {
+                throw ValidationError("Give either --netrc-path or --no-netrc, not both.")
+            }
             guard access(path, R_OK) == 0, !Self.isDirectory(path) else {
                 throw ValidationError("Cannot read the netrc file '\(path)' given with --netrc-path.")
             }
         }
-        if let path = self.loadCookies {
-            let missingIsFine = path == self.saveCookies && access(path, F_OK) != 0
+        if let path = self.loadCookiesPath {
+            let missingIsFine = path == self.saveCookiesPath && access(path, F_OK) != 0
             guard missingIsFine || (access(path, R_OK) == 0 && !Self.isDirectory(path)) else {
                 throw ValidationError("Cannot read the cookie file '\(path)' given with --load-cookies.")
             }
         }
-        if let path = self.saveCookies, Self.isDirectory(path) {
+        if let path = self.saveCookiesPath, Self.isDirectory(path) {
             throw ValidationError("--save-cookies names a directory, '\(path)'; name a file.")
         }
-    }
-
-    /// The options of this extension in `configuration`. `~/.netrc` is read unless `--no-netrc` is given.
-    func applyCredentialOptions(to configuration: inout DownloadConfiguration) {
-        if let user = self.httpUser {
-            configuration.credentials = Credentials(user: user, password: self.httpPassword ?? "")
-        }
-        if self.noNetrc {
-            configuration.netrcPath = nil
-        } else if let path = self.netrcPath {
-            configuration.netrcPath = path
-        } else if let home = ProcessInfo.processInfo.environment["HOME"], !home.isEmpty {
-            configuration.netrcPath = (home.hasSuffix("/") ? home : home + "/") + ".netrc"
-        }
-        if let path = self.loadCookies {
-            let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
-            configuration.cookies = CookieJar(netscapeFormat: text)
-        } else if self.saveCookies != nil {
-            configuration.cookies = CookieJar()
-        }
-        configuration.setsRemoteTime = self.remoteTime
-        configuration.conditionalGet = self.conditionalGet
     }
 
     /// Writes `jar` to `--save-cookies`, if given: to a temporary file beside it, mode 0600, then renamed over
     /// it. Returns `false` (after saying why) when that failed.
     func saveCookies(_ jar: CookieJar?) -> Bool {
-        guard let path = self.saveCookies, let jar else { return true }
+        guard let path = self.saveCookiesPath, let jar else { return true }
         let temporary = path + ".downpour-\(getpid())"
         let data = Data(jar.netscapeFormat().utf8)
         unlink(temporary)  // A leftover of a crashed run with the same process ID.

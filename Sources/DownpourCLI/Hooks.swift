@@ -72,6 +72,25 @@ struct Hooks: Sendable {
         }
     }
 
+    /// The moment a download of `get` ended at: completed, failed, or stopped (Ctrl-C).
+    static func moment(of outcome: Result<DownloadResult, DownloadError>) -> Moment {
+        switch outcome {
+        case .success: .complete
+        case .failure(let error) where error.code == .cancelled: .stop
+        case .failure: .error
+        }
+    }
+
+    /// Starts the program for how a download of `get` ended.
+    func run(_ outcome: Result<DownloadResult, DownloadError>, gid: String, path: String? = nil, logger: Logger) {
+        let path: String? =
+            switch outcome {
+            case .success(let result): result.path
+            case .failure: path
+            }
+        self.run(Self.moment(of: outcome), gid: gid, path: path, logger: logger)
+    }
+
     /// Runs the hooks for the queue's events until `queue` shuts down.
     func follow(_ queue: any DownloadQueueService, logger: Logger) async {
         for await event in queue.events {

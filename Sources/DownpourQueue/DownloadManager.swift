@@ -764,7 +764,9 @@ public actor DownloadManager: DownloadQueueService {
     /// (aria2's code 1) and adds none.
     private func follow(_ metalink: Metalink, of gid: DownloadID, path: String, length: Int64) -> [QueueAction] {
         guard let download = self.queue.downloads[gid] else { return [] }
-        let options = download.entry.options.filter { $0.name != "out" && $0.name != "checksum" }
+        let options = download.entry.options.filter {
+            $0.name != Aria2Option.out.name && $0.name != Aria2Option.checksum.name
+        }
         do throws(QueueError) {
             var files: [QueueEntry] = []
             for request in AddRequest.files(of: metalink, options: options, position: nil) {

@@ -58,7 +58,7 @@ public struct DownloadQueue: Sendable {
     private var undoSteps: [UndoStep] = []
 
     /// Options whose change does not restart an active download (the download applies them while it runs).
-    public static let optionsChangedLive: Set<String> = ["max-download-limit"]
+    public static let optionsChangedLive: Set<String> = [Aria2Option.maxDownloadLimit.name]
 
     /// An empty queue.
     public init(maxConcurrentDownloads: Int = 5, maxDownloadResult: Int = 1000) {
@@ -544,7 +544,7 @@ public struct DownloadQueue: Sendable {
         }
         let names = Set(options.map(\.name))
         download.entry.options = download.entry.options.filter { !names.contains($0.name) } + options
-        if names.contains("dir") || names.contains("out") {
+        if names.contains(Aria2Option.dir.name) || names.contains(Aria2Option.out.name) {
             // The file goes somewhere else now: what an earlier run resolved no longer holds.
             download.path = nil
         }

@@ -53,7 +53,7 @@ struct OptionResolver: Sendable {
             switch option.scope {
             case .placement:
                 continue
-            case .download, .daemon:
+            case .download, .startup:
                 answer += Self.values(of: option, in: self.globals) ?? Self.defaults(of: option, in: self.base)
             case .queue:
                 let value: String?

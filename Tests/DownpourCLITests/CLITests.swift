@@ -1,3 +1,4 @@
+import Downpour
 import DownpourTestSupport
 import Foundation
 import Testing
@@ -27,11 +28,13 @@ enum Binary {
         return Bundle.main.bundleURL.appendingPathComponent("downpour").path
     }
 
-    /// This process's environment without its proxy variables (the tests talk to servers on 127.0.0.1), plus
-    /// `extra`.
+    /// This process's environment without its proxy variables (the tests talk to servers on 127.0.0.1) and with a
+    /// configuration directory that does not exist (a developer's own `downpour.conf` must not change a test),
+    /// plus `extra`.
     static func environment(adding extra: [String: String] = [:]) -> [String: String] {
         let proxyVariables = ["http_proxy", "https_proxy", "all_proxy", "no_proxy"]
         return ProcessInfo.processInfo.environment.filter { !proxyVariables.contains($0.key.lowercased()) }
+            .merging(["XDG_CONFIG_HOME": "/nonexistent/downpour-tests"]) { $1 }
             .merging(extra) { $1 }
     }
 
@@ -79,6 +82,19 @@ struct Scratch {
     }
 
     func file(_ name: String) -> String { self.path + "/" + name }
+
+    /// A shell script `name` here, executable, running `body`; its path.
+    func script(_ name: String, _ body: String) throws -> String {
+        let path = self.file(name)
+        try "#!/bin/sh\n\(body)\n".write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o755)
+        return path
+    }
+
+    /// A hook that appends its three arguments to `log`, `|`-separated, after `prefix`.
+    func recordingHook(_ name: String, log: String, prefix: String = "") throws -> String {
+        try self.script(name, "printf '\(prefix)%s|%s|%s\\n' \"$1\" \"$2\" \"$3\" >> '\(log)'")
+    }
     func contents() -> [String] { ((try? FileManager.default.contentsOfDirectory(atPath: self.path)) ?? []).sorted() }
     func remove() { try? FileManager.default.removeItem(atPath: self.path) }
 }
@@ -87,74 +103,27 @@ struct Scratch {
 struct CLITests {
     static let content = makeTestContent(count: 2 * 1024 * 1024 + 7, seed: 11)
 
-    /// Every option of `get` as its help shows it: names and value name, in the order of `GetCommand`.
-    static let getOptions = [
-        "-o, --output <output>",
-        "-d, --dir <dir>",
-        "-i, --input-file <file>",
-        "-M, --metalink-file <file>",
-        "--follow-metalink <true|false>",
-        "--metalink-location <locations>",
-        "-j, --max-concurrent-downloads <downloads>",
-        "-x, --connections <connections>",
-        "--min-split-size <size>",
-        "--lowest-speed <size>",
-        "--slow-window <seconds>",
-        "--no-restart-slow",
-        "--max-tries <max-tries>",
-        "--retry-wait <seconds>",
-        "--timeout <seconds>",
-        "-H, --header <header>",
-        "--user-agent <user-agent>",
-        "--overwrite",
-        "-q, --quiet",
-        "--insecure",
-        "--ca-certificate <file>",
-        "--no-resume",
-        "--journal-interval <seconds>",
-        "--max-overall-download-limit <size>",
-        "--max-download-limit <size>",
-        "-v, --verbose",
-        "--http-user <http-user>",
-        "--http-passwd <password>",
-        "--netrc-path <file>",
-        "--no-netrc",
-        "--load-cookies <file>",
-        "--save-cookies <file>",
-        "--remote-time",
-        "--conditional-get",
-        "--all-proxy <url>",
-        "--http-proxy <url>",
-        "--https-proxy <url>",
-        "--no-proxy <list>",
-        "--checksum <type=digest>",
-        "--version",
-        "-h, --help",
-    ]
-
-    /// The entries of the OPTIONS section of a help text: each option's names and value, and its description.
-    static func optionEntries(inHelp help: String) -> [(option: String, description: String)] {
+    /// The entries of the "Options:" list of a help text (the table's options): each option's names, and its
+    /// description.
+    static func tableEntries(inHelp help: String) -> [(option: String, description: String)] {
         var entries: [(option: String, description: String)] = []
         var inOptions = false
         for line in help.split(separator: "\n", omittingEmptySubsequences: false) {
             if !line.hasPrefix(" ") {
-                inOptions = line == "OPTIONS:"
+                inOptions = line == "Options:"
                 continue
             }
             guard inOptions else { continue }
-            let text = line.drop { $0 == " " }
-            // Names separated by ", ", then the value name if any, then the description on this line or the next.
-            if line.hasPrefix("  -"), let match = text.wholeMatch(of: #/(-[^\s,]+(?:, -[^\s,]+)*(?: <[^>]+>)?) *(.*)/#)
-            {
-                entries.append((String(match.1), String(match.2)))
-            } else if !entries.isEmpty {
-                entries[entries.count - 1].description += " " + text
+            if line.hasPrefix("  -") {
+                entries.append((line.trimmingCharacters(in: .whitespaces), ""))
+            } else if line.hasPrefix("      "), !entries.isEmpty {
+                entries[entries.count - 1].description += line.trimmingCharacters(in: .whitespaces) + " "
             }
         }
-        return entries.map { ($0.option, $0.description.trimmingCharacters(in: .whitespaces)) }
+        return entries
     }
 
-    @Test("--help describes every option of get")
+    @Test("--help lists every option of the table that get takes, each with its names and a description")
     func help() async throws {
         let root = try await Binary.run(["--help"])
         #expect(root.status == 0)
@@ -162,11 +131,24 @@ struct CLITests {
         #expect(root.standardOutput.contains("Exit codes"))
         let get = try await Binary.run(["get", "--help"])
         #expect(get.status == 0)
-        let entries = Self.optionEntries(inHelp: get.standardOutput)
-        #expect(entries.map(\.option) == Self.getOptions, "\(get.standardOutput)")
+        let entries = Self.tableEntries(inHelp: get.standardOutput)
+        let expected = Aria2Option.all.filter { $0.commands.contains(.get) }.map { option in
+            (option.short.map { "-\($0), " } ?? "") + "--\(option.name)=<\(option.valueName)>"
+        }
+        #expect(entries.map(\.option) == expected, "\(get.standardOutput)")
         for entry in entries {
             #expect(!entry.description.isEmpty, "\(entry.option) has no description")
         }
+        // Downpour's earlier spellings are named with the options they stand for.
+        for alias in ["--connections", "--overwrite", "--insecure", "--no-resume", "--lowest-speed", "--output"] {
+            #expect(get.standardOutput.contains(alias), "\(alias)")
+        }
+        // Lines fit a terminal of 80 columns, so the help does not re-wrap them.
+        #expect(get.standardOutput.split(separator: "\n").allSatisfy { $0.count <= 80 })
+        let daemon = try await Binary.run(["daemon", "--help"])
+        let daemonEntries = Self.tableEntries(inHelp: daemon.standardOutput)
+        #expect(daemonEntries.contains { $0.option == "--rpc-listen-port=<port>" })
+        #expect(!daemonEntries.contains { $0.option.contains("--load-cookies") })
     }
 
     @Test(
@@ -189,8 +171,9 @@ struct CLITests {
         "bad option values are usage errors",
         arguments: [
             ["-x", "0"], ["-x", "65"], ["--min-split-size", "12Q"], ["--max-tries", "0"], ["--retry-wait", "-1"],
-            ["--timeout", "0"], ["--header", "no-colon"], ["-o", "a", "-d", "b"], ["--slow-window", "0"],
-            ["--lowest-speed", "0"], ["--lowest-speed", "fast"],
+            ["--timeout", "0"], ["--header", "no-colon"], ["--continue=maybe"], ["--slow-window", "0"],
+            ["--rpc-secret=s"], ["--lowest-speed", "fast"], ["--bogus"], ["--insecure=true"], ["--split"],
+            ["--gid=0123456789abcdef"], ["-Z"],
         ]
     )
     func badOptions(options: [String]) async throws {

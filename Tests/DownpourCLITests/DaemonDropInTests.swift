@@ -30,13 +30,7 @@ struct DaemonDropInTests {
         let theirs = Data("a file of the user's".utf8)
         try theirs.write(to: URL(fileURLWithPath: downloads + "/b.bin"))
         let hookLog = scratch.file("hooks.log")
-        let hook = scratch.file("hook.sh")
-        try "#!/bin/sh\nprintf '%s|%s|%s\\n' \"$1\" \"$2\" \"$3\" >> '\(hookLog)'\n".write(
-            toFile: hook,
-            atomically: true,
-            encoding: .utf8
-        )
-        chmod(hook, 0o755)
+        let hook = try scratch.recordingHook("hook.sh", log: hookLog)
         let session = scratch.file("aria2.session")
         // As aria2c writes it: URIs each followed by a TAB, then the GID, pause and the download's options.
         try """

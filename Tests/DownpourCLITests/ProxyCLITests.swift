@@ -20,7 +20,7 @@ struct ProxyCLITests {
         "a bad proxy is a usage error saying what is wrong",
         arguments: [
             (["--all-proxy", "https://127.0.0.1:9"], [:], "TLS to the proxy"),
-            (["--http-proxy", "socks4://127.0.0.1:9"], [:], "--http-proxy"),
+            (["--http-proxy", "socks4://127.0.0.1:9"], [:], "'http-proxy'"),
             (["--https-proxy", "socks5://:secret@127.0.0.1:9"], [:], "without a user name"),
             (["--all-proxy", "127.0.0.1:99999"], [:], "port"),
             (["--no-proxy", "10.0.0.0/40"], [:], "10.0.0.0/40"),

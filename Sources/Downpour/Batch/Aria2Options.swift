@@ -49,6 +49,11 @@ public struct Aria2Options: Sendable, Hashable {
         try option.apply(value, to: &self)
     }
 
+    /// `metalink-location`'s country codes: `"de, fr"` is `["de", "fr"]`.
+    public static func locations(_ text: String?) -> [String] {
+        (text ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+
     /// A request for the file at `uris`: the first is the request's URL, the others its mirrors (as aria2 takes
     /// several URIs of one file).
     ///

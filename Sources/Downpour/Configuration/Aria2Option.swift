@@ -20,8 +20,34 @@ public struct Aria2Option: Sendable, CustomStringConvertible {
         case placement
         /// The queue's (`changeGlobalOption`).
         case queue
-        /// The daemon's, set when it starts (configuration file, command line).
-        case daemon
+        /// The program's, set when it starts (configuration file, command line): the daemon's server, the hooks,
+        /// the files `get` reads.
+        case startup
+    }
+
+    /// The commands that take an option on their command line and from a configuration file.
+    public struct Commands: OptionSet, Sendable, Hashable {
+        public let rawValue: Int
+        public init(rawValue: Int) { self.rawValue = rawValue }
+
+        /// `downpour get`.
+        public static let get = Commands(rawValue: 1)
+        /// `downpour daemon`.
+        public static let daemon = Commands(rawValue: 2)
+        public static let both: Commands = [.get, .daemon]
+    }
+
+    /// Another spelling of an option on the command line: Downpour's earlier names (`--connections`), and names
+    /// that stand for a value (`--insecure` is `--check-certificate=false`).
+    public struct Alias: Sendable, Hashable {
+        public let name: String
+        /// The value the alias gives; `nil` when it takes one as the option does.
+        public let value: String?
+
+        public init(_ name: String, value: String? = nil) {
+            self.name = name
+            self.value = value
+        }
     }
 
     /// The values an option takes.
@@ -56,6 +82,12 @@ public struct Aria2Option: Sendable, CustomStringConvertible {
     /// Whether aria2 has the option: only those are answered to aria2's RPC (Downpour's own are for its command
     /// line and configuration file).
     public let isAria2s: Bool
+    /// The one-letter name on the command line (aria2's, such as `-x`, and Downpour's `-H`).
+    public let short: Character?
+    /// Other names on the command line.
+    public let aliases: [Alias]
+    /// The commands that take it.
+    public let commands: Commands
     let apply: (@Sendable (String, inout Aria2Options) throws(DownloadError) -> Void)?
     let read: (@Sendable (Aria2Options) -> String?)?
 
@@ -66,6 +98,9 @@ public struct Aria2Option: Sendable, CustomStringConvertible {
         valueName: String? = nil,
         default defaultText: String? = nil,
         isAria2s: Bool = true,
+        short: Character? = nil,
+        aliases: [Alias] = [],
+        commands: Commands? = nil,
         help: String,
         apply: (@Sendable (String, inout Aria2Options) throws(DownloadError) -> Void)? = nil,
         read: (@Sendable (Aria2Options) -> String?)? = nil
@@ -76,6 +111,13 @@ public struct Aria2Option: Sendable, CustomStringConvertible {
         self.help = help
         self.defaultText = defaultText
         self.isAria2s = isAria2s
+        self.short = short
+        self.aliases = aliases
+        switch scope {
+        case .download: self.commands = commands ?? .both
+        case .placement: self.commands = commands ?? []
+        case .queue, .startup: self.commands = commands ?? .daemon
+        }
         self.apply = apply
         self.read = read
         switch value {
@@ -93,6 +135,14 @@ public struct Aria2Option: Sendable, CustomStringConvertible {
     /// The option named `name`, or `nil` when Downpour has none of that name.
     public static func named(_ name: String) -> Aria2Option? {
         Self.byName[name]
+    }
+
+    /// Every name of the table on the command line, long ones (with aliases) and short ones: each once, which the
+    /// table's tests check.
+    public static var commandLineNames: [String] {
+        Self.all.flatMap { option in
+            [option.name] + option.aliases.map(\.name) + (option.short.map { [String($0)] } ?? [])
+        }
     }
 
     private static let byName: [String: Aria2Option] = Dictionary(
@@ -187,10 +237,11 @@ extension Aria2Option {
         .dir, .out, .header, .split, .maxConnectionPerServer, .minSplitSize, .maxDownloadLimit, .userAgent, .maxTries,
         .retryWait, .timeout, .connectTimeout, .lowestSpeedLimit, .allowOverwrite, .autoFileRenaming, .continue,
         .checkCertificate, .caCertificate, .httpUser, .httpPasswd, .noNetrc, .remoteTime, .conditionalGet, .allProxy,
-        .httpProxy, .httpsProxy, .noProxy, .checksum, .followMetalink, .metalinkLocation, .forceSave, .gid, .pause,
-        .maxConcurrentDownloads, .maxDownloadResult, .maxOverallDownloadLimit, .saveSession, .saveSessionInterval,
-        .enableRPC, .rpcListenPort, .rpcListenAll, .rpcSecret, .rpcAllowOriginAll, .inputFile, .confPath,
-        .onDownloadStart, .onDownloadPause, .onDownloadStop, .onDownloadComplete, .onDownloadError,
+        .httpProxy, .httpsProxy, .noProxy, .checksum, .followMetalink, .metalinkLocation, .forceSave, .slowWindow,
+        .noRestartSlow, .journalInterval, .gid, .pause, .maxConcurrentDownloads, .maxDownloadResult,
+        .maxOverallDownloadLimit, .saveSession, .saveSessionInterval, .enableRPC, .rpcListenPort, .rpcListenAll,
+        .rpcSecret, .rpcAllowOriginAll, .inputFile, .confPath, .noConf, .metalinkFile, .quiet, .netrcPath, .loadCookies,
+        .saveCookies, .onDownloadStart, .onDownloadPause, .onDownloadStop, .onDownloadComplete, .onDownloadError,
     ]
 
     /// Options of Downpour's own that carry what a Metalink says about a file, for a queue that stores options as
@@ -206,6 +257,7 @@ extension Aria2Option {
         .download,
         .text,
         valueName: "dir",
+        short: "d",
         help: "Save into this directory.",
         apply: { value, options throws(DownloadError) in
             guard !value.isEmpty else { throw .invalidRequest("The option 'dir' takes a directory, not ''.") }
@@ -218,6 +270,8 @@ extension Aria2Option {
         .download,
         .text,
         valueName: "file",
+        short: "o",
+        aliases: [Alias("output")],
         help: "Save under this file name (inside dir).",
         apply: { value, options throws(DownloadError) in
             guard DownloadRequest.Destination.staysInside(value) else {
@@ -234,6 +288,7 @@ extension Aria2Option {
         .download,
         .list,
         valueName: "header",
+        short: "H",
         help: "Send this request header, 'Name: value' (repeatable).",
         apply: { value, options throws(DownloadError) in
             guard let header = HTTPHeaderField(parsing: value) else {
@@ -252,6 +307,7 @@ extension Aria2Option {
         .download,
         .count(1...64),
         valueName: "connections",
+        short: "s",
         help: "Connections per download (1-64); Downpour splits as it goes, so this is max-connection-per-server too.",
         apply: { value, options in options.configuration.connections = Int(value) ?? 1 },
         read: { "\($0.configuration.connections)" }
@@ -261,6 +317,8 @@ extension Aria2Option {
         .download,
         .count(1...64),
         valueName: "connections",
+        short: "x",
+        aliases: [Alias("connections")],
         help: "Connections per download (1-64), as split.",
         apply: { value, options in options.configuration.connections = Int(value) ?? 1 },
         read: { "\($0.configuration.connections)" }
@@ -269,6 +327,7 @@ extension Aria2Option {
         "min-split-size",
         .download,
         .size(1024...(1 << 40)),
+        short: "k",
         help: "Never split a range below this size (K, M, G suffixes).",
         apply: { value, options in options.configuration.minimumSplitSize = Int64(value) ?? 1024 },
         read: { "\($0.configuration.minimumSplitSize)" }
@@ -288,6 +347,7 @@ extension Aria2Option {
         "user-agent",
         .download,
         .text,
+        short: "U",
         help: "The User-Agent header.",
         apply: { value, options in options.configuration.userAgent = value },
         read: { $0.configuration.userAgent }
@@ -296,6 +356,7 @@ extension Aria2Option {
         "max-tries",
         .download,
         .count(1...1000),
+        short: "m",
         help: "Attempts in a row without progress before a connection gives up.",
         apply: { value, options in options.configuration.retry.maximumTries = Int(value) ?? 1 },
         read: { "\($0.configuration.retry.maximumTries)" }
@@ -312,6 +373,7 @@ extension Aria2Option {
         "timeout",
         .download,
         .seconds(0.001...600),
+        short: "t",
         help: "Connect time-out, and the longest a connection may stay silent.",
         apply: { value, options in
             options.configuration.timeouts.idleRead = Aria2Option.duration(value)
@@ -331,6 +393,7 @@ extension Aria2Option {
         "lowest-speed-limit",
         .download,
         .size(0...(1 << 50)),
+        aliases: [Alias("lowest-speed")],
         help: "Restart a connection slower than this many bytes per second (K, M suffixes; 0 for no floor).",
         apply: { value, options in
             let rate = Int64(value) ?? 0
@@ -341,6 +404,7 @@ extension Aria2Option {
     public static let allowOverwrite = Aria2Option.flag(
         "allow-overwrite",
         \.overwrite,
+        aliases: [Alias("overwrite")],
         help: "Replace an existing file of the same name."
     )
     public static let autoFileRenaming = Aria2Option.flag(
@@ -351,11 +415,14 @@ extension Aria2Option {
     public static let `continue` = Aria2Option.flag(
         "continue",
         \.resume,
+        short: "c",
+        aliases: [Alias("no-resume", value: "false")],
         help: "Continue a partial download from NAME.part and its journal (never from a file without one)."
     )
     public static let checkCertificate = Aria2Option.flag(
         "check-certificate",
         \.tls.verifyCertificates,
+        aliases: [Alias("insecure", value: "false")],
         help: "Verify the server's TLS certificate."
     )
     public static let caCertificate = Aria2Option(
@@ -402,6 +469,7 @@ extension Aria2Option {
         "no-netrc",
         .download,
         .flag,
+        short: "n",
         help: "Do not take credentials from .netrc.",
         apply: { value, options in
             if value == "true" { options.configuration.netrcPath = nil }
@@ -411,6 +479,7 @@ extension Aria2Option {
     public static let remoteTime = Aria2Option.flag(
         "remote-time",
         \.setsRemoteTime,
+        short: "R",
         help: "Give the file the server's modification time (Last-Modified)."
     )
     public static let conditionalGet = Aria2Option.flag(
@@ -478,7 +547,7 @@ extension Aria2Option {
         valueName: "locations",
         help: "With a Metalink: prefer the URLs of these locations (comma-separated country codes, such as 'de,fr').",
         apply: { value, options in
-            options.metalinkLocations = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            options.metalinkLocations = Aria2Options.locations(value)
         },
         read: { $0.metalinkLocations.isEmpty ? nil : $0.metalinkLocations.joined(separator: ",") }
     )
@@ -489,6 +558,34 @@ extension Aria2Option {
         help: "Keep the download in the saved session even when it completed or was removed.",
         apply: { value, options in options.forceSave = value == "true" },
         read: { "\($0.forceSave)" }
+    )
+    public static let slowWindow = Aria2Option(
+        "slow-window",
+        .download,
+        .seconds(0.1...86_400),
+        isAria2s: false,
+        help: "Seconds a connection is measured before it counts as slow (below lowest-speed-limit, or below a tenth "
+            + "of the other connections' median speed).",
+        apply: { value, options in options.configuration.slowConnections.window = Aria2Option.duration(value) },
+        read: { Aria2Option.format($0.configuration.slowConnections.window) }
+    )
+    public static let noRestartSlow = Aria2Option(
+        "no-restart-slow",
+        .download,
+        .flag,
+        isAria2s: false,
+        help: "Never restart a connection for being much slower than the others.",
+        apply: { value, options in options.configuration.slowConnections.shareOfMedian = value == "true" ? nil : 0.1 },
+        read: { "\($0.configuration.slowConnections.shareOfMedian == nil)" }
+    )
+    public static let journalInterval = Aria2Option(
+        "journal-interval",
+        .download,
+        .seconds(0.01...3600),
+        isAria2s: false,
+        help: "Seconds between saves of the resume journal; a crash re-fetches at most what arrived since.",
+        apply: { value, options in options.configuration.journalInterval = Aria2Option.duration(value) },
+        read: { Aria2Option.format($0.configuration.journalInterval) }
     )
     public static let pieceChecksums = Aria2Option(
         "downpour-piece-checksums",
@@ -518,12 +615,16 @@ extension Aria2Option {
     static func flag(
         _ name: String,
         _ field: any WritableKeyPath<DownloadConfiguration, Bool> & Sendable,
+        short: Character? = nil,
+        aliases: [Alias] = [],
         help: String
     ) -> Aria2Option {
         Aria2Option(
             name,
             .download,
             .flag,
+            short: short,
+            aliases: aliases,
             help: help,
             apply: { value, options in options.configuration[keyPath: field] = value == "true" },
             read: { "\($0.configuration[keyPath: field])" }
@@ -558,8 +659,8 @@ extension Aria2Option {
     }
 
     /// A hook of the daemon: a program run at a moment of a download.
-    static func hook(_ name: String, help: String) -> Aria2Option {
-        Aria2Option(name, .daemon, .text, valueName: "command", help: help)
+    static func hook(_ name: String, commands: Commands = .both, help: String) -> Aria2Option {
+        Aria2Option(name, .startup, .text, valueName: "command", commands: commands, help: help)
     }
 }
 
@@ -590,6 +691,8 @@ extension Aria2Option {
         .count(1...1000),
         valueName: "downloads",
         default: "5",
+        short: "j",
+        commands: .both,
         help: "Downloads to run at once (1-1000)."
     )
     public static let maxDownloadResult = Aria2Option(
@@ -605,6 +708,7 @@ extension Aria2Option {
         .queue,
         .size(0...(1 << 50)),
         default: "0",
+        commands: .both,
         help: "The most bytes per second over all downloads (K, M, G suffixes; 0 for no limit)."
     )
     public static let saveSession = Aria2Option(
@@ -628,14 +732,14 @@ extension Aria2Option {
 extension Aria2Option {
     public static let enableRPC = Aria2Option(
         "enable-rpc",
-        .daemon,
+        .startup,
         .flag,
         default: "true",
         help: "The daemon always speaks JSON-RPC; accepted for aria2's configuration files."
     )
     public static let rpcListenPort = Aria2Option(
         "rpc-listen-port",
-        .daemon,
+        .startup,
         .count(0...65535),
         valueName: "port",
         default: "6800",
@@ -643,38 +747,91 @@ extension Aria2Option {
     )
     public static let rpcListenAll = Aria2Option(
         "rpc-listen-all",
-        .daemon,
+        .startup,
         .flag,
         default: "false",
         help: "Listen on every network interface, not only 127.0.0.1 (needs a secret)."
     )
     public static let rpcSecret = Aria2Option(
         "rpc-secret",
-        .daemon,
+        .startup,
         .text,
         valueName: "secret",
         help: "The RPC secret token."
     )
     public static let rpcAllowOriginAll = Aria2Option(
         "rpc-allow-origin-all",
-        .daemon,
+        .startup,
         .flag,
         default: "false",
         help: "Let web pages of any origin call the daemon (Access-Control-Allow-Origin: *); needs a secret."
     )
     public static let inputFile = Aria2Option(
         "input-file",
-        .daemon,
+        .startup,
         .text,
         valueName: "file",
-        help: "At start, add the downloads of this file (aria2's input or session format) that the queue lacks."
+        short: "i",
+        commands: .both,
+        help: "Download every URL of this file, aria2's input or session format ('-' for standard input with get); "
+            + "the daemon adds at start those its queue lacks."
     )
     public static let confPath = Aria2Option(
         "conf-path",
-        .daemon,
+        .startup,
         .text,
         valueName: "file",
+        commands: .both,
         help: "Read options from this file (aria2's format: NAME=VALUE lines); the command line wins over it."
+    )
+    public static let noConf = Aria2Option(
+        "no-conf",
+        .startup,
+        .flag,
+        commands: .both,
+        help: "Read no configuration file unless conf-path names one."
+    )
+    public static let metalinkFile = Aria2Option(
+        "metalink-file",
+        .startup,
+        .text,
+        valueName: "file",
+        short: "M",
+        commands: .get,
+        help: "Download every file of this Metalink (v4 or v3): each from all its URLs (mirrors, best first), checked "
+            + "against its digest."
+    )
+    public static let quiet = Aria2Option(
+        "quiet",
+        .startup,
+        .flag,
+        short: "q",
+        commands: .get,
+        help: "Print nothing but errors."
+    )
+    public static let netrcPath = Aria2Option(
+        "netrc-path",
+        .startup,
+        .text,
+        valueName: "file",
+        commands: .get,
+        help: "Take credentials by host from this .netrc file instead of ~/.netrc (ignored when others can read it)."
+    )
+    public static let loadCookies = Aria2Option(
+        "load-cookies",
+        .startup,
+        .text,
+        valueName: "file",
+        commands: .get,
+        help: "Send the matching cookies of this Netscape cookies.txt file."
+    )
+    public static let saveCookies = Aria2Option(
+        "save-cookies",
+        .startup,
+        .text,
+        valueName: "file",
+        commands: .get,
+        help: "At the end, write the cookies (those loaded and those the servers set) to this file."
     )
     public static let onDownloadStart = Aria2Option.hook(
         "on-download-start",
@@ -682,6 +839,7 @@ extension Aria2Option {
     )
     public static let onDownloadPause = Aria2Option.hook(
         "on-download-pause",
+        commands: .daemon,
         help: "Run this program when a download is paused (arguments as on-download-start)."
     )
     public static let onDownloadStop = Aria2Option.hook(

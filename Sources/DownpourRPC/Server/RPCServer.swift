@@ -1,3 +1,4 @@
+import Downpour
 import DownpourQueue
 import HTTPTypes
 import Hummingbird
@@ -184,8 +185,10 @@ public struct RPCServer: Service {
             let frame = await self.service.read { queue in
                 ProgressPush.frame(
                     stat: queue.globalStat(),
-                    maximumOverallRate: queue.globalOptions().last { $0.name == "max-overall-download-limit" }
-                        .flatMap { Int64($0.value) } ?? 0,
+                    maximumOverallRate: queue.globalOptions().last {
+                        $0.name == Aria2Option.maxOverallDownloadLimit.name
+                    }
+                    .flatMap { Int64($0.value) } ?? 0,
                     queueVersion: queueVersion,
                     active: queue.activeDownloads()
                 )
