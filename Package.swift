@@ -120,7 +120,7 @@ let package = Package(
         .executableTarget(
             name: "DownpourCLI",
             dependencies: [
-                "Downpour", "DownpourQueue", "DownpourRPC",
+                "Downpour", "DownpourQueue", "DownpourRPC", "DownpourSpawn",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -133,8 +133,13 @@ let package = Package(
             linkerSettings: releaseLink
         ),
         .target(
+            name: "DownpourSpawn",
+            swiftSettings: upcomingFeatures
+        ),
+        .target(
             name: "DownpourTestSupport",
             dependencies: [
+                "DownpourSpawn",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -4,12 +4,9 @@ import DownpourQueue
 import Foundation
 
 /// What `get` and `daemon` both take on their command line: aria2's options as aria2c takes them, read through the
-/// one table (``Aria2Option``) by ``Aria2CommandLine``, and `-v`. Each command lists the table's options it takes
-/// in its `--help`.
+/// one table (``Aria2Option``) by ``Aria2CommandLine`` (`-v` among them: a flag of ArgumentParser's own would take
+/// a `v` out of `-ovideo.mkv`). Each command lists the table's options it takes in its `--help`.
 struct Aria2Flags: ParsableArguments {
-    @Flag(name: [.customShort("v"), .customLong("verbose")], help: "Log what happens to standard error.")
-    var verbose = false
-
     @Argument(
         parsing: .allUnrecognized,
         help: ArgumentHelp(
@@ -28,10 +25,13 @@ struct Aria2Arguments {
     var options: [QueueOption]
     /// The command line's words that are not options (get's URLs).
     var operands: [String] = []
+    /// The names of the options given on the command line (not only in the file).
+    var givenOnCommandLine: Set<String> = []
 
-    init(options: [QueueOption], operands: [String] = []) {
+    init(options: [QueueOption], operands: [String] = [], givenOnCommandLine: Set<String> = []) {
         self.options = options
         self.operands = operands
+        self.givenOnCommandLine = givenOnCommandLine
     }
 
     /// Reads `words` for `command`, and the configuration file beneath them: `--conf-path`, else
@@ -40,7 +40,7 @@ struct Aria2Arguments {
     ///
     /// The file's options Downpour does not have are named in one notice on standard error and ignored, as are
     /// those of the other command (the daemon names them; `get` passes over a shared file's daemon options
-    /// quietly). get's `out` is kept as given: on get's command line it is a path, as curl's `-o`.
+    /// quietly, and its `input-file`: ``Aria2Option/fileCommands``). get's `out` is kept as given: on get's command line it is a path, as curl's `-o`.
     ///
     /// - Throws: `ValidationError` for an unknown option, a missing value or a bad one (a file's naming the file
     ///   and line).
@@ -71,7 +71,8 @@ struct Aria2Arguments {
         )
         return Aria2Arguments(
             options: file.options.filter { option in !given.contains { $0.name == option.name } } + given,
-            operands: line.operands
+            operands: line.operands,
+            givenOnCommandLine: Set(given.map(\.name))
         )
     }
 
@@ -141,7 +142,7 @@ struct Aria2Arguments {
         } catch let error as DownloadError {
             throw ValidationError("\(file): \(error.message)")
         }
-        let taken = checked.options.filter { $0.option.commands.isSuperset(of: command) }
+        let taken = checked.options.filter { $0.option.fileCommands.isSuperset(of: command) }
         if reportingUnknown, !checked.unknown.isEmpty {
             writeError(
                 "downpour: \(file): ignoring options Downpour does not have: "
@@ -151,7 +152,8 @@ struct Aria2Arguments {
         // The daemon names the options only `get` uses (an aria2 daemon's file may count on them); `get` passes
         // over a shared file's daemon options quietly.
         var others: [String] = []
-        for (option, _) in checked.options where !option.commands.contains(command) && !others.contains(option.name) {
+        for (option, _) in checked.options where !option.fileCommands.contains(command) && !others.contains(option.name)
+        {
             others.append(option.name)
         }
         if reportingUnknown, command == .daemon, !others.isEmpty {

@@ -18,6 +18,8 @@ struct BatchRunner {
         var request: DownloadRequest
         /// For a file of a Metalink document that an entry's URL answered with: that URL and the file's name.
         var origin: String? = nil
+        /// The entry's own `metalink-location`, for a URL that turns out to be a Metalink; `nil`: the batch's.
+        var metalinkLocations: [String]? = nil
     }
 
     /// What became of one entry.
@@ -95,7 +97,7 @@ struct BatchRunner {
                         let entry = entries[index]
                         do throws(DownloadError) {
                             var options = entry.optionsForMetalinkFiles
-                            options.metalinkLocations = locations
+                            options.metalinkLocations = entry.metalinkLocations ?? locations
                             let files = try Entry.metalinkFiles(
                                 of: metalink,
                                 options: options,

@@ -205,7 +205,7 @@ struct DaemonCommand: AsyncParsableCommand {
         let directory = Self.absolute(settings.value(.dir) ?? ".")
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
         var logger = Logger(label: "downpour.daemon")
-        logger.logLevel = self.flags.verbose ? .debug : .notice
+        logger.logLevel = settings.flag(.verbose) ? .debug : .notice
 
         // The state directory holds the queue (URLs, options, maybe credentials in headers): owner only.
         do {

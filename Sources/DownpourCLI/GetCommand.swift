@@ -59,10 +59,12 @@ struct GetCommand: AsyncParsableCommand {
 
     @OptionGroup var flags: Aria2Flags
 
-    /// What `get` starts from before its options: the library's defaults, Metalinks followed, `~/.netrc` read, and
-    /// the proxy variables curl reads.
+    /// What `get` starts from before its options: the library's defaults, a connect time-out as long as the read
+    /// one (30 s, as `--timeout` has always meant both), Metalinks followed, `~/.netrc` read, and the proxy
+    /// variables curl reads.
     static func base(environment: [String: String]) throws(DownloadError) -> Aria2Options {
         var configuration = DownloadConfiguration()
+        configuration.timeouts.connect = configuration.timeouts.idleRead
         configuration.followsMetalink = true
         if let home = environment["HOME"], !home.isEmpty {
             configuration.netrcPath = (home.hasSuffix("/") ? home : home + "/") + ".netrc"
@@ -88,7 +90,7 @@ struct GetCommand: AsyncParsableCommand {
         let plan = try self.plan()
         var logger = Logger(label: "downpour")
         logger.logLevel = .warning
-        if self.flags.verbose {
+        if plan.verbose {
             LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
             logger = Logger(label: "downpour")
             logger.logLevel = .debug
@@ -173,6 +175,7 @@ struct GetPlan: Sendable {
     var concurrency: Int
     var overallLimit: Int64?
     var quiet: Bool
+    var verbose: Bool
     var hooks: Hooks
     var loadCookiesPath: String?
     var saveCookiesPath: String?
@@ -187,21 +190,22 @@ struct GetPlan: Sendable {
         self.concurrency = settings.value(.maxConcurrentDownloads).flatMap { Int($0) } ?? 5
         self.overallLimit = settings.value(.maxOverallDownloadLimit).flatMap { Int64($0) }.flatMap { $0 > 0 ? $0 : nil }
         self.quiet = settings.flag(.quiet)
+        self.verbose = settings.flag(.verbose)
         self.hooks = Hooks(settings)
         self.loadCookiesPath = settings.value(.loadCookies)
         self.saveCookiesPath = settings.value(.saveCookies)
 
+        // As curl's -x: a proxy given replaces the proxy variables (NO_PROXY still applies), which are then not
+        // read at all (a bad one does not matter).
+        let givesProxy = settings.gives(.allProxy, .httpProxy, .httpsProxy)
         var base: Aria2Options
         do {
-            base = try GetCommand.base(environment: environment)
+            base = try GetCommand.base(
+                environment: givesProxy
+                    ? environment.filter { $0.key == "HOME" || $0.key.lowercased() == "no_proxy" } : environment
+            )
         } catch {
             throw ValidationError(error.message)
-        }
-        if settings.gives(.allProxy, .httpProxy, .httpsProxy) {
-            // As curl's -x: a proxy given replaces the proxy variables (NO_PROXY still applies).
-            base.configuration.proxy.all = nil
-            base.configuration.proxy.http = nil
-            base.configuration.proxy.https = nil
         }
         if let path = settings.value(.netrcPath) { base.configuration.netrcPath = path }
         if let path = self.loadCookiesPath {
@@ -240,11 +244,20 @@ struct GetPlan: Sendable {
             }
         }
         if let output, output.isEmpty { throw ValidationError("-o takes a file name, not ''.") }
+        if let output, settings.givenOnCommandLine.contains(Aria2Option.dir.name),
+            !DownloadRequest.Destination.staysInside(output)
+        {
+            throw ValidationError(
+                "-o '\(output)' is not a name inside -d: give -o a name (or a relative path) inside -d, or a path "
+                    + "without -d."
+            )
+        }
         try self.validateCredentials(settings)
     }
 
     /// Where the one download of the command line goes: `-o` as a path (inside `-d` when it is a relative name and
-    /// `-d` is given, as aria2 joins them), else `-d` under the server's name.
+    /// `-d` is given, as aria2 joins them; an absolute `-o` wins over a configuration file's `dir`), else `-d` under
+    /// the server's name.
     var destination: DownloadRequest.Destination {
         guard let output else { return .directory(self.options.directory) }
         if let directory, DownloadRequest.Destination.staysInside(output) { return .named(output, in: directory) }
@@ -355,7 +368,9 @@ struct GetPlan: Sendable {
                 }
                 let request = try options.request(uris: entry.uris)
                 try request.configuration.validate()
-                entries.append(BatchRunner.Entry(line: entry.line, request: request))
+                var batchEntry = BatchRunner.Entry(line: entry.line, request: request)
+                batchEntry.metalinkLocations = options.metalinkLocations
+                entries.append(batchEntry)
             } catch {
                 let message = error.message.hasPrefix("line ") ? error.message : "line \(entry.line): \(error.message)"
                 writeError("downpour: \(path): \(message)")

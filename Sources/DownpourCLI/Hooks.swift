@@ -1,11 +1,20 @@
 import Downpour
 import DownpourQueue
+import DownpourSpawn
 import Foundation
 import Logging
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// aria2's hooks (`on-download-start`, `-pause`, `-stop`, `-complete`, `-error`): a program run with aria2's three
 /// arguments, the GID, the number of files (1) and the file's path (empty while unknown). The program is started
-/// directly, without a shell, so nothing of a URL or a server's file name is ever read as a command; it is not
+/// directly (``Spawn``, looked for in `PATH` when its name has no `/`, as aria2 does), without a shell, so nothing of a URL or a server's file name is ever read as a command; it is not
 /// waited for, its output goes nowhere, and a failure is logged and changes nothing.
 struct Hooks: Sendable {
     enum Moment: Sendable, Hashable {
@@ -45,30 +54,34 @@ struct Hooks: Sendable {
         }
     }
 
-    /// Starts the program for `moment`, if there is one, and returns at once.
+    /// Starts the program for `moment`, if there is one, and returns at once; a thread of its own waits for it
+    /// (and logs a failure), so no zombie is left.
     func run(_ moment: Moment, gid: String, path: String?, logger: Logger) {
         guard let command = self.command(for: moment) else { return }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: command)
-        process.arguments = [gid, "1", path ?? ""]
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        process.terminationHandler = { finished in
-            if finished.terminationStatus != 0 {
-                logger.warning(
-                    "A hook failed",
-                    metadata: ["hook": "\(command)", "gid": "\(gid)", "status": "\(finished.terminationStatus)"]
-                )
-            }
-        }
+        let pid: pid_t
         do {
-            try process.run()
+            pid = try Spawn.start(
+                executable: command,
+                arguments: [gid, "1", path ?? ""],
+                environment: Spawn.currentEnvironment,
+                searchingPath: true
+            )
         } catch {
             logger.warning(
                 "A hook could not be started",
-                metadata: ["hook": "\(command)", "gid": "\(gid)", "error": "\(error.localizedDescription)"]
+                metadata: ["hook": "\(command)", "gid": "\(gid)", "error": "\(error.description)"]
             )
+            return
+        }
+        Thread.detachNewThread {
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+            if status != 0 {
+                logger.warning(
+                    "A hook failed",
+                    metadata: ["hook": "\(command)", "gid": "\(gid)", "status": "\(status)"]
+                )
+            }
         }
     }
 

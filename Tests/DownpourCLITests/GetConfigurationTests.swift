@@ -35,6 +35,7 @@ struct GetConfigurationTests {
             max-connection-per-server=2
             bt-max-peers=55
             rpc-secret=not-for-get
+            input-file=/nonexistent/the-daemons-session
             disk-cache=32M
             bt-max-peers=56
 
@@ -47,7 +48,8 @@ struct GetConfigurationTests {
             )
             #expect(result.status == 0, "\(result.standardError)")
             #expect(try Data(contentsOf: URL(fileURLWithPath: scratch.file("out.bin"))) == Data(Self.content))
-            // One notice, each unknown name once; the daemon's own option is passed over quietly.
+            // One notice, each unknown name once; the daemon's own options (its session as input-file too) are passed
+            // over quietly.
             #expect(
                 result.standardError == "downpour: \(configuration): ignoring options Downpour does not have: "
                     + "bt-max-peers, disk-cache\n"
@@ -170,7 +172,9 @@ struct GetConfigurationTests {
         }
     }
 
-    @Test("hooks in a batch (-i): each download its own GID; a hook that fails changes nothing")
+    @Test(
+        "hooks in a batch (-i): each download its own GID; a hook named without a path is found in PATH; one that fails changes nothing"
+    )
     func batchHooks() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
@@ -184,11 +188,15 @@ struct GetConfigurationTests {
                 atomically: true,
                 encoding: .utf8
             )
+            // The complete hook by its name alone, found in PATH as aria2 finds it.
+            let path = scratch.path + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
             let result = try await Binary.run(
                 [
-                    "get", "-i", input, "-d", scratch.file("out"), "-q", "--on-download-complete=\(complete)",
+                    "get", "-i", input, "-d", scratch.file("out"), "-q",
+                    "--on-download-complete=\((complete as NSString).lastPathComponent)",
                     "--on-download-start=\(failing)",
-                ]
+                ],
+                environment: ["PATH": path]
             )
             #expect(result.status == 0, "\(result.standardError)")
             let lines = try await Self.lines(of: log, count: 3)

@@ -57,6 +57,7 @@ struct ProxyCLITests {
             (["--all-proxy", "127.0.0.1:9"], ["NO_PROXY": "127.0.0.1"], false),
             (["--http-proxy", ""], ["http_proxy": "http://127.0.0.1:9"], false),  // an option drops the variables
             (["--https-proxy", "127.0.0.1:9"], ["http_proxy": "http://127.0.0.1:9"], false),
+            (["--all-proxy", ""], ["http_proxy": "ftp://not-a-proxy"], false),  // ... and a bad one is not read
         ] as [([String], [String: String], Bool)]
     )
     func choice(_ options: [String], _ environment: [String: String], _ throughProxy: Bool) async throws {

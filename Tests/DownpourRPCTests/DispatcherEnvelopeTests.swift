@@ -49,7 +49,14 @@ import Testing
         #expect(reply.httpStatus == 500)
     }
 
-    @Test(arguments: ["", "{", "{\"id\":1,}", "[1,2", "nul", "{\"id\":1}x", "\"\\u12\""])
+    /// aria2c 1.37.0 takes a comma before the closing brace: `{"id":1,}` is read, and lacks its method.
+    @Test func aCommaBeforeTheClosingBraceIsReadAsAria2ReadsIt() async throws {
+        let (json, reply) = try await harness.send(#"{"id":1 , }"#)
+        #expect(json == ["id": 1, "jsonrpc": "2.0", "error": ["code": -32600, "message": "Invalid Request."]])
+        #expect(reply.httpStatus == 400)
+    }
+
+    @Test(arguments: ["", "{", "{,}", "[1,2", "nul", "{\"id\":1}x", "\"\\u12\"", "[1,]", "1e400", "\"\\ud800\""])
     func parseErrors(text: String) async throws {
         let (json, reply) = try await harness.send(text)
         #expect(json == ["id": nil, "jsonrpc": "2.0", "error": ["code": -32700, "message": "Parse error."]])

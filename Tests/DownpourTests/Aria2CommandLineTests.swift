@@ -22,6 +22,8 @@ struct Aria2CommandLineTests {
             (["-c"], ["continue=true"], []),
             (["-qc", "URL"], ["quiet=true", "continue=true"], ["URL"]),
             (["-qx", "4"], ["quiet=true", "max-connection-per-server=4"], []),
+            (["-qv", "URL"], ["quiet=true", "verbose=true"], ["URL"]),
+            (["-ovideo.mkv", "-o=a.bin", "-d/home/v"], ["out=video.mkv", "out=a.bin", "dir=/home/v"], []),
             (["--header", "A: 1", "-H", "B: 2"], ["header=A: 1", "header=B: 2"], []),
             (["--out=a=b.bin"], ["out=a=b.bin"], []),
             (["URL1", "--dir", "/d", "URL2"], ["dir=/d"], ["URL1", "URL2"]),

@@ -1,6 +1,6 @@
 /// aria2's options on a command line, read as aria2c reads them, through the one table (``Aria2Option``):
 /// `--NAME=VALUE` and `--NAME VALUE`, a flag alone for `true` (`--continue`, `-c`), a short name with its value
-/// joined or apart (`-x8`, `-x 8`), short flags together (`-qc`), and the table's aliases (`--insecure` is
+/// joined or apart (`-x8`, `-x=8`, `-x 8`), short flags together (`-qc`), and the table's aliases (`--insecure` is
 /// `--check-certificate=false`). Every other word is an operand (a URL), and so is everything after `--`.
 ///
 /// ```swift
@@ -72,8 +72,9 @@ public struct Aria2CommandLine: Sendable {
                         // `-qc`: flags together; `-c` alone may take `true` or `false` after it.
                         self.options.append((option, letters.isEmpty ? flagValue() : "true"))
                     } else {
-                        // `-x8` or `-x 8`.
-                        let value = letters.isEmpty ? try value(for: "-\(letter)") : String(letters)
+                        // `-x8` or `-x 8`; `-x=8` too, as Downpour took it before (aria2c would read "=8").
+                        let joined = letters.first == "=" ? letters.dropFirst() : letters
+                        let value = letters.isEmpty ? try value(for: "-\(letter)") : String(joined)
                         self.options.append((option, value))
                         break
                     }

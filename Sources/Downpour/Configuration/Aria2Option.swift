@@ -88,6 +88,9 @@ public struct Aria2Option: Sendable, CustomStringConvertible {
     public let aliases: [Alias]
     /// The commands that take it.
     public let commands: Commands
+    /// The commands that take it from a configuration file: ``commands``, but `get` takes `input-file` only from
+    /// its command line (a daemon's file names the daemon's session in it).
+    public let fileCommands: Commands
     let apply: (@Sendable (String, inout Aria2Options) throws(DownloadError) -> Void)?
     let read: (@Sendable (Aria2Options) -> String?)?
 
@@ -101,6 +104,7 @@ public struct Aria2Option: Sendable, CustomStringConvertible {
         short: Character? = nil,
         aliases: [Alias] = [],
         commands: Commands? = nil,
+        fileCommands: Commands? = nil,
         help: String,
         apply: (@Sendable (String, inout Aria2Options) throws(DownloadError) -> Void)? = nil,
         read: (@Sendable (Aria2Options) -> String?)? = nil
@@ -118,6 +122,7 @@ public struct Aria2Option: Sendable, CustomStringConvertible {
         case .placement: self.commands = commands ?? []
         case .queue, .startup: self.commands = commands ?? .daemon
         }
+        self.fileCommands = fileCommands ?? self.commands
         self.apply = apply
         self.read = read
         switch value {
@@ -240,7 +245,8 @@ extension Aria2Option {
         .httpProxy, .httpsProxy, .noProxy, .checksum, .followMetalink, .metalinkLocation, .forceSave, .slowWindow,
         .noRestartSlow, .journalInterval, .gid, .pause, .maxConcurrentDownloads, .maxDownloadResult,
         .maxOverallDownloadLimit, .saveSession, .saveSessionInterval, .enableRPC, .rpcListenPort, .rpcListenAll,
-        .rpcSecret, .rpcAllowOriginAll, .inputFile, .confPath, .noConf, .metalinkFile, .quiet, .netrcPath, .loadCookies,
+        .rpcSecret, .rpcAllowOriginAll, .inputFile, .confPath, .noConf, .metalinkFile, .verbose, .quiet, .netrcPath,
+        .loadCookies,
         .saveCookies, .onDownloadStart, .onDownloadPause, .onDownloadStop, .onDownloadComplete, .onDownloadError,
     ]
 
@@ -773,6 +779,7 @@ extension Aria2Option {
         valueName: "file",
         short: "i",
         commands: .both,
+        fileCommands: .daemon,
         help: "Download every URL of this file, aria2's input or session format ('-' for standard input with get); "
             + "the daemon adds at start those its queue lacks."
     )
@@ -800,6 +807,15 @@ extension Aria2Option {
         commands: .get,
         help: "Download every file of this Metalink (v4 or v3): each from all its URLs (mirrors, best first), checked "
             + "against its digest."
+    )
+    public static let verbose = Aria2Option(
+        "verbose",
+        .startup,
+        .flag,
+        isAria2s: false,
+        short: "v",
+        commands: .both,
+        help: "Log what happens to standard error (aria2's -v is --version; Downpour's is this)."
     )
     public static let quiet = Aria2Option(
         "quiet",

@@ -3,7 +3,7 @@ import NIOCore
 
 /// Hashes a download's file from its first byte on, as far as the bytes are in, while the download goes on, so
 /// that at the end only the tail is left to read: the bytes are read back with `pread` (they are still in the
-/// page cache) on NIO's thread pool, in chunks of ``chunkSize``, into one buffer used again and again (a new buffer
+/// page cache) on `BlockingIO`'s threads, in chunks of ``chunkSize``, into one buffer used again and again (a new buffer
 /// per chunk, freed on another thread than the one that made it, left tens of MiB in the allocator's per-thread
 /// arenas), and hashed here.
 ///

@@ -1,6 +1,6 @@
 /// The last step of a download: the data is synced to disk, `NAME.part` becomes `NAME` (without replacing a
-/// file that appeared meanwhile, unless overwriting was asked for), and the journal goes. Runs on NIO's thread
-/// pool: a sync can take long, and the cooperative pool must not wait for a disk.
+/// file that appeared meanwhile, unless overwriting was asked for), and the journal goes. Runs on `BlockingIO`'s
+/// threads: a sync can take long, and the cooperative pool must not wait for a disk.
 struct DownloadFinisher: Sendable {
     let file: OutputFile
     let journal: JournalStore

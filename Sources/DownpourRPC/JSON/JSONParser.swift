@@ -127,6 +127,12 @@ private struct Reader {
             self.index += 1
             if byte == UInt8(ascii: "}") { return .object(JSONObject(members)) }
             guard byte == UInt8(ascii: ",") else { throw self.failure("expected ',' or '}'") }
+            // aria2 takes a comma before the closing brace (measured against aria2c 1.37.0), so clients may send one.
+            self.skipWhiteSpace()
+            if self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: "}") {
+                self.index += 1
+                return .object(JSONObject(members))
+            }
         }
     }
 
@@ -179,8 +185,11 @@ private struct Reader {
         }
         let text = UnsafeBufferPointer(rebasing: self.bytes[start..<self.index])
         if isInteger, let value = Self.integer(text) { return .integer(value) }
-        let string = String(decoding: text, as: UTF8.self)
-        return .double(Double(string) ?? 0)
+        // A number beyond a double's range is refused, as aria2 refuses it ("Parse error").
+        guard let number = Double(String(decoding: text, as: UTF8.self)), number.isFinite else {
+            throw JSONParser.Failure(offset: start, reason: "a number out of range")
+        }
+        return .double(number)
     }
 
     mutating func skipDigits() {
@@ -257,25 +266,26 @@ private struct Reader {
         throw self.failure("unterminated string")
     }
 
-    /// `\uXXXX`, with a following low surrogate when it is a high one; a lone surrogate becomes U+FFFD.
+    /// `\uXXXX`, with a following low surrogate when it is a high one. A lone surrogate is refused, as aria2
+    /// refuses it: it stands for no character.
     mutating func parseUnicodeEscape() throws(JSONParser.Failure) -> Unicode.Scalar {
+        let start = self.index
         let first = try self.parseHex4()
-        if (0xD800..<0xDC00).contains(first) {
-            if self.bytes.count - self.index >= 6, self.bytes[self.index] == UInt8(ascii: "\\"),
-                self.bytes[self.index + 1] == UInt8(ascii: "u")
+        if (0xD800..<0xDC00).contains(first), self.bytes.count - self.index >= 6,
+            self.bytes[self.index] == UInt8(ascii: "\\"), self.bytes[self.index + 1] == UInt8(ascii: "u")
+        {
+            self.index += 2
+            let second = try self.parseHex4()
+            if (0xDC00..<0xE000).contains(second),
+                let scalar = Unicode.Scalar(0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00))
             {
-                let saved = self.index
-                self.index += 2
-                let second = try self.parseHex4()
-                if (0xDC00..<0xE000).contains(second) {
-                    let value = 0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
-                    return Unicode.Scalar(value) ?? "\u{FFFD}"
-                }
-                self.index = saved
+                return scalar
             }
-            return "\u{FFFD}"
         }
-        return Unicode.Scalar(first) ?? "\u{FFFD}"
+        guard let scalar = Unicode.Scalar(first) else {
+            throw JSONParser.Failure(offset: start, reason: "a lone surrogate in a \\u escape")
+        }
+        return scalar
     }
 
     mutating func parseHex4() throws(JSONParser.Failure) -> UInt32 {
