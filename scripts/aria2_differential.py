@@ -283,10 +283,12 @@ def value_format(value):
         return "empty string"
     if value in ("true", "false"):
         return "\"true\"/\"false\" string"
-    if re.fullmatch(r"[0-9]+", value):
-        return "decimal-digit string"
+    # Sixteen hexadecimal digits are a GID first: a random GID is all decimal digits now and then (aria2c gave
+    # "4328708191529854" in one run), and no number these calls answer has sixteen digits.
     if re.fullmatch(r"<gid:[^>]*>|[0-9a-f]{16}", value):
         return "GID string"
+    if re.fullmatch(r"[0-9]+", value):
+        return "decimal-digit string"
     return "string"
 
 

@@ -3,39 +3,82 @@ import DownpourQueue
 import Foundation
 
 extension RPCDispatcher {
-    /// Runs a method whose token has been checked; `params` are those after the token.
-    func run(_ method: RPCMethod, _ params: RPCParameters, effects: inout Effects) async throws(RPCError) -> JSONValue {
-        switch method {
-        case .addUri:
-            let uris = try params.strings(at: 0, required: true) ?? []
-            let options = try params.object(at: 1).map(OptionsStruct.options(from:)) ?? []
-            let position = try params.position(at: 2)
-            guard !uris.isEmpty else { throw RPCError.method("URI is not provided.") }
+    /// Runs a call: a read from the queue, a change, or a multicall's calls in order.
+    func run(_ call: RPCCall, effects: inout Effects) async -> Result<JSONValue, RPCError> {
+        do throws(RPCError) {
+            switch call {
+            case .read(let read):
+                return .success(
+                    try await self.service.read { queue throws(RPCError) in try self.read(read, from: queue) }
+                )
+            case .write(let write):
+                return .success(try await self.run(write, effects: &effects))
+            case .multicall(let entries):
+                return .success(await self.multicall(entries, effects: &effects))
+            }
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// ``run(_:effects:)`` for a call that only reads (``RPCCall/onlyReads``), from `queue`.
+    func answer(_ call: RPCCall, reading queue: any QueueReader, effects: inout Effects) -> Result<JSONValue, RPCError>
+    {
+        do throws(RPCError) {
+            switch call {
+            case .read(let read):
+                return .success(try self.read(read, from: queue))
+            case .write:
+                // ``RPCCall/onlyReads`` keeps a change away from a reader.
+                throw RPCError.method("This call changes the queue and cannot be answered from a read.")
+            case .multicall(let entries):
+                return .success(
+                    .array(
+                        entries.map { entry in
+                            Self.multicallResult(
+                                entry.flatMap { self.answer($0, reading: queue, effects: &effects) },
+                                effects: &effects
+                            )
+                        }
+                    )
+                )
+            }
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Runs a call that changes the queue (or stops the daemon).
+    func run(_ call: WriteCall, effects: inout Effects) async throws(RPCError) -> JSONValue {
+        switch call {
+        case .addUri(let add):
             let gid = try await Self.queue(nil) { () async throws(QueueError) in
-                try await self.service.add(uris: uris, options: options, position: position)
+                try await self.service.add(uris: add.uris, options: add.options, position: add.position)
             }
             return .string(gid.description)
-        case .addMetalink:
-            return try await self.addMetalink(params)
-        case .remove, .forceRemove:
-            let gid = try params.requiredString(at: 0)
+        case .addMetalink(let files):
+            var gids: [JSONValue] = []
+            for file in files {
+                let gid = try await Self.queue(nil) { () async throws(QueueError) in
+                    try await self.service.add(uris: file.uris, options: file.options, position: file.position)
+                }
+                gids.append(.string(gid.description))
+            }
+            return .array(gids)
+        case .remove(let gid, let force):
             let removed = try await Self.queue(gid) { () async throws(QueueError) in
-                try await self.service.remove(gid, force: method == .forceRemove)
+                try await self.service.remove(gid, force: force)
             }
             return .string(removed.description)
-        case .pause, .forcePause:
-            let gid = try params.requiredString(at: 0)
+        case .pause(let gid, let force):
             let paused = try await Self.queue(gid) { () async throws(QueueError) in
-                try await self.service.pause(gid, force: method == .forcePause)
+                try await self.service.pause(gid, force: force)
             }
             return .string(paused.description)
-        case .pauseAll, .forcePauseAll:
-            try await Self.queue(nil) { () async throws(QueueError) in
-                try await self.service.pauseAll(force: method == .forcePauseAll)
-            }
+        case .pauseAll(let force):
+            try await Self.queue(nil) { () async throws(QueueError) in try await self.service.pauseAll(force: force) }
             return "OK"
-        case .unpause:
-            let gid = try params.requiredString(at: 0)
+        case .unpause(let gid):
             let unpaused = try await Self.queue(gid) { () async throws(QueueError) in
                 try await self.service.unpause(gid)
             }
@@ -43,106 +86,77 @@ extension RPCDispatcher {
         case .unpauseAll:
             try await Self.queue(nil) { () async throws(QueueError) in try await self.service.unpauseAll() }
             return "OK"
-        case .changePosition:
-            let gid = try params.requiredString(at: 0)
-            let position = try params.requiredInteger(at: 1)
-            let how = try params.requiredString(at: 2)
-            guard let origin = PositionOrigin(rawValue: how) else { throw RPCError.method("Illegal argument.") }
+        case .changePosition(let gid, let offset, let origin):
             let index = try await Self.queue(gid) { () async throws(QueueError) in
-                try await self.service.changePosition(gid, by: Int(clamping: position), from: origin)
+                try await self.service.changePosition(gid, by: offset, from: origin)
             }
             return .integer(Int64(index))
-        case .changeUri:
-            return try await self.changeURI(params)
-        case .changeOption:
-            let gid = try params.requiredString(at: 0)
-            let options = OptionsStruct.options(from: try params.object(at: 1, required: true) ?? JSONObject())
+        case .changeURIs(let gid, let fileIndex, let remove, let add, let position):
+            // Resolve the GID first, so an unknown one is reported as such before the index is judged.
+            _ = try await self.service.read { queue throws(RPCError) in try Self.status(of: gid, in: queue) }
+            guard fileIndex == 1 else { throw RPCError.method("fileIndex is out of range") }
+            let counts = try await Self.queue(gid) { () async throws(QueueError) in
+                try await self.service.changeURIs(gid, remove: remove, add: add, position: position)
+            }
+            return [.integer(Int64(counts.removed)), .integer(Int64(counts.added))]
+        case .changeOptions(let gid, let options):
             try await Self.queue(gid) { () async throws(QueueError) in
                 try await self.service.changeOptions(gid, options)
             }
             return "OK"
-        case .changeGlobalOption:
-            let options = OptionsStruct.options(from: try params.object(at: 0, required: true) ?? JSONObject())
+        case .changeGlobalOptions(let options):
             try await Self.queue(nil) { () async throws(QueueError) in
                 try await self.service.changeGlobalOptions(options)
             }
             return "OK"
-        case .purgeDownloadResult:
+        case .purgeResults:
             try await Self.queue(nil) { () async throws(QueueError) in try await self.service.purgeResults() }
             return "OK"
-        case .removeDownloadResult:
-            let gid = try params.requiredString(at: 0)
+        case .removeResult(let gid):
             try await Self.queue(gid) { () async throws(QueueError) in try await self.service.removeResult(gid) }
             return "OK"
         case .saveSession:
             // The queue itself is stored with every change; the session file is aria2's format of it.
             try await Self.queue(nil) { () async throws(QueueError) in try await self.service.saveSession() }
             return "OK"
-        case .shutdown, .forceShutdown:
-            effects.shutdown = (effects.shutdown ?? false) || method == .forceShutdown
+        case .shutdown(let force):
+            effects.shutdown = (effects.shutdown ?? false) || force
             return "OK"
-        case .multicall:
-            return try await self.multicall(params, effects: &effects)
-        default:
-            return try await self.service.read { queue throws(RPCError) in try self.read(method, params, from: queue) }
         }
     }
 
-    /// Runs a method that changes nothing: it reads `queue`, or nothing.
-    func read(_ method: RPCMethod, _ params: RPCParameters, from queue: any QueueReader) throws(RPCError) -> JSONValue {
-        switch method {
-        case .addTorrent:
-            throw RPCError.method("BitTorrent is not supported: Downpour downloads over HTTP and HTTPS only.")
-        case .getPeers:
-            let gid = try params.requiredString(at: 0)
+    /// Runs a call that changes nothing: it reads `queue`, or nothing.
+    func read(_ call: ReadCall, from queue: any QueueReader) throws(RPCError) -> JSONValue {
+        switch call {
+        case .getPeers(let gid):
             let status = try Self.status(of: gid, in: queue)
             if StatusStruct.isStopped(status.status) {
                 throw RPCError.method("No peer data is available for GID#\(status.gid)")
             }
             return []
-        case .tellStatus:
-            let gid = try params.requiredString(at: 0)
-            let keys = try params.strings(at: 1).map(Set.init)
+        case .tellStatus(let gid, let keys):
             return StatusStruct.make(try Self.status(of: gid, in: queue), keys: keys)
-        case .getUris:
-            let gid = try params.requiredString(at: 0)
+        case .getURIs(let gid):
             let status = try Self.status(of: gid, in: queue)
             if StatusStruct.isStopped(status.status) {
                 throw RPCError.method("No URI data is available for GID#\(status.gid)")
             }
             return .array(StatusStruct.uris(status))
-        case .getFiles:
-            let gid = try params.requiredString(at: 0)
+        case .getFiles(let gid):
             return StatusStruct.files(try Self.status(of: gid, in: queue))
-        case .getServers:
-            let gid = try params.requiredString(at: 0)
+        case .getServers(let gid):
             let status = try Self.status(of: gid, in: queue)
             guard status.status == .active else {
                 throw RPCError.method("No active download for GID#\(status.gid)")
             }
             return Self.servers(status)
-        case .tellActive:
-            let keys = try params.strings(at: 0).map(Set.init)
+        case .tellActive(let keys):
             return .array(queue.activeDownloads().map { StatusStruct.make($0, keys: keys) })
-        case .tellWaiting, .tellStopped:
-            let offset = try params.requiredInteger(at: 0)
-            let num = try params.requiredInteger(at: 1)
-            let keys = try params.strings(at: 2).map(Set.init)
-            guard num >= 0 else {
-                throw RPCError.method(
-                    "The integer parameter at 1 has invalid value: the value must be greater than or equal to 0."
-                )
-            }
-            guard num > 0 else { return [] }
-            let stat = queue.globalStat()
-            let waiting = method == .tellWaiting
-            let page = Pagination(offset: offset, num: num, size: waiting ? stat.numWaiting : stat.numStopped)
-            guard !page.range.isEmpty else { return [] }
-            var entries = waiting ? queue.waitingDownloads(page.range) : queue.stoppedDownloads(page.range)
-            if page.isReversed { entries.reverse() }
-            return .array(entries.map { StatusStruct.make($0, keys: keys) })
-        case .getOption:
-            let gid = try params.requiredString(at: 0)
+        case .tellWaiting(let page):
+            return Self.page(page, waiting: true, of: queue)
+        case .tellStopped(let page):
+            return Self.page(page, waiting: false, of: queue)
+        case .getOption(let gid):
             let options = try Self.reading(gid) { () throws(QueueError) in try queue.options(of: gid) }
             return OptionsStruct.object(from: options)
         case .getGlobalOption:
@@ -160,41 +174,32 @@ extension RPCDispatcher {
             return .array(RPCMethod.allCases.map { .string($0.rawValue) })
         case .listNotifications:
             return .array(RPCMethod.notificationNames.map(JSONValue.string))
-        default:
-            // The methods that change the queue (``RPCMethod/changesQueue``, which names every method):
-            // ``RPCDispatcher/onlyReads(_:)`` keeps them away from a reader.
-            throw RPCError.method("\(method.rawValue) changes the queue and cannot be answered from a read.")
         }
     }
 
-    /// `aria2.changeUri(gid, fileIndex, delUris, addUris[, position])` → `[deleted, added]` as integers.
-    private func changeURI(_ params: RPCParameters) async throws(RPCError) -> JSONValue {
-        let gid = try params.requiredString(at: 0)
-        let fileIndex = try params.requiredInteger(at: 1)
-        let remove = try params.strings(at: 2, required: true) ?? []
-        let add = try params.strings(at: 3, required: true) ?? []
-        let position = try params.position(at: 4)
-        guard fileIndex >= 1 else { throw RPCError.method("fileIndex must be greater than or equal to 1.") }
-        // Resolve the GID first, so an unknown one is reported as such before the index is judged.
-        _ = try await self.service.read { queue throws(RPCError) in try Self.status(of: gid, in: queue) }
-        guard fileIndex == 1 else { throw RPCError.method("fileIndex is out of range") }
-        let counts = try await Self.queue(gid) { () async throws(QueueError) in
-            try await self.service.changeURIs(gid, remove: remove, add: add, position: position)
-        }
-        return [.integer(Int64(counts.removed)), .integer(Int64(counts.added))]
+    /// `tellWaiting` or `tellStopped`: the window of the waiting or stopped downloads aria2's pagination names.
+    private static func page(_ page: ReadCall.Page, waiting: Bool, of queue: any QueueReader) -> JSONValue {
+        guard page.num > 0 else { return [] }
+        let stat = queue.globalStat()
+        let window = Pagination(offset: page.offset, num: page.num, size: waiting ? stat.numWaiting : stat.numStopped)
+        guard !window.range.isEmpty else { return [] }
+        var entries = waiting ? queue.waitingDownloads(window.range) : queue.stoppedDownloads(window.range)
+        if window.isReversed { entries.reverse() }
+        return .array(entries.map { StatusStruct.make($0, keys: page.keys) })
     }
 
     /// `system.multicall([{methodName, params}, ...])`: each result in a one-element array, each error as a
-    /// bare `{code, message}`; each call checks its own token.
-    private func multicall(_ params: RPCParameters, effects: inout Effects) async throws(RPCError) -> JSONValue {
-        let calls = try params.array(at: 0, required: true) ?? []
+    /// bare `{code, message}`; each call checked its own token. A run of `aria2.addUri` calls goes to the queue as
+    /// one batch: one stored change.
+    private func multicall(_ entries: [Result<RPCCall, RPCError>], effects: inout Effects) async -> JSONValue {
         var results: [JSONValue] = []
-        results.reserveCapacity(calls.count)
+        results.reserveCapacity(entries.count)
         var index = 0
-        while index < calls.count {
-            // A run of well-formed, authorized addUri calls goes to the queue as one batch: one stored change.
+        while index < entries.count {
             var batch: [AddRequest] = []
-            while index + batch.count < calls.count, let add = self.plainAdd(calls[index + batch.count]) {
+            while index + batch.count < entries.count,
+                case .success(.write(.addUri(let add))) = entries[index + batch.count]
+            {
                 batch.append(add)
             }
             if !batch.isEmpty {
@@ -207,76 +212,25 @@ extension RPCDispatcher {
                 index += batch.count
                 continue
             }
-            let entry = calls[index]
-            index += 1
-            switch Self.multicallEntry(entry) {
-            case .failure(let error):
-                results.append(error.json)
-            case .success(let (name, inner)):
-                results.append(Self.multicallResult(await self.call(name, params: inner, effects: &effects)))
+            let outcome: Result<JSONValue, RPCError>
+            switch entries[index] {
+            case .success(let call): outcome = await self.run(call, effects: &effects)
+            case .failure(let error): outcome = .failure(error)
             }
+            results.append(Self.multicallResult(outcome, effects: &effects))
+            index += 1
         }
         return .array(results)
     }
 
-    /// ``multicall(_:effects:)`` when its calls only read, from `queue`.
-    func multicall(
-        _ params: RPCParameters,
-        reading queue: any QueueReader,
-        effects: inout Effects
-    ) throws(RPCError) -> JSONValue {
-        let calls = try params.array(at: 0, required: true) ?? []
-        return .array(
-            calls.map { entry in
-                switch Self.multicallEntry(entry) {
-                case .failure(let error):
-                    return error.json
-                case .success(let (name, inner)):
-                    return Self.multicallResult(self.call(name, params: inner, reading: queue, effects: &effects))
-                }
-            }
-        )
-    }
-
-    /// A multicall entry's method name and parameters, or why it is refused.
-    private static func multicallEntry(_ entry: JSONValue) -> Result<(String, [JSONValue]), RPCError> {
-        guard case .object(let spec) = entry else { return .failure(.method("system.multicall expected struct.")) }
-        guard case .string(let name)? = spec["methodName"] else { return .failure(.method("Missing methodName.")) }
-        if name == RPCMethod.multicall.rawValue {
-            return .failure(.method("Recursive system.multicall forbidden."))
-        }
-        return .success((name, spec["params"]?.arrayValue ?? []))
-    }
-
     /// An entry's result in a multicall's answer: a one-element array, or a bare `{code, message}`.
-    private static func multicallResult(_ outcome: Result<JSONValue, RPCError>) -> JSONValue {
+    private static func multicallResult(_ outcome: Result<JSONValue, RPCError>, effects: inout Effects) -> JSONValue {
         switch outcome {
-        case .success(let result): return .array([result])
-        case .failure(let error): return error.json
-        }
-    }
-
-    /// The download a multicall entry adds, when it is an `aria2.addUri` call whose token passes and whose
-    /// parameters are well-formed; `nil` sends it the usual way (which gives any error its usual words).
-    private func plainAdd(_ call: JSONValue) -> AddRequest? {
-        guard case .object(let spec) = call, spec["methodName"] == .string(RPCMethod.addUri.rawValue) else {
-            return nil
-        }
-        var values = spec["params"]?.arrayValue ?? []
-        var token: String?
-        if case .string(let first)? = values.first, first.hasPrefix("token:") {
-            token = String(first.dropFirst(6))
-            values.removeFirst()
-        }
-        guard self.tokenCheck.authorizes(token) else { return nil }
-        let params = RPCParameters(values: values)
-        do throws(RPCError) {
-            guard let uris = try params.strings(at: 0, required: true), !uris.isEmpty else { return nil }
-            let options = try params.object(at: 1).map(OptionsStruct.options(from:)) ?? []
-            let position = try params.position(at: 2)
-            return AddRequest(uris: uris, options: options, position: position)
-        } catch {
-            return nil
+        case .success(let result):
+            return .array([result])
+        case .failure(let error):
+            if error == .unauthorized { effects.isUnauthorized = true }
+            return error.json
         }
     }
 
@@ -321,34 +275,5 @@ extension RPCDispatcher {
         } catch {
             throw RPCError(error, gid: gid)
         }
-    }
-}
-
-extension RPCDispatcher {
-    /// `aria2.addMetalink(metalink, options?, position?)`: one download per file of the document (base64), its
-    /// URLs best first (those at a `metalink-location` first), `out` its name and `checksum` its strongest digest
-    /// unless the options say otherwise, and its piece digests and size (``Aria2Options/internalNames``); the GIDs
-    /// in document order.
-    func addMetalink(_ params: RPCParameters) async throws(RPCError) -> JSONValue {
-        let encoded = try params.requiredString(at: 0)
-        let options = try params.object(at: 1).map(OptionsStruct.options(from:)) ?? []
-        let position = try params.position(at: 2)
-        guard let bytes = Base64.decode(Array(encoded.utf8)), !bytes.isEmpty else {
-            throw RPCError.method("The Metalink is not valid base64.")
-        }
-        let metalink: Metalink
-        do {
-            metalink = try Metalink(parsing: Data(bytes))
-        } catch {
-            throw RPCError.method(error.message)
-        }
-        var gids: [JSONValue] = []
-        for file in AddRequest.files(of: metalink, options: options, position: position) {
-            let gid = try await Self.queue(nil) { () async throws(QueueError) in
-                try await self.service.add(uris: file.uris, options: file.options, position: file.position)
-            }
-            gids.append(.string(gid.description))
-        }
-        return .array(gids)
     }
 }

@@ -9,10 +9,7 @@ extension RPCDispatcher {
     /// `Unauthorized` and `false` otherwise.
     public func subscribe(_ request: JSONObject) -> (reply: RPCReply, subscribed: Bool) {
         let id = request["id"] ?? .null
-        var params: [JSONValue] = []
-        if case .array(let array)? = request["params"] { params = array }
-        var token: String?
-        if case .string(let first)? = params.first, first.hasPrefix("token:") { token = String(first.dropFirst(6)) }
+        let (token, _) = TokenCheck.split(request["params"]?.arrayValue ?? [])
         var writer = JSONWriter()
         guard self.tokenCheck.authorizes(token) else {
             Self.write(Response(id: id, error: .unauthorized), to: &writer)

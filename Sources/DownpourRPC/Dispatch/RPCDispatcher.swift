@@ -56,13 +56,52 @@ public struct RPCDispatcher: Sendable {
 
     // MARK: Entry points
 
+    /// A request read once: one request object or a batch, each object's call parsed (``RPCCall``).
+    public struct ParsedRequest: Sendable {
+        /// The request as JSON.
+        public let body: JSONValue
+        let requests: [RequestObject]
+        let isBatch: Bool
+
+        /// Whether every call only reads (calls refused before they run change nothing).
+        public var onlyReads: Bool {
+            self.requests.allSatisfy { request in
+                guard case .call(_, let call) = request else { return true }
+                return call.onlyReads
+            }
+        }
+    }
+
     /// What ``handleNow(body:)`` did with a request body.
     public enum Immediate: Sendable {
         /// It is answered: the reply to send.
         case answered(RPCReply)
-        /// It is parsed and waits for ``handle(request:)``: it changes the queue, or the queue cannot be read
+        /// It is parsed and waits for ``handle(parsed:)``: it changes the queue, or the queue cannot be read
         /// from the calling thread.
-        case pending(JSONValue)
+        case pending(ParsedRequest)
+    }
+
+    /// Reads a request: its calls, or the reply that refuses it (neither an object nor a batch).
+    public func parse(_ request: JSONValue) -> Result<ParsedRequest, RPCError> {
+        let objects: [JSONObject]
+        let isBatch: Bool
+        switch request {
+        case .object(let object):
+            (objects, isBatch) = ([object], false)
+        case .array(let elements):
+            // A batch's elements that are not objects get no response, as in aria2.
+            objects = elements.compactMap(\.objectValue)
+            isBatch = true
+        default:
+            return .failure(.invalidRequest)
+        }
+        return .success(
+            ParsedRequest(
+                body: request,
+                requests: objects.map { RequestObject($0, tokenCheck: self.tokenCheck) },
+                isBatch: isBatch
+            )
+        )
     }
 
     /// Answers a request body (HTTP POST) or a WebSocket text frame: one request object or a batch.
@@ -81,44 +120,60 @@ public struct RPCDispatcher: Sendable {
     /// `getGlobalStat`..., alone, in a batch or in `system.multicall`) when the caller is on the queue's own thread
     /// (``DownloadQueueService/readIfIsolated(_:)``). The reply is the one ``handle(body:)`` would give.
     public func handleNow(body: some Collection<UInt8>) -> Immediate {
-        let request: JSONValue
+        let parsed: ParsedRequest
         do {
-            request = try JSONParser.parse(body)
+            parsed = try self.parse(try JSONParser.parse(body)).get()
+        } catch let error as RPCError {
+            return .answered(Self.errorReply(error, id: .null))
         } catch {
             return .answered(Self.errorReply(.malformedJSON, id: .null))
         }
-        guard let (objects, isBatch) = Self.objects(of: request) else {
-            return .answered(Self.errorReply(.invalidRequest, id: .null))
+        guard parsed.onlyReads, let reply = self.service.readIfIsolated({ self.answer(parsed, reading: $0) }) else {
+            return .pending(parsed)
         }
-        guard Self.onlyReads(objects),
-            let reply = self.service.readIfIsolated({ queue in self.answer(objects, isBatch: isBatch, reading: queue) })
-        else { return .pending(request) }
         return .answered(reply)
     }
 
     /// Answers a parsed request object or batch.
     public func handle(request: JSONValue) async -> RPCReply {
-        guard let (objects, isBatch) = Self.objects(of: request) else {
-            return Self.errorReply(.invalidRequest, id: .null)
+        switch self.parse(request) {
+        case .success(let parsed): await self.handle(parsed: parsed)
+        case .failure(let error): Self.errorReply(error, id: .null)
         }
-        if Self.onlyReads(objects) {
+    }
+
+    /// Answers a request ``parse(_:)`` read.
+    public func handle(parsed: ParsedRequest) async -> RPCReply {
+        if parsed.onlyReads {
             // One visit to the queue for the lot: every read sees the same moment.
-            return await self.service.read { queue in self.answer(objects, isBatch: isBatch, reading: queue) }
+            return await self.service.read { queue in self.answer(parsed, reading: queue) }
         }
         var effects = Effects()
         var responses: [Response] = []
-        responses.reserveCapacity(objects.count)
-        for object in objects {
-            responses.append(await self.respond(to: object, effects: &effects))
+        responses.reserveCapacity(parsed.requests.count)
+        for request in parsed.requests {
+            switch request {
+            case .refused(let response):
+                responses.append(Self.refusal(response, effects: &effects))
+            case .call(let id, let call):
+                responses.append(Response(id, await self.run(call, effects: &effects)))
+            }
         }
-        return self.reply(responses, isBatch: isBatch, effects: effects)
+        return self.reply(responses, isBatch: parsed.isBatch, effects: effects)
     }
 
-    /// ``handle(request:)`` for the request objects of a request of reads only, from `queue`.
-    func answer(_ objects: [JSONObject], isBatch: Bool, reading queue: any QueueReader) -> RPCReply {
+    /// ``handle(parsed:)`` for a request of reads only, from `queue`.
+    func answer(_ parsed: ParsedRequest, reading queue: any QueueReader) -> RPCReply {
         var effects = Effects()
-        let responses = objects.map { self.respond(to: $0, reading: queue, effects: &effects) }
-        return self.reply(responses, isBatch: isBatch, effects: effects)
+        let responses = parsed.requests.map { request in
+            switch request {
+            case .refused(let response):
+                return Self.refusal(response, effects: &effects)
+            case .call(let id, let call):
+                return Response(id, self.answer(call, reading: queue, effects: &effects))
+            }
+        }
+        return self.reply(responses, isBatch: parsed.isBatch, effects: effects)
     }
 
     /// Answers the query of `GET /jsonrpc` (the text after `?`), JSONP when it has `jsoncallback`.
@@ -161,45 +216,6 @@ public struct RPCDispatcher: Sendable {
             case .failure(let error): self.init(id: id, error: error)
             }
         }
-    }
-
-    /// The request objects of a request: itself, or the objects of a batch (its other elements get no
-    /// response, as in aria2); `nil` for anything else.
-    static func objects(of request: JSONValue) -> (objects: [JSONObject], isBatch: Bool)? {
-        switch request {
-        case .object(let object):
-            return ([object], false)
-        case .array(let elements):
-            return (
-                elements.compactMap { element in
-                    guard case .object(let object) = element else { return nil }
-                    return object
-                }, true
-            )
-        default:
-            return nil
-        }
-    }
-
-    /// Whether every call of a request's objects only reads: no method that changes the queue, directly or in
-    /// `system.multicall`. Calls that fail before they run (a bad method name, bad parameters) change nothing.
-    static func onlyReads(_ objects: [JSONObject]) -> Bool {
-        func readsOnly(_ call: JSONObject, nameKey: String, nested: Bool) -> Bool {
-            guard case .string(let name)? = call[nameKey], let method = RPCMethod(rawValue: name) else { return true }
-            if method == .multicall {
-                // Nested, it is refused; at the top, its calls are in any array among its parameters.
-                guard !nested, case .array(let params)? = call["params"] else { return true }
-                return params.allSatisfy { param in
-                    guard case .array(let calls) = param else { return true }
-                    return calls.allSatisfy { entry in
-                        guard case .object(let spec) = entry else { return true }
-                        return readsOnly(spec, nameKey: "methodName", nested: true)
-                    }
-                }
-            }
-            return !method.changesQueue
-        }
-        return objects.allSatisfy { readsOnly($0, nameKey: "method", nested: false) }
     }
 
     /// The reply to the responses of a request: the one response, or a batch's in an array.
@@ -253,14 +269,20 @@ public struct RPCDispatcher: Sendable {
         }
     }
 
+    /// A response that refuses a call, noting an unauthorized one (the HTTP layer counts them).
+    static func refusal(_ response: Response, effects: inout Effects) -> Response {
+        if response.error == .unauthorized { effects.isUnauthorized = true }
+        return response
+    }
+
     /// What a request object asks for: a call, or the response that refuses it.
-    enum RequestObject {
-        case call(id: JSONValue, method: String, params: [JSONValue])
+    enum RequestObject: Sendable {
+        case call(id: JSONValue, RPCCall)
         case refused(Response)
 
         /// One request object (§1.3): an `id` is required (any type, echoed), `method` must be a string,
-        /// `params` an array or absent.
-        init(_ request: JSONObject) {
+        /// `params` an array or absent; then the call is read (``RPCCall``).
+        init(_ request: JSONObject, tokenCheck: TokenCheck) {
             guard let id = request["id"] else {
                 self = .refused(Response(id: .null, error: .invalidRequest))
                 return
@@ -269,87 +291,19 @@ public struct RPCDispatcher: Sendable {
                 self = .refused(Response(id: id, error: .invalidRequest))
                 return
             }
+            let params: [JSONValue]
             switch request["params"] {
-            case nil: self = .call(id: id, method: method, params: [])
-            case .array(let array)?: self = .call(id: id, method: method, params: array)
-            default: self = .refused(Response(id: id, error: .invalidParams))
+            case nil: params = []
+            case .array(let array)?: params = array
+            default:
+                self = .refused(Response(id: id, error: .invalidParams))
+                return
             }
-        }
-    }
-
-    private func respond(to request: JSONObject, effects: inout Effects) async -> Response {
-        switch RequestObject(request) {
-        case .refused(let response):
-            return response
-        case .call(let id, let method, let params):
-            return Response(id, await self.call(method, params: params, effects: &effects))
-        }
-    }
-
-    private func respond(to request: JSONObject, reading queue: any QueueReader, effects: inout Effects) -> Response {
-        switch RequestObject(request) {
-        case .refused(let response):
-            return response
-        case .call(let id, let method, let params):
-            return Response(id, self.call(method, params: params, reading: queue, effects: &effects))
-        }
-    }
-
-    // MARK: Calls
-
-    /// Removes a leading `token:` parameter, checks it, and finds the method.
-    private func prepare(
-        _ name: String,
-        params: [JSONValue],
-        effects: inout Effects
-    ) throws(RPCError) -> (RPCMethod, RPCParameters) {
-        var params = params
-        var token: String?
-        if case .string(let first)? = params.first, first.hasPrefix("token:") {
-            token = String(first.dropFirst(6))
-            params.removeFirst()
-        }
-        let method = RPCMethod(rawValue: name)
-        if method?.needsToken ?? true, !self.tokenCheck.authorizes(token) {
-            effects.isUnauthorized = true
-            throw .unauthorized
-        }
-        if name == Self.subscribeMethod {
-            throw .method("\(name) works only on the WebSocket at /jsonrpc, where the progress is pushed.")
-        }
-        guard let method else { throw .method("No such method: \(name)") }
-        return (method, RPCParameters(values: params))
-    }
-
-    /// Runs one method: removes a leading `token:` parameter, checks it, and dispatches.
-    func call(
-        _ name: String,
-        params: [JSONValue],
-        effects: inout Effects
-    ) async -> Result<JSONValue, RPCError> {
-        do throws(RPCError) {
-            let (method, parameters) = try self.prepare(name, params: params, effects: &effects)
-            return .success(try await self.run(method, parameters, effects: &effects))
-        } catch {
-            return .failure(error)
-        }
-    }
-
-    /// ``call(_:params:effects:)`` for a call that only reads, from `queue`.
-    func call(
-        _ name: String,
-        params: [JSONValue],
-        reading queue: any QueueReader,
-        effects: inout Effects
-    ) -> Result<JSONValue, RPCError> {
-        do throws(RPCError) {
-            let (method, parameters) = try self.prepare(name, params: params, effects: &effects)
-            if method == .multicall {
-                return .success(try self.multicall(parameters, reading: queue, effects: &effects))
+            do throws(RPCError) {
+                self = .call(id: id, try RPCCall(method, params: params, tokenCheck: tokenCheck))
+            } catch {
+                self = .refused(Response(id: id, error: error))
             }
-            return .success(try self.read(method, parameters, from: queue))
-        } catch {
-            return .failure(error)
         }
     }
 }

@@ -46,21 +46,6 @@ enum RPCMethod: String, CaseIterable, Sendable {
         }
     }
 
-    /// Whether the method may change the queue or stop the daemon. The others only read the queue, or nothing,
-    /// and are answered from a ``QueueReader``; `system.multicall` changes what its calls change.
-    var changesQueue: Bool {
-        switch self {
-        case .addUri, .addMetalink, .remove, .forceRemove, .pause, .forcePause, .pauseAll, .forcePauseAll, .unpause,
-            .unpauseAll, .changePosition, .changeUri, .changeOption, .changeGlobalOption, .purgeDownloadResult,
-            .removeDownloadResult, .saveSession, .shutdown, .forceShutdown, .multicall:
-            return true
-        case .addTorrent, .getPeers, .tellStatus, .getUris, .getFiles, .getServers, .tellActive, .tellWaiting,
-            .tellStopped, .getOption, .getGlobalOption, .getVersion, .getSessionInfo, .getGlobalStat, .listMethods,
-            .listNotifications:
-            return false
-        }
-    }
-
     /// What `system.listNotifications` answers (aria2's six, though Downpour never sends the BitTorrent one).
     static let notificationNames: [String] = [
         "aria2.onDownloadStart", "aria2.onDownloadPause", "aria2.onDownloadStop", "aria2.onDownloadComplete",

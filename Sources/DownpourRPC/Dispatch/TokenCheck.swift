@@ -31,6 +31,13 @@ struct TokenCheck: Sendable {
         return difference == 0
     }
 
+    /// A call's parameters with a leading `token:SECRET` taken off: the secret (`nil` when none was given) and the
+    /// rest. aria2 takes it off whether or not the method needs it.
+    static func split(_ params: [JSONValue]) -> (token: String?, rest: [JSONValue]) {
+        guard case .string(let first)? = params.first, first.hasPrefix("token:") else { return (nil, params) }
+        return (String(first.dropFirst(6)), Array(params.dropFirst()))
+    }
+
     private static func digest(_ text: String, key: [UInt8]) -> [UInt8] {
         var hash = SHA256()
         hash.update(data: key)

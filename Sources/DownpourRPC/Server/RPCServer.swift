@@ -242,7 +242,7 @@ public struct RPCServer: Service {
             case .answered(let answer):
                 return .now(reply(answer))
             case .pending(let request):
-                return .later { reply(await dispatcher.handle(request: request)) }
+                return .later { reply(await dispatcher.handle(parsed: request)) }
             }
         }
     }
