@@ -84,6 +84,7 @@ let package = Package(
         .target(
             name: "DownpourQueue",
             dependencies: [
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 "Downpour",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),

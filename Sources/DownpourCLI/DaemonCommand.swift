@@ -307,7 +307,7 @@ struct DaemonCommand: AsyncParsableCommand {
 
         var configuration = ServiceGroupConfiguration(
             services: [
-                .init(service: QueueLifecycle(manager: manager)),
+                .init(service: manager),
                 .init(service: server),
                 .init(service: shutdown, successTerminationBehavior: .gracefullyShutdownGroup),
             ],
@@ -383,17 +383,6 @@ struct DaemonCommand: AsyncParsableCommand {
         if path.hasPrefix("/") { return path }
         let current = FileManager.default.currentDirectoryPath
         return path == "." ? current : current + "/" + path
-    }
-}
-
-/// Runs the queue for the life of the service group: on its graceful shutdown, the active downloads pause (their
-/// journals saved) and the queue is stored.
-struct QueueLifecycle: Service {
-    let manager: DownloadManager
-
-    func run() async throws {
-        try? await gracefulShutdown()
-        await self.manager.shutdown()
     }
 }
 

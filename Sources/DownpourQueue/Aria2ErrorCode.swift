@@ -1,7 +1,37 @@
 import Downpour
 
-/// aria2's error codes (§4 of the reference) for the errors a download stops with.
-public enum Aria2ErrorCode {
+/// aria2's error codes (§4 of the reference): the number a stopped download reports as `errorCode`. Only the
+/// codes Downpour gives have members.
+public enum Aria2ErrorCode: Int, Sendable, Hashable, CaseIterable {
+    /// The download completed.
+    case finished = 0
+    /// Anything without a code of its own.
+    case unknown = 1
+    /// HTTP 404.
+    case resourceNotFound = 3
+    /// A network error after the tries.
+    case network = 6
+    /// The disk is full.
+    case noSpace = 9
+    /// Another download is writing the same file.
+    case duplicateDownload = 11
+    /// The file exists and is not ours to replace.
+    case fileExists = 13
+    /// Another local I/O error.
+    case fileIO = 17
+    /// The server changed the file or answered what it must not.
+    case badResponse = 22
+    /// HTTP 401 or 407.
+    case authorizationFailed = 24
+    /// A bad option or argument.
+    case badOption = 28
+    /// HTTP 503.
+    case serviceUnavailable = 29
+    /// A user removed the download while it ran.
+    case removed = 31
+    /// The file's digest did not match.
+    case checksumMismatch = 32
+
     /// The code aria2 would report for `error`:
     ///
     /// | error | code |
@@ -18,23 +48,23 @@ public enum Aria2ErrorCode {
     /// | invalid request | 28 (bad option or argument) |
     /// | already running | 11 (same file being downloaded) |
     /// | anything else | 1 (unknown) |
-    public static func code(for error: DownloadError) -> Int {
+    public init(_ error: DownloadError) {
         switch error.code {
         case .httpStatus:
             switch error.httpStatus {
-            case 404: return 3
-            case 401, 407: return 24
-            case 503: return 29
-            default: return 1
+            case 404: self = .resourceNotFound
+            case 401, 407: self = .authorizationFailed
+            case 503: self = .serviceUnavailable
+            default: self = .unknown
             }
-        case .network: return 6
-        case .outputExists: return 13
-        case .checksumMismatch: return 32
-        case .localIO: return error.systemCallError?.isNoSpace == true ? 9 : 17
-        case .remoteChanged, .remoteMisbehaved: return 22
-        case .invalidRequest: return 28
-        case .alreadyRunning: return 11
-        default: return 1
+        case .network: self = .network
+        case .outputExists: self = .fileExists
+        case .checksumMismatch: self = .checksumMismatch
+        case .localIO: self = error.systemCallError?.isNoSpace == true ? .noSpace : .fileIO
+        case .remoteChanged, .remoteMisbehaved: self = .badResponse
+        case .invalidRequest: self = .badOption
+        case .alreadyRunning: self = .duplicateDownload
+        default: self = .unknown
         }
     }
 }

@@ -119,7 +119,7 @@ extension DownloadManager {
                 path: result.path,
                 totalLength: result.totalLength,
                 completedLength: result.completedLength,
-                completedRanges: result.errorCode == 0 && result.totalLength > 0 ? [0..<result.totalLength] : [],
+                completedRanges: result.status == .complete && result.totalLength > 0 ? [0..<result.totalLength] : [],
                 errorCode: result.errorCode,
                 errorMessage: result.errorMessage,
                 following: result.entry.following,

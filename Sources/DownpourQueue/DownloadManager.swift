@@ -580,7 +580,7 @@ public actor DownloadManager: DownloadQueueService {
         } catch {
             // The options were good when set; a global default changed since. It cannot run as it is.
             self.logger.info("Download cannot start", metadata: ["gid": "\(gid)", "error": "\(error.message)"])
-            let actions = self.queue.finish(gid, outcome: .failed(code: 28, message: error.message))
+            let actions = self.queue.finish(gid, outcome: .failed(code: .badOption, message: error.message))
             self.commitOrLog()
             self.perform(actions)
             return
@@ -743,11 +743,11 @@ public actor DownloadManager: DownloadQueueService {
             if run.stopRequested {
                 actions = []
             } else {
-                let code = Aria2ErrorCode.code(for: error)
+                let code = Aria2ErrorCode(error)
                 actions = self.queue.finish(gid, outcome: .failed(code: code, message: error.message))
                 self.logger.info(
                     "Download failed",
-                    metadata: ["gid": "\(gid)", "code": "\(code)", "error": "\(error.message)"]
+                    metadata: ["gid": "\(gid)", "code": "\(code.rawValue)", "error": "\(error.message)"]
                 )
             }
         }
@@ -785,7 +785,7 @@ public actor DownloadManager: DownloadQueueService {
         } catch {
             self.queue.revertChanges()
             self.logger.info("Metalink cannot be followed", metadata: ["gid": "\(gid)", "error": "\(error.message)"])
-            return self.queue.finish(gid, outcome: .failed(code: 1, message: error.message))
+            return self.queue.finish(gid, outcome: .failed(code: .unknown, message: error.message))
         }
     }
 

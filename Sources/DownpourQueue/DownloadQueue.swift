@@ -335,7 +335,7 @@ public struct DownloadQueue: Sendable {
             self.appendResult(
                 StoppedResult(
                     entry: download.entry,
-                    errorCode: StoppedResult.removedCode,
+                    errorCode: Aria2ErrorCode.removed.rawValue,
                     path: download.path,
                     totalLength: download.totalLength,
                     completedLength: download.completedLength
@@ -382,7 +382,7 @@ public struct DownloadQueue: Sendable {
             event = .completed(gid)
             result = StoppedResult(
                 entry: download.entry,
-                errorCode: 0,
+                errorCode: Aria2ErrorCode.finished.rawValue,
                 path: path,
                 totalLength: length,
                 completedLength: length
@@ -391,7 +391,7 @@ public struct DownloadQueue: Sendable {
             event = .failed(gid)
             result = StoppedResult(
                 entry: download.entry,
-                errorCode: code == 0 || code == StoppedResult.removedCode ? 1 : code,
+                errorCode: (code == .finished || code == .removed ? Aria2ErrorCode.unknown : code).rawValue,
                 errorMessage: message,
                 path: download.path,
                 totalLength: download.totalLength,
@@ -438,7 +438,13 @@ public struct DownloadQueue: Sendable {
         }
         download.entry.followedBy = files.map(\.gid)
         self.appendResult(
-            StoppedResult(entry: download.entry, errorCode: 0, path: path, totalLength: length, completedLength: length)
+            StoppedResult(
+                entry: download.entry,
+                errorCode: Aria2ErrorCode.finished.rawValue,
+                path: path,
+                totalLength: length,
+                completedLength: length
+            )
         )
         return actions + self.fillSlots()
     }

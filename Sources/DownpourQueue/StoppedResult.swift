@@ -30,15 +30,12 @@ public struct StoppedResult: Sendable, Hashable {
 
     public var gid: DownloadID { self.entry.gid }
 
-    /// aria2's status for the code: `complete` for 0, `removed` for 31, `error` for the rest.
+    /// aria2's status for the code: `complete` when finished, `removed` when removed, `error` for the rest.
     public var status: QueueStatus {
-        switch self.errorCode {
-        case 0: .complete
-        case Self.removedCode: .removed
+        switch Aria2ErrorCode(rawValue: self.errorCode) {
+        case .finished: .complete
+        case .removed: .removed
         default: .error
         }
     }
-
-    /// aria2's code for a download a user removed while it ran.
-    public static let removedCode = 31
 }

@@ -37,6 +37,6 @@ struct Aria2ErrorCodeTests {
 
     @Test("DownloadError codes map to aria2's", arguments: cases)
     func code(_ error: DownloadError, _ expected: Int) {
-        #expect(Aria2ErrorCode.code(for: error) == expected)
+        #expect(Aria2ErrorCode(error).rawValue == expected)
     }
 }

@@ -102,13 +102,13 @@ struct DownloadQueueTests {
         ),
         Row(
             name: "finish active, failed: result with its code, the next starts",
-            operation: { q in q.finish(gid(1), outcome: .failed(code: 3, message: "404")) },
+            operation: { q in q.finish(gid(1), outcome: .failed(code: .resourceNotFound, message: "404")) },
             actions: [.emit(.failed(gid(1))), .start(gid(3)), .emit(.started(gid(3)))],
             layout: "A=2,3 W=4p,5 S=6:0,1:3"
         ),
         Row(
             name: "finish waiting with an error (a run stopped by a pause): nothing changes",
-            operation: { q in q.finish(gid(3), outcome: .failed(code: 1, message: "cancelled")) },
+            operation: { q in q.finish(gid(3), outcome: .failed(code: .unknown, message: "cancelled")) },
             actions: [],
             layout: unchanged
         ),
@@ -437,7 +437,7 @@ struct DownloadQueueTests {
             _ = try queue.add(Self.entry(value))
         }
         for value in 1...4 as ClosedRange<UInt64> {
-            _ = queue.finish(Self.gid(value), outcome: .failed(code: 6, message: "network"))
+            _ = queue.finish(Self.gid(value), outcome: .failed(code: .network, message: "network"))
         }
         #expect(queue.stopped.map(\.gid) == [Self.gid(3), Self.gid(4)])
         #expect(queue.stoppedTotal == 4)
@@ -468,7 +468,7 @@ struct DownloadQueueTests {
         var queue = Self.fixture()
         _ = queue.shutdown()
         #expect(queue.shutdown() == [])
-        #expect(queue.finish(Self.gid(1), outcome: .failed(code: 1, message: "cancelled")) == [])
+        #expect(queue.finish(Self.gid(1), outcome: .failed(code: .unknown, message: "cancelled")) == [])
         #expect(
             queue.finish(Self.gid(2), outcome: .complete(path: "/2", length: 1)) == [.emit(.completed(Self.gid(2)))]
         )

@@ -113,7 +113,9 @@ struct QueueStoreIncrementalTests {
         // Removing a waiting one deletes its row; an active one becomes a result.
         #expect(try harness.run { q throws(QueueError) in _ = try q.remove(Self.gid(4)) } == [.delete(Self.gid(4))])
         try harness.run { q throws(QueueError) in _ = try q.remove(Self.gid(3)) }
-        try harness.run { q in _ = q.finish(Self.gid(5), outcome: .failed(code: 3, message: "Not found.")) }
+        try harness.run { q in
+            _ = q.finish(Self.gid(5), outcome: .failed(code: .resourceNotFound, message: "Not found."))
+        }
         // A fourth result pushes the first out (three are kept).
         try harness.run { q throws(QueueError) in _ = try q.add(Self.entry(7)) }
         try harness.run { q in _ = q.finish(Self.gid(7), outcome: .complete(path: "/d/7.bin", length: 7)) }
@@ -168,7 +170,7 @@ struct QueueStoreIncrementalTests {
         let before = harness.queue
         _ = try harness.queue.pause(Self.gid(2))
         _ = try harness.queue.add(Self.entry(9), position: 0)
-        _ = harness.queue.finish(Self.gid(3), outcome: .failed(code: 3, message: "Not found."))
+        _ = harness.queue.finish(Self.gid(3), outcome: .failed(code: .resourceNotFound, message: "Not found."))
         _ = try harness.queue.removeResult(Self.gid(1))
         _ = harness.queue.setMaxConcurrentDownloads(5)
         harness.queue.revertChanges()

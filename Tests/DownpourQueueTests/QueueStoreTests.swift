@@ -26,7 +26,7 @@ struct QueueStoreTests {
         }
         // Active 1, 2; waiting 3, 4 (paused), 5, 6.
         queue.record(gid(1), path: "/downloads/one.bin", totalLength: 1000, completedLength: 300)
-        _ = queue.finish(gid(2), outcome: .failed(code: 3, message: "Not found (404)."))
+        _ = queue.finish(gid(2), outcome: .failed(code: .resourceNotFound, message: "Not found (404)."))
         // 3 started in 2's place; remove it: a removed result. 5 starts.
         _ = try queue.remove(gid(3))
         _ = try queue.pause(gid(1))
