@@ -7,7 +7,7 @@ extension RPCDispatcher {
 
     /// Answers a `downpour.subscribe` request on a WebSocket: `"OK"` and `true` when its token passes, aria2's
     /// `Unauthorized` and `false` otherwise.
-    public func subscribe(_ request: JSONObject) -> (reply: RPCReply, subscribed: Bool) {
+    package func subscribe(_ request: JSONObject) -> (reply: RPCReply, subscribed: Bool) {
         let id = request["id"] ?? .null
         let (token, _) = TokenCheck.split(request["params"]?.arrayValue ?? [])
         var writer = JSONWriter()

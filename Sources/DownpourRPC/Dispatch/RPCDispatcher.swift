@@ -59,7 +59,7 @@ public struct RPCDispatcher: Sendable {
     /// A request read once: one request object or a batch, each object's call parsed (``RPCCall``).
     public struct ParsedRequest: Sendable {
         /// The request as JSON.
-        public let body: JSONValue
+        package let body: JSONValue
         let requests: [RequestObject]
         let isBatch: Bool
 
@@ -82,7 +82,7 @@ public struct RPCDispatcher: Sendable {
     }
 
     /// Reads a request: its calls, or the reply that refuses it (neither an object nor a batch).
-    public func parse(_ request: JSONValue) -> Result<ParsedRequest, RPCError> {
+    package func parse(_ request: JSONValue) -> Result<ParsedRequest, RPCError> {
         let objects: [JSONObject]
         let isBatch: Bool
         switch request {
@@ -135,7 +135,7 @@ public struct RPCDispatcher: Sendable {
     }
 
     /// Answers a parsed request object or batch.
-    public func handle(request: JSONValue) async -> RPCReply {
+    package func handle(request: JSONValue) async -> RPCReply {
         switch self.parse(request) {
         case .success(let parsed): await self.handle(parsed: parsed)
         case .failure(let error): Self.errorReply(error, id: .null)

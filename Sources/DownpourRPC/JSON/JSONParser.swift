@@ -3,21 +3,21 @@
 /// UTF-8, nothing may follow the value but white space).
 ///
 /// Nesting deeper than ``maximumDepth`` is an error, so a hostile request cannot exhaust the stack.
-public struct JSONParser: Sendable {
+package struct JSONParser: Sendable {
     /// Why text is not JSON.
-    public struct Failure: Error, Sendable, Hashable {
+    package struct Failure: Error, Sendable, Hashable {
         /// The offset of the byte where parsing stopped.
-        public var offset: Int
+        package var offset: Int
         /// What was wrong.
-        public var reason: String
+        package var reason: String
     }
 
     /// Arrays and objects nested deeper than this are refused.
-    public static let maximumDepth = 64
+    package static let maximumDepth = 64
 
     /// Parses a whole text.
     /// - Throws: ``Failure`` when the text is not one JSON value.
-    public static func parse(_ bytes: some Collection<UInt8>) throws(Failure) -> JSONValue {
+    package static func parse(_ bytes: some Collection<UInt8>) throws(Failure) -> JSONValue {
         let result: Result<JSONValue, Failure>? = bytes.withContiguousStorageIfAvailable { buffer in
             Self.parse(buffer: buffer)
         }
@@ -27,7 +27,7 @@ public struct JSONParser: Sendable {
     }
 
     /// Parses a whole string.
-    public static func parse(_ text: String) throws(Failure) -> JSONValue {
+    package static func parse(_ text: String) throws(Failure) -> JSONValue {
         var text = text
         let result = text.withUTF8 { Self.parse(buffer: $0) }
         return try result.get()

@@ -1,28 +1,28 @@
 /// Writes compact JSON the way aria2 does (`json::jsonEscape`): no white space; in strings `"`, `\` and `/` are
 /// escaped, as are `\b \f \n \r \t`, other control characters as `\u00XX`; everything else, non-ASCII
 /// included, is written as raw UTF-8.
-public struct JSONWriter: Sendable {
+package struct JSONWriter: Sendable {
     /// The text written so far.
-    public private(set) var bytes: [UInt8]
+    package private(set) var bytes: [UInt8]
 
-    public init(reservingCapacity capacity: Int = 256) {
+    package init(reservingCapacity capacity: Int = 256) {
         self.bytes = []
         self.bytes.reserveCapacity(capacity)
     }
 
     /// The compact text of `value`.
-    public static func encode(_ value: JSONValue) -> [UInt8] {
+    package static func encode(_ value: JSONValue) -> [UInt8] {
         var writer = JSONWriter()
         writer.write(value)
         return writer.bytes
     }
 
     /// The compact text of `value`, as a string.
-    public static func string(_ value: JSONValue) -> String {
+    package static func string(_ value: JSONValue) -> String {
         String(decoding: Self.encode(value), as: UTF8.self)
     }
 
-    public mutating func write(_ value: JSONValue) {
+    package mutating func write(_ value: JSONValue) {
         switch value {
         case .null: self.writeASCII("null")
         case .bool(let flag): self.writeASCII(flag ? "true" : "false")
@@ -54,16 +54,16 @@ public struct JSONWriter: Sendable {
     }
 
     /// Appends text that is already JSON (no check).
-    public mutating func writeRaw(_ json: some Sequence<UInt8>) {
+    package mutating func writeRaw(_ json: some Sequence<UInt8>) {
         self.bytes.append(contentsOf: json)
     }
 
     /// Appends ASCII text as it is (punctuation, literals, keys known not to need escapes).
-    public mutating func writeASCII(_ text: StaticString) {
+    package mutating func writeASCII(_ text: StaticString) {
         self.bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
-    public mutating func writeInteger(_ number: Int64) {
+    package mutating func writeInteger(_ number: Int64) {
         if number < 0 { self.bytes.append(UInt8(ascii: "-")) }
         var magnitude = number.magnitude
         var count = 1
@@ -82,7 +82,7 @@ public struct JSONWriter: Sendable {
         } while magnitude > 0
     }
 
-    public mutating func writeString(_ text: String) {
+    package mutating func writeString(_ text: String) {
         self.bytes.append(UInt8(ascii: "\""))
         var text = text
         text.withUTF8 { utf8 in
