@@ -26,12 +26,7 @@ struct DaemonCrashTests {
 
         // Each connection gets 2 MiB/s, so a file takes a good part of a second with two connections: the queue
         // is busy (three active, the rest waiting) through most of the kills.
-        let server = try await RangeTestServer.start(
-            content: Self.content,
-            faults: [.throttle(bytesPerSecond: 2 * 1024 * 1024)]
-        )
         let scratch = try Scratch()
-        let client = HTTPClient(eventLoopGroupProvider: .singleton)
         defer { scratch.remove() }
         let downloads = scratch.file("downloads")
         let state = scratch.file("state")
@@ -40,94 +35,98 @@ struct DaemonCrashTests {
             "--state-dir", state, "-d", downloads, "-j", "3", "-x", "2", "--rpc-secret", "crash-test",
         ]
 
-        do {
-            var daemon = try await DaemonProcess.start(arguments, logDirectory: scratch.path)
-            var rpc = RPCClient(url: daemon.url, secret: "crash-test", client: client)
-            var expected = Expected()
+        try await RangeTestServer.withServer(
+            content: Self.content,
+            faults: [.throttle(bytesPerSecond: 2 * 1024 * 1024)]
+        ) { server in
+            try await withHTTPClient { client in
+                var daemon = try await DaemonProcess.start(arguments, logDirectory: scratch.path)
+                var rpc = RPCClient(url: daemon.url, secret: "crash-test", client: client)
+                var expected = Expected()
 
-            func add(_ index: Int, paused: Bool) async throws {
-                let name = "f\(index).bin"
-                var options = ["out": name]
-                if paused { options["pause"] = "true" }
-                let gid = try await rpc.string("aria2.addUri", [[server.url("/\(name)")], options])
-                expected.order.append(gid)
-                expected.names[gid] = name
-                if paused { expected.paused.insert(gid) }
-            }
-            for index in 0..<10 {
-                try await add(index, paused: index % 4 == 3)
-            }
-            var nextIndex = 10
+                func add(_ index: Int, paused: Bool) async throws {
+                    let name = "f\(index).bin"
+                    var options = ["out": name]
+                    if paused { options["pause"] = "true" }
+                    let gid = try await rpc.string("aria2.addUri", [[server.url("/\(name)")], options])
+                    expected.order.append(gid)
+                    expected.names[gid] = name
+                    if paused { expected.paused.insert(gid) }
+                }
+                for index in 0..<10 {
+                    try await add(index, paused: index % 4 == 3)
+                }
+                var nextIndex = 10
 
-            for round in 1...20 {
-                // One acknowledged change per round: after its reply it must survive the kill.
-                switch random.next() % 3 {
-                case 0 where nextIndex < 30:
-                    try await add(nextIndex, paused: random.next() % 3 == 0)
-                    nextIndex += 1
-                case 1:
-                    let stopped = Set(try await rpc.statuses("aria2.tellStopped", [0, 1000, ["gid"]]).map(gidOf))
-                    let candidates = expected.order.filter { !expected.paused.contains($0) && !stopped.contains($0) }
-                    if !candidates.isEmpty {
-                        let gid = candidates[Int(random.next() % UInt64(candidates.count))]
-                        do {
-                            _ = try await rpc.string("aria2.forcePause", [gid])
-                            expected.paused.insert(gid)
-                        } catch let error as RPCCallError {
-                            // It finished between the two calls: only a stopped download cannot be paused.
-                            let status = try await rpc.call("aria2.tellStatus", [gid, ["status"]])
-                            #expect((status as? [String: Any])?["status"] as? String == "complete", "\(error)")
+                for round in 1...20 {
+                    // One acknowledged change per round: after its reply it must survive the kill.
+                    switch random.next() % 3 {
+                    case 0 where nextIndex < 30:
+                        try await add(nextIndex, paused: random.next() % 3 == 0)
+                        nextIndex += 1
+                    case 1:
+                        let stopped = Set(try await rpc.statuses("aria2.tellStopped", [0, 1000, ["gid"]]).map(gidOf))
+                        let candidates = expected.order.filter {
+                            !expected.paused.contains($0) && !stopped.contains($0)
+                        }
+                        if !candidates.isEmpty {
+                            let gid = candidates[Int(random.next() % UInt64(candidates.count))]
+                            do {
+                                _ = try await rpc.string("aria2.forcePause", [gid])
+                                expected.paused.insert(gid)
+                            } catch let error as RPCCallError {
+                                // It finished between the two calls: only a stopped download cannot be paused.
+                                let status = try await rpc.call("aria2.tellStatus", [gid, ["status"]])
+                                #expect((status as? [String: Any])?["status"] as? String == "complete", "\(error)")
+                            }
+                        }
+                    default:
+                        if let gid = expected.paused.sorted().first {
+                            _ = try await rpc.string("aria2.unpause", [gid])
+                            expected.paused.remove(gid)
                         }
                     }
-                default:
-                    if let gid = expected.paused.sorted().first {
-                        _ = try await rpc.string("aria2.unpause", [gid])
-                        expected.paused.remove(gid)
-                    }
+
+                    // An acknowledged pause is never crossed by the file's completion: the daemon stops the run before
+                    // it stores the pause, and refuses once the file is taking its name.
+                    let before = try await Snapshot(rpc)
+                    try await Task.sleep(for: .milliseconds(Int(random.next() % 300)))
+                    await daemon.kill9()
+
+                    daemon = try await DaemonProcess.start(arguments, logDirectory: scratch.path)
+                    rpc = RPCClient(url: daemon.url, secret: "crash-test", client: client)
+                    let after = try await Snapshot(rpc)
+                    try after.check(against: expected, before: before, round: round)
                 }
 
-                // An acknowledged pause is never crossed by the file's completion: the daemon stops the run before
-                // it stores the pause, and refuses once the file is taking its name.
-                let before = try await Snapshot(rpc)
-                try await Task.sleep(for: .milliseconds(Int(random.next() % 300)))
-                await daemon.kill9()
-
-                daemon = try await DaemonProcess.start(arguments, logDirectory: scratch.path)
-                rpc = RPCClient(url: daemon.url, secret: "crash-test", client: client)
-                let after = try await Snapshot(rpc)
-                try after.check(against: expected, before: before, round: round)
+                // Let everything finish, then check every byte.
+                _ = try await rpc.string("aria2.unpauseAll")
+                let deadline = ContinuousClock.now + .seconds(180)
+                var finished: [[String: Any]] = []
+                while ContinuousClock.now < deadline {
+                    finished = try await rpc.statuses(
+                        "aria2.tellStopped",
+                        [0, 1000, ["gid", "status", "errorMessage"]]
+                    )
+                    if finished.count == expected.order.count { break }
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+                #expect(finished.count == expected.order.count, "not all finished: \(finished)")
+                for status in finished {
+                    #expect(status["status"] as? String == "complete", "\(status)")
+                }
+                let digest = sha256Hex(Self.content)
+                for gid in expected.order {
+                    let name = try #require(expected.names[gid])
+                    #expect(try sha256Hex(ofFileAt: downloads + "/" + name) == digest, "\(name)")
+                }
+                let leftovers = try FileManager.default.contentsOfDirectory(atPath: downloads).filter {
+                    $0.hasSuffix(".part") || $0.hasSuffix(".downpour")
+                }
+                #expect(leftovers.isEmpty, "\(leftovers)")
+                #expect(await daemon.stop() == 0, "\(daemon.standardError)")
             }
-
-            // Let everything finish, then check every byte.
-            _ = try await rpc.string("aria2.unpauseAll")
-            let deadline = ContinuousClock.now + .seconds(180)
-            var finished: [[String: Any]] = []
-            while ContinuousClock.now < deadline {
-                finished = try await rpc.statuses("aria2.tellStopped", [0, 1000, ["gid", "status", "errorMessage"]])
-                if finished.count == expected.order.count { break }
-                try await Task.sleep(for: .milliseconds(100))
-            }
-            #expect(finished.count == expected.order.count, "not all finished: \(finished)")
-            for status in finished {
-                #expect(status["status"] as? String == "complete", "\(status)")
-            }
-            let digest = sha256Hex(Self.content)
-            for gid in expected.order {
-                let name = try #require(expected.names[gid])
-                #expect(try sha256Hex(ofFileAt: downloads + "/" + name) == digest, "\(name)")
-            }
-            let leftovers = try FileManager.default.contentsOfDirectory(atPath: downloads).filter {
-                $0.hasSuffix(".part") || $0.hasSuffix(".downpour")
-            }
-            #expect(leftovers.isEmpty, "\(leftovers)")
-            #expect(await daemon.stop() == 0, "\(daemon.standardError)")
-        } catch {
-            try? await client.shutdown()
-            try? await server.shutdown()
-            throw error
         }
-        try await client.shutdown()
-        try await server.shutdown()
     }
 
     /// What the daemon says it holds.

@@ -151,3 +151,17 @@ struct RPCCallError: Error, Equatable {
     var code: Int
     var message: String
 }
+
+/// Runs `body` with an HTTP client for the daemon's RPC, and shuts the client down afterwards, whether `body`
+/// returns or throws.
+func withHTTPClient<Result>(_ body: (HTTPClient) async throws -> Result) async throws -> Result {
+    let client = HTTPClient(eventLoopGroupProvider: .singleton)
+    do {
+        let result = try await body(client)
+        try await client.shutdown()
+        return result
+    } catch {
+        try? await client.shutdown()
+        throw error
+    }
+}
