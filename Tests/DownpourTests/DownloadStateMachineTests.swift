@@ -10,6 +10,14 @@ struct DownloadStateMachineTests {
 
     static let diskFull = DownloadError(code: .localIO, message: "The disk is full.")
     static let reset = DownloadError(code: .network, message: "The connection was reset.")
+    static let badPieces: [Range<Int64>] = [0..<4, 12..<16]
+    static let mismatch = ChecksumMismatch(
+        expected: Checksum(algorithm: .sha256, digest: String(repeating: "a", count: 64)),
+        source: .configuration,
+        actual: String(repeating: "b", count: 64)
+    )
+    static let badPiece = DownloadError(code: .checksumMismatch, message: "Piece 3 does not match after 3 fetches.")
+    static let checked = Machine.Checks(pieces: true, digest: true)
     static let verdict = SlowConnectionDetector.Verdict(
         connection: 2,
         speed: 1000,
@@ -36,8 +44,32 @@ struct DownloadStateMachineTests {
         case journalSaved
         case journalSaveFailed
         case slowVerdict
+        case probeFinishedAllBytesIn
+        case piecesVerified
+        case piecesBad
+        case piecesFatal
+        case piecesForgotten
+        case digestMatch
+        case digestMismatchOneResponse
+        case digestMismatchSeveralResponses
+        case checkFailed
+        case startedOver
+        case startOverFailed
 
         var testDescription: String { self.rawValue }
+
+        /// The events of the checks after the transfer (and the probe that brings every byte): a bug in every
+        /// state a row does not list them for.
+        var isCheck: Bool {
+            switch self {
+            case .probeFinishedAllBytesIn, .piecesVerified, .piecesBad, .piecesFatal, .piecesForgotten, .digestMatch,
+                .digestMismatchOneResponse, .digestMismatchSeveralResponses, .checkFailed, .startedOver,
+                .startOverFailed:
+                true
+            default:
+                false
+            }
+        }
 
         func send(to machine: inout Machine) -> [Action] {
             switch self {
@@ -58,6 +90,19 @@ struct DownloadStateMachineTests {
             case .journalSaved: machine.journalSaved()
             case .journalSaveFailed: machine.journalSaveFailed(DownloadStateMachineTests.diskFull)
             case .slowVerdict: machine.slowVerdict(DownloadStateMachineTests.verdict)
+            case .probeFinishedAllBytesIn: machine.probeFinished(segmentable: true, allBytesIn: true)
+            case .piecesVerified: machine.piecesChecked(.verified)
+            case .piecesBad: machine.piecesChecked(.bad(DownloadStateMachineTests.badPieces))
+            case .piecesFatal: machine.piecesChecked(.fatal(DownloadStateMachineTests.badPiece))
+            case .piecesForgotten: machine.piecesForgotten()
+            case .digestMatch: machine.digestChecked(.match)
+            case .digestMismatchOneResponse:
+                machine.digestChecked(.mismatch(DownloadStateMachineTests.mismatch, fromSeveralResponses: false))
+            case .digestMismatchSeveralResponses:
+                machine.digestChecked(.mismatch(DownloadStateMachineTests.mismatch, fromSeveralResponses: true))
+            case .checkFailed: machine.checkFailed(DownloadStateMachineTests.diskFull)
+            case .startedOver: machine.startedOver()
+            case .startOverFailed: machine.startOverFailed(DownloadStateMachineTests.diskFull)
             }
         }
     }
@@ -77,8 +122,23 @@ struct DownloadStateMachineTests {
         case pausedStream
         case finished
         case failed
+        case verifyingPieces
+        case verifyingStreamPieces
+        case refetchingPieces
+        case verifyingDigest
+        case startingOver
 
         var testDescription: String { self.rawValue }
+
+        /// What the fixture's machine checks once every byte is in.
+        var checks: Machine.Checks {
+            switch self {
+            case .verifyingPieces, .verifyingStreamPieces, .refetchingPieces, .verifyingDigest, .startingOver:
+                DownloadStateMachineTests.checked
+            default:
+                .none
+            }
+        }
 
         var events: [Event] {
             switch self {
@@ -95,11 +155,16 @@ struct DownloadStateMachineTests {
             case .pausedStream: [.probeFinishedStream, .pauseRequested, .workersStopped]
             case .finished: [.probeFinishedSegmentable, .workerFinishedPlanComplete, .workersStopped]
             case .failed: [.probeFinishedSegmentable, .attemptFailedFatal, .workersStopped]
+            case .verifyingPieces: [.probeFinishedSegmentable, .workerFinishedPlanComplete, .workersStopped]
+            case .verifyingStreamPieces: [.probeFinishedStream, .workerFinished, .workersStopped]
+            case .refetchingPieces: Self.verifyingPieces.events + [.piecesBad]
+            case .verifyingDigest: Self.verifyingPieces.events + [.piecesVerified]
+            case .startingOver: Self.verifyingDigest.events + [.digestMismatchSeveralResponses]
             }
         }
 
         var machine: Machine {
-            var machine = Machine(connections: 2)
+            var machine = Machine(connections: 2, checks: self.checks)
             for event in self.events { _ = event.send(to: &machine) }
             return machine
         }
@@ -116,6 +181,9 @@ struct DownloadStateMachineTests {
     }
 
     static let tooSlow = Machine.tooSlow(verdict)
+    static let startOverNotice =
+        mismatch.summary + ". Its bytes came from several responses, which a changed or misbehaving server could have "
+        + "mixed up; downloading it again from zero."
 
     /// The whole table: every event in every state. What a row does not list is its `otherwise`.
     static let table: [Fixture: (answers: [Event: Outcome], otherwise: Outcome)] = [
@@ -126,6 +194,7 @@ struct DownloadStateMachineTests {
                     then: .transferring(.segmented, workersRunning: 2)
                 ),
                 .probeFinishedStream: .answers([.startStream], then: .transferring(.stream, workersRunning: 1)),
+                .probeFinishedAllBytesIn: .answers([.finish], then: .finished),
             ],
             .precondition
         ),
@@ -234,6 +303,60 @@ struct DownloadStateMachineTests {
         ),
         .finished: (Self.stopping(workersStopped: .precondition), .ignored),
         .failed: (Self.stopping(workersStopped: .precondition), .ignored),
+        .verifyingPieces: (
+            Self.checking.merging([
+                .piecesVerified: .answers([.verifyDigest], then: .verifyingDigest(.segmented)),
+                .piecesBad: .answers([.refetchPieces(badPieces)], then: .refetchingPieces),
+                .piecesFatal: .answers([.discard(badPiece)], then: .failed),
+                .checkFailed: .answers([.fail(diskFull)], then: .failed),
+            ]) { $1 },
+            .precondition
+        ),
+        .verifyingStreamPieces: (
+            Self.checking.merging([
+                .piecesVerified: .answers([.verifyDigest], then: .verifyingDigest(.stream)),
+                .piecesFatal: .answers([.discard(badPiece)], then: .failed),
+                .checkFailed: .answers([.fail(diskFull)], then: .failed),
+            ]) { $1 },
+            .precondition
+        ),
+        .refetchingPieces: (
+            Self.checking.merging([
+                .piecesForgotten: .answers(
+                    [.startSegmented, .scheduleJournalTick],
+                    then: .transferring(.segmented, workersRunning: 2)
+                ),
+                .journalSaveFailed: .answers([.fail(diskFull)], then: .failed),
+            ]) { $1 },
+            .precondition
+        ),
+        .verifyingDigest: (
+            Self.checking.merging([
+                .digestMatch: .answers([.finish], then: .finished),
+                .digestMismatchOneResponse: .answers([.discard(.checksumMismatch(mismatch))], then: .failed),
+                .digestMismatchSeveralResponses: .answers(
+                    [.startOver(notice: startOverNotice)],
+                    then: .startingOver
+                ),
+                .checkFailed: .answers([.fail(diskFull)], then: .failed),
+            ]) { $1 },
+            .precondition
+        ),
+        .startingOver: (
+            Self.checking.merging([
+                .startedOver: .answers(
+                    [.startSegmented, .scheduleJournalTick],
+                    then: .transferring(.segmented, workersRunning: 2)
+                ),
+                .startOverFailed: .answers([.discard(diskFull)], then: .failed),
+            ]) { $1 },
+            .precondition
+        ),
+    ]
+
+    /// While the bytes are checked no round runs; a pause or a cancel waits for the check's end.
+    static let checking: [Event: Outcome] = [
+        .pauseRequested: .ignored, .resumeRequested: .ignored, .cancelled: .ignored,
     ]
 
     /// While stopping and after the end, only these are not ignored.
@@ -259,7 +382,9 @@ struct DownloadStateMachineTests {
 
     static func outcome(_ fixture: Fixture, _ event: Event) -> Outcome {
         let row = Self.table[fixture]!
-        return row.answers[event] ?? row.otherwise
+        if let outcome = row.answers[event] { return outcome }
+        // A check's report where its row does not list it is a bug.
+        return event.isCheck ? .precondition : row.otherwise
     }
 
     @Test("every fixture is in the state its name says")
@@ -278,6 +403,11 @@ struct DownloadStateMachineTests {
             .pausedStream: .paused(.stream),
             .finished: .finished,
             .failed: .failed,
+            .verifyingPieces: .verifyingPieces(.segmented),
+            .verifyingStreamPieces: .verifyingPieces(.stream),
+            .refetchingPieces: .refetchingPieces,
+            .verifyingDigest: .verifyingDigest(.segmented),
+            .startingOver: .startingOver,
         ]
         for fixture in Fixture.allCases {
             #expect(fixture.machine.state == states[fixture], "\(fixture)")
@@ -518,6 +648,87 @@ struct DownloadStateMachineTests {
             #expect(event.send(to: &machine) == [], "\(event)")
         }
         #expect(machine.state == .finished)
+    }
+
+    @Test("bad pieces are fetched again, then the digest matches: the transfer, the checks and the refetch in turn")
+    func refetchThenFinish() {
+        var machine = Machine(connections: 2, checks: Self.checked)
+        Self.expect(
+            &machine,
+            [
+                (.probeFinishedSegmentable, [.startSegmented, .scheduleJournalTick]),
+                (.workerFinishedPlanComplete, [.cancelWorkers]),
+                (.workersStopped, [.verifyPieces]),
+                (.pauseRequested, []),
+                (.piecesBad, [.refetchPieces(Self.badPieces)]),
+                (.piecesForgotten, [.startSegmented, .scheduleJournalTick]),
+                (.workerFinishedPlanComplete, [.cancelWorkers]),
+                (.workersStopped, [.verifyPieces]),
+                (.piecesVerified, [.verifyDigest]),
+                (.digestMatch, [.finish]),
+            ]
+        )
+        #expect(machine.state == .finished)
+    }
+
+    @Test("only a digest: no piece check; only pieces: no digest")
+    func oneCheck() {
+        var digestOnly = Machine(connections: 2, checks: Machine.Checks(pieces: false, digest: true))
+        Self.expect(&digestOnly, [(.probeFinishedStream, [.startStream]), (.workerFinished, [.cancelWorkers])])
+        Self.expect(&digestOnly, [(.workersStopped, [.verifyDigest]), (.digestMatch, [.finish])])
+        var piecesOnly = Machine(connections: 2, checks: Machine.Checks(pieces: true, digest: false))
+        Self.expect(&piecesOnly, [(.probeFinishedAllBytesIn, [.verifyPieces]), (.piecesVerified, [.finish])])
+    }
+
+    @Test(
+        "a digest mismatch starts over once when the bytes came from an earlier run or several responses",
+        arguments: [
+            (resumed: false, event: Event.digestMismatchOneResponse, startsOver: false),
+            (resumed: false, event: Event.digestMismatchSeveralResponses, startsOver: true),
+            (resumed: true, event: Event.digestMismatchOneResponse, startsOver: true),
+            (resumed: true, event: Event.digestMismatchSeveralResponses, startsOver: true),
+        ]
+    )
+    func startOverOnce(resumed: Bool, event: Event, startsOver: Bool) throws {
+        var machine = Machine(connections: 2, checks: Machine.Checks(pieces: false, digest: true), resumed: resumed)
+        #expect(machine.hasEarlierBytes == resumed)
+        Self.expect(&machine, [(.probeFinishedAllBytesIn, [.verifyDigest])])
+        let answer = event.send(to: &machine)
+        guard startsOver else {
+            #expect(answer == [.discard(.checksumMismatch(Self.mismatch))])
+            return
+        }
+        let only = try #require(answer.first)
+        guard case .startOver(let notice) = only, answer.count == 1 else {
+            Issue.record("expected a start over, got \(answer)")
+            return
+        }
+        #expect(notice.contains(resumed ? "an earlier run and this one" : "several responses"))
+        #expect(machine.startedOver() == [.startSegmented, .scheduleJournalTick])
+        #expect(!machine.hasEarlierBytes && machine.hasStartedOver)
+        Self.expect(
+            &machine,
+            [
+                (.workerFinishedPlanComplete, [.cancelWorkers]),
+                (.workersStopped, [.verifyDigest]),
+                (.digestMismatchSeveralResponses, [.discard(.checksumMismatch(Self.mismatch))]),
+            ]
+        )
+        #expect(machine.state == .failed)
+    }
+
+    @Test("a stream whose digest is wrong fails: it cannot start over in ranges")
+    func streamMismatchFails() {
+        var machine = Machine(connections: 2, checks: Machine.Checks(pieces: false, digest: true), resumed: true)
+        Self.expect(
+            &machine,
+            [
+                (.probeFinishedStream, [.startStream]),
+                (.workerFinished, [.cancelWorkers]),
+                (.workersStopped, [.verifyDigest]),
+                (.digestMismatchSeveralResponses, [.discard(.checksumMismatch(Self.mismatch))]),
+            ]
+        )
     }
 
     @Test("a slow connection that ends the download fails it as a network error naming the speed")

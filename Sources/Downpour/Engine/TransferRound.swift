@@ -137,7 +137,8 @@ struct TransferRound: Sendable {
                 }
             case .restartConnection(let verdict):
                 session.restart(verdict)
-            case .fallBackToStream, .reportPaused, .reportResumed, .finish, .fail:
+            case .fallBackToStream, .reportPaused, .reportResumed, .verifyPieces, .verifyDigest, .refetchPieces,
+                .startOver, .finish, .fail, .discard:
                 preconditionFailure("\(action) while a round runs")
             }
         }

@@ -28,8 +28,9 @@ struct DownloadFinisher: Sendable {
     /// where they belong.
     func finish(truncatingTo length: Int64?, resumable: Bool) async throws(DownloadError) {
         let step = self
-        let outcome = try await BlockingIO.run { step.syncAndMove(truncatingTo: length) }
-        try self.conclude(outcome, resumable: resumable)
+        try await BlockingIO.run { () throws(DownloadError) in
+            try step.conclude(step.syncAndMove(truncatingTo: length), resumable: resumable)
+        }
     }
 
     /// The blocking half of ``finish(truncatingTo:resumable:)``: cuts, sets the times, syncs and renames. Call it
@@ -56,7 +57,7 @@ struct DownloadFinisher: Sendable {
     }
 
     /// The rest of ``finish(truncatingTo:resumable:)`` after ``syncAndMove(truncatingTo:)``: closes the file, and
-    /// removes the journal, or what a failure leaves of no use.
+    /// removes the journal, or what a failure leaves of no use. Blocks: called on the blocking-I/O threads.
     func conclude(_ outcome: Result<Void, Failure>, resumable: Bool) throws(DownloadError) {
         self.file.close()
         switch outcome {

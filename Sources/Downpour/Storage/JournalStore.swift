@@ -156,4 +156,19 @@ enum BlockingIO {
         }
         return try result.get()
     }
+
+    /// Runs `work` there even when the calling task is cancelled (work a cancelled task submits is dropped before
+    /// it starts): the clean-up a cancel leaves to do.
+    static func runEvenIfCancelled<T: Sendable>(
+        _ work: @escaping @Sendable () throws(DownloadError) -> T
+    ) async throws(DownloadError) -> T {
+        let outcome = await Task { () async -> Result<T, DownloadError> in
+            do throws(DownloadError) {
+                return .success(try await Self.run(work))
+            } catch {
+                return .failure(error)
+            }
+        }.value
+        return try outcome.get()
+    }
 }

@@ -9,7 +9,6 @@ import NIOHTTP1
 final class TransferSession: Sendable {
     let transport: HTTPTransport
     let file: OutputFile
-    let remoteFile: RemoteFile
     /// The configured headers and `User-Agent`; ``authorization`` adds credentials and cookies per request.
     let headers: [HTTPHeaderField]
     let configuration: DownloadConfiguration
@@ -53,12 +52,19 @@ final class TransferSession: Sendable {
         }
     }
 
+    /// How the bytes are fetched, changed in place: in ranges, or as one plain stream from byte 0.
+    enum Mode {
+        /// In ranges over several connections: the plan, whose done ranges the journal records.
+        case segmented(SegmentPlanner)
+        /// As one stream: the bytes on disk are everything before `received`.
+        case stream(received: Int64)
+    }
+
     struct State {
-        /// The plan while downloading in ranges; `nil` when streaming.
-        var planner: SegmentPlanner?
-        /// Bytes on disk when streaming (everything before this offset).
-        var streamedBytes: Int64 = 0
-        /// Bytes written in this run.
+        /// The file as the probe found it; it loses its ranges when the server turns out to ignore them.
+        var remoteFile: RemoteFile
+        var mode: Mode
+        /// Bytes written in this run, over every transfer of it (a start over included).
         var bytesThisRun: Int64 = 0
         var connections: [Int: ConnectionState] = [:]
         var mostActiveConnections = 0
@@ -66,6 +72,47 @@ final class TransferSession: Sendable {
         var prefetchRequests = 0
         /// The URLs the ranges come from, and which bytes each wrote in this run.
         var mirrors: MirrorSet
+
+        /// The plan, when segmented.
+        var planner: SegmentPlanner? {
+            guard case .segmented(let planner) = self.mode else { return nil }
+            return planner
+        }
+
+        /// Bytes on disk, in either mode.
+        var completedBytes: Int64 {
+            switch self.mode {
+            case .segmented(let planner): planner.completedBytes
+            case .stream(let received): received
+            }
+        }
+
+        /// The bytes on disk, in either mode: the done ranges, or a stream's start.
+        var done: ByteRangeSet {
+            switch self.mode {
+            case .segmented(let planner): planner.done
+            case .stream(let received): received > 0 ? ByteRangeSet([0..<received]) : ByteRangeSet()
+            }
+        }
+
+        /// A new transfer in `mode`: the connections' counters and the bytes each mirror wrote belong to the one
+        /// before (dropped mirrors stay dropped); the bytes of this run are still counted.
+        mutating func forgetTransfer(mode: Mode) {
+            self.mode = mode
+            self.connections = [:]
+            self.mostActiveConnections = 0
+            self.prefetchRequests = 0
+            self.mirrors = self.mirrors.forgettingWrites()
+        }
+
+        /// Changes the plan in place, when segmented; `nil` when streaming. The mode lets go of the planner while
+        /// `body` runs, so that its storage is not copied on every write.
+        mutating func withPlanner<Result>(_ body: (inout SegmentPlanner) -> Result) -> Result? {
+            guard case .segmented(var planner) = self.mode else { return nil }
+            self.mode = .stream(received: 0)
+            defer { self.mode = .segmented(planner) }
+            return body(&planner)
+        }
     }
 
     /// Where one connection's requests go for now (see ``mirror(forConnection:)``).
@@ -86,6 +133,7 @@ final class TransferSession: Sendable {
         transport: HTTPTransport,
         file: OutputFile,
         remoteFile: RemoteFile,
+        mode: Mode = .stream(received: 0),
         headers: [HTTPHeaderField],
         configuration: DownloadConfiguration,
         logger: Logger,
@@ -99,7 +147,6 @@ final class TransferSession: Sendable {
     ) {
         self.transport = transport
         self.file = file
-        self.remoteFile = remoteFile
         self.headers = headers
         self.configuration = configuration
         self.logger = logger
@@ -110,36 +157,45 @@ final class TransferSession: Sendable {
         self.hasher = hasher
         self.pieceChecker = pieceChecker
         self.state = NIOLockedValueBox(
-            State(mirrors: mirrors ?? MirrorSet(remote: remoteFile, url: remoteFile.url))
+            State(
+                remoteFile: remoteFile,
+                mode: mode,
+                mirrors: mirrors ?? MirrorSet(remote: remoteFile, url: remoteFile.url)
+            )
         )
         self.aborts = Dictionary(
             uniqueKeysWithValues: (1...max(configuration.connections, 1)).map { ($0, RequestAbort()) }
         )
     }
 
-    /// The same download with new facts about the remote file (after the server turned out to ignore ranges).
-    func replacingRemoteFile(_ remoteFile: RemoteFile) -> TransferSession {
-        self.startingOver(remoteFile: remoteFile, hasher: self.hasher)
+    /// The file as the probe found it, without its ranges once the server turned out to ignore them.
+    var remoteFile: RemoteFile {
+        self.state.withLockedValue { $0.remoteFile }
     }
 
-    /// The same download with nothing done yet: no plan, no counters, and the given hasher.
-    func startingOver(remoteFile: RemoteFile, hasher: PrefixHasher?) -> TransferSession {
-        TransferSession(
-            transport: self.transport,
-            file: self.file,
-            remoteFile: remoteFile,
-            headers: self.headers,
-            configuration: self.configuration,
-            logger: self.logger,
-            hub: self.hub,
-            budget: self.budget,
-            pacing: self.pacing,
-            authorization: self.authorization,
-            hasher: hasher,
-            pieceChecker: self.pieceChecker,
-            // Dropped mirrors stay dropped; what each wrote belongs to the run before.
-            mirrors: self.mirrors.forgettingWrites()
-        )
+    /// How the bytes are fetched now.
+    var mode: Mode {
+        self.state.withLockedValue { $0.mode }
+    }
+
+    /// Whether the bytes are fetched in ranges (the plan's done ranges are what the journal may record).
+    var isSegmented: Bool {
+        self.state.withLockedValue { $0.planner != nil }
+    }
+
+    /// The server ignores ranges: the file is fetched as one stream from byte 0, and nothing of the plan stays.
+    func fallBackToStream() {
+        self.state.withLockedValue { state in
+            state.remoteFile.acceptsRanges = false
+            state.forgetTransfer(mode: .stream(received: 0))
+        }
+    }
+
+    /// The download begins again from nothing with `planner`, and its digest is made again from byte 0.
+    func startOver(_ planner: SegmentPlanner) {
+        self.state.withLockedValue { $0.forgetTransfer(mode: .segmented(planner)) }
+        self.hasher?.noteRewrite(from: 0)
+        self.pieceChecker?.startOver()
     }
 
     // MARK: Mirrors
@@ -158,7 +214,7 @@ final class TransferSession: Sendable {
             return Source(
                 index: index,
                 url: state.mirrors.mirrors[index].fetchURL,
-                remote: state.mirrors.remoteFile(for: index, file: self.remoteFile),
+                remote: state.mirrors.remoteFile(for: index, file: state.remoteFile),
                 hasMirrors: state.mirrors.hasMirrors
             )
         }
@@ -166,7 +222,7 @@ final class TransferSession: Sendable {
 
     /// The file as mirror `index` must describe it now: its own validators once known.
     func remoteFile(forMirror index: Int) -> RemoteFile {
-        self.state.withLockedValue { $0.mirrors.remoteFile(for: index, file: self.remoteFile) }
+        self.state.withLockedValue { $0.mirrors.remoteFile(for: index, file: $0.remoteFile) }
     }
 
     /// Whether mirror `index` is still in use.
@@ -179,7 +235,7 @@ final class TransferSession: Sendable {
     /// Under the lock, so that two first responses from one mirror cannot both set its validators.
     func checkPartial(_ headers: HTTPHeaders, asked: Range<Int64>, mirror index: Int) throws(AttemptFailure) {
         let failure: AttemptFailure? = self.state.withLockedValue { state in
-            let remote = state.mirrors.remoteFile(for: index, file: self.remoteFile)
+            let remote = state.mirrors.remoteFile(for: index, file: state.remoteFile)
             if index != state.mirrors.primary, let length = remote.length,
                 let total = headers.value("Content-Range").flatMap({ ContentRange($0) })?.completeLength,
                 total != length
@@ -276,8 +332,9 @@ final class TransferSession: Sendable {
 
     // MARK: Segmented mode
 
-    func startSegmented(_ planner: SegmentPlanner) {
-        self.state.withLockedValue { $0.planner = planner }
+    /// A new plan for the bytes that are not on disk (bad pieces to fetch again, taken out of the done ranges).
+    func replan(_ planner: SegmentPlanner) {
+        self.state.withLockedValue { $0.mode = .segmented(planner) }
     }
 
     /// Work for connection `id`, or `nil` when there is none left for it. A connection that was closed because
@@ -302,7 +359,10 @@ final class TransferSession: Sendable {
                 guard !others.isEmpty else { return true }
                 return rate < 0.5 * others[others.count / 2]
             }
-            guard let lease = state.planner?.acquire(takesOver: takesOver, isWorthRacing: worthRacing) else {
+            guard
+                let lease = state.withPlanner({ $0.acquire(takesOver: takesOver, isWorthRacing: worthRacing) })
+                    ?? nil
+            else {
                 return nil
             }
             state.connections[id, default: ConnectionState()].lease = lease.id
@@ -318,7 +378,7 @@ final class TransferSession: Sendable {
 
     func release(_ lease: SegmentPlanner.LeaseID, connection id: Int) {
         self.state.withLockedValue { state in
-            state.planner?.release(lease)
+            state.withPlanner { $0.release(lease) }
             state.connections[id]?.lease = nil
         }
     }
@@ -330,7 +390,7 @@ final class TransferSession: Sendable {
 
     /// See ``SegmentPlanner/claim(_:upTo:)``.
     func claim(_ lease: SegmentPlanner.LeaseID, upTo offset: Int64) -> Int64 {
-        self.state.withLockedValue { $0.planner?.claim(lease, upTo: offset) ?? 0 }
+        self.state.withLockedValue { $0.withPlanner { $0.claim(lease, upTo: offset) } ?? 0 }
     }
 
     /// Records bytes written by connection `id`.
@@ -340,7 +400,7 @@ final class TransferSession: Sendable {
         let rewrote = self.state.withLockedValue { state in
             // Bytes written a second time (by a racing connection) may differ from the ones hashed already.
             let rewrote = watchesRewrites && state.planner?.done.overlaps(range) == true
-            state.planner?.markDone(range)
+            state.withPlanner { $0.markDone(range) }
             state.bytesThisRun += Int64(range.count)
             var connection = state.connections[id, default: ConnectionState()]
             if let mirror = connection.mirror {
@@ -363,33 +423,26 @@ final class TransferSession: Sendable {
 
     /// Bytes on disk, in either mode.
     var completedBytes: Int64 {
-        self.state.withLockedValue { $0.planner?.completedBytes ?? $0.streamedBytes }
+        self.state.withLockedValue { $0.completedBytes }
     }
 
     /// How far the file is on disk without a gap from its first byte: what can be hashed so far.
     var contiguousBytes: Int64 {
         self.state.withLockedValue { state in
-            guard let planner = state.planner else { return state.streamedBytes }
+            guard case .segmented(let planner) = state.mode else { return state.completedBytes }
             guard let first = planner.done.ranges.first, first.lowerBound == 0 else { return 0 }
             return first.upperBound
         }
     }
 
-    /// The bytes on disk, for the journal.
+    /// The bytes on disk, for the journal: the plan's done ranges (none when streaming).
     func doneRanges() -> ByteRangeSet {
         self.state.withLockedValue { $0.planner?.done ?? ByteRangeSet() }
     }
 
     /// The bytes on disk in either mode: the done ranges, or a stream's start.
     func bytesOnDisk() -> ByteRangeSet {
-        self.state.withLockedValue { state in
-            state.planner?.done ?? (state.streamedBytes > 0 ? ByteRangeSet([0..<state.streamedBytes]) : ByteRangeSet())
-        }
-    }
-
-    /// Whether a segmented plan is in place (its done ranges are what the journal may record).
-    var hasPlan: Bool {
-        self.state.withLockedValue { $0.planner != nil }
+        self.state.withLockedValue { $0.done }
     }
 
     var isPlanComplete: Bool {
@@ -400,7 +453,7 @@ final class TransferSession: Sendable {
     /// stream has them already as done): they count as bytes of this run, from one more request.
     func prefetched(_ range: Range<Int64>) {
         self.state.withLockedValue { state in
-            if state.planner == nil { state.streamedBytes = range.upperBound }
+            if case .stream = state.mode { state.mode = .stream(received: range.upperBound) }
             state.mirrors.noteWritten(range, by: state.mirrors.primary)
             state.bytesThisRun += Int64(range.count)
             state.prefetchRequests += 1
@@ -411,8 +464,7 @@ final class TransferSession: Sendable {
 
     func startStream() {
         self.state.withLockedValue { state in
-            state.planner = nil
-            state.streamedBytes = 0
+            state.mode = .stream(received: 0)
             for id in state.connections.keys {
                 state.connections[id]?.lease = nil
             }
@@ -423,14 +475,14 @@ final class TransferSession: Sendable {
 
     /// A stream restarting from byte 0 forgets what it wrote before.
     func restartStream() {
-        self.state.withLockedValue { $0.streamedBytes = 0 }
+        self.state.withLockedValue { $0.mode = .stream(received: 0) }
         self.hasher?.noteRewrite(from: 0)
         self.pieceChecker?.noteRewrite(0..<Int64.max)
     }
 
     func streamed(_ count: Int64, connection id: Int) {
         self.state.withLockedValue { state in
-            state.streamedBytes += count
+            if case .stream(let received) = state.mode { state.mode = .stream(received: received + count) }
             state.bytesThisRun += count
             state.connections[id, default: ConnectionState()].receivedBytes += count
         }
@@ -475,9 +527,8 @@ final class TransferSession: Sendable {
     func snapshot() -> Snapshot {
         self.state.withLockedValue { state in
             Snapshot(
-                completedBytes: state.planner?.completedBytes ?? state.streamedBytes,
-                completedRanges: state.planner.map { Array($0.done.ranges) }
-                    ?? (state.streamedBytes > 0 ? [0..<state.streamedBytes] : []),
+                completedBytes: state.completedBytes,
+                completedRanges: Array(state.done.ranges),
                 bytesThisRun: state.bytesThisRun,
                 connections: state.connections.keys.sorted().map { id in
                     let connection = state.connections[id]!
@@ -576,7 +627,7 @@ final class TransferSession: Sendable {
 
     /// The host whose connection budget a stream's requests count against.
     var host: String {
-        self.remoteFile.url.host ?? ""
+        self.state.withLockedValue { $0.remoteFile.url.host ?? "" }
     }
 
     /// Waits for a permit to open a connection to `host` (see ``ConnectionBudget``); give it back with
