@@ -346,8 +346,8 @@ public actor DownloadManager: DownloadQueueService {
             self.noteProgress(of: id, in: &queue)
             return try queue.remove(id)
         }
-        if let waitingPath { self.removePartialFile(of: id, path: waitingPath) }
         self.perform(actions)
+        if let waitingPath { await self.removePartialFile(of: id, path: waitingPath) }
         return id
     }
 
@@ -847,21 +847,22 @@ public actor DownloadManager: DownloadQueueService {
 
     /// Removes the `.part` file and the journal of a download removed while waiting or paused (aria2 leaves them;
     /// a user who removes a download expects its partial file gone, as ``Download/cancel(keepingPartialFile:)``
-    /// does for an active one). A run still letting go of the file (paused a moment ago) is waited for first.
-    private func removePartialFile(of gid: DownloadID, path: String) {
+    /// does for an active one), on the library's blocking-I/O threads, not the manager's loop. A run still letting
+    /// go of the file (paused a moment ago) is waited for first, in a task of its own.
+    private func removePartialFile(of gid: DownloadID, path: String) async {
         let logger = self.logger
-        let remove: @Sendable () -> Void = {
-            for file in [path + ".part", path + ".part.downpour"] where unlink(file) == 0 {
+        let remove: @Sendable () async -> Void = {
+            for file in await PartialFiles.remove(forDestination: path) {
                 logger.debug("Partial file removed", metadata: ["gid": "\(gid)", "path": "\(file)"])
             }
         }
         if let previous = self.runs[gid]?.task {
             Task {
                 await previous.value
-                remove()
+                await remove()
             }
         } else {
-            remove()
+            await remove()
         }
     }
 

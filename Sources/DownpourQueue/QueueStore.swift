@@ -1,6 +1,8 @@
+import Dispatch
 import Downpour
 import Foundation
 import GRDB
+import NIOConcurrencyHelpers
 
 /// The queue on disk: an SQLite database (`downpour.sqlite` in the state directory, WAL mode) that keeps the
 /// downloads that have not stopped (in order, with their state, resolved path and lengths), the stopped results,
@@ -16,7 +18,11 @@ import GRDB
 /// let stored = try store.load()
 /// ```
 ///
-/// Writes block the calling thread for the length of one small transaction.
+/// Writes block the calling thread for the length of one small transaction, which does not wait for the disk: in
+/// WAL mode with `synchronous = NORMAL` a commit appends to the log, and the disk is waited for at checkpoints.
+/// SQLite's automatic checkpoint would run inside the commit that crosses its threshold, on the caller's thread (the
+/// manager's loop, which answers every client); it is off here, and every ``checkpointInterval`` commits a passive
+/// checkpoint runs on a thread of its own, over a connection of its own, without holding up the writer.
 public final class QueueStore: Sendable {
     /// What ``load()`` gives back.
     public struct Contents: Sendable {
@@ -41,6 +47,22 @@ public final class QueueStore: Sendable {
     /// The file's path.
     public let path: String
     private let database: DatabasePool
+    /// The connection the checkpoints run on, off the writer's thread.
+    private let checkpointer: DatabaseQueue
+    /// How many commits may go by between two checkpoints.
+    let checkpointInterval: Int
+    private let checkpoints = NIOLockedValueBox(Checkpoints())
+    private static let checkpointThread = DispatchQueue(label: "downpour.queue.checkpoint", qos: .utility)
+
+    /// The commits since the last checkpoint began, whether one runs, and how many ran.
+    struct Checkpoints: Sendable {
+        var commitsSince = 0
+        var isRunning = false
+        var finished = 0
+    }
+
+    /// How many checkpoints have finished (tests).
+    var finishedCheckpoints: Int { self.checkpoints.withLockedValue { $0.finished } }
 
     /// Opens (creating it if need be) `downpour.sqlite` in `directory`, which is created too.
     ///
@@ -60,8 +82,13 @@ public final class QueueStore: Sendable {
     /// Opens (creating it if need be) the database at `path` and brings its schema up to date.
     ///
     /// - Throws: ``QueueError`` `storage` when it cannot be opened or migrated.
-    public init(path: String) throws(QueueError) {
+    public convenience init(path: String) throws(QueueError) {
+        try self.init(path: path, checkpointInterval: 256)
+    }
+
+    init(path: String, checkpointInterval: Int) throws(QueueError) {
         self.path = path
+        self.checkpointInterval = max(1, checkpointInterval)
         do {
             var configuration = Configuration()
             configuration.label = "downpour.queue"
@@ -70,9 +97,14 @@ public final class QueueStore: Sendable {
                 // the process being killed (`kill -9`, a crash), which is what the queue promises; only a power
                 // loss or an OS crash may lose the last few. FULL would wait for the disk on every operation.
                 try db.execute(sql: "PRAGMA synchronous = NORMAL")
+                // Checkpoints run off the writer's thread (``checkpointIfDue()``).
+                try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
             }
             self.database = try DatabasePool(path: path, configuration: configuration)
             try Self.migrator.migrate(self.database)
+            var checkpointing = Configuration()
+            checkpointing.label = "downpour.queue.checkpoint"
+            self.checkpointer = try DatabaseQueue(path: path, configuration: checkpointing)
         } catch {
             throw QueueError(
                 .storage,
@@ -284,11 +316,34 @@ public final class QueueStore: Sendable {
                 )
                 try Self.replaceOptions(options, in: db)
             }
+            self.checkpointIfDue()
         } catch {
             throw QueueError(
                 .storage,
                 message: "The queue database '\(self.path)' cannot be written: \(error). The change was not made."
             )
+        }
+    }
+
+    /// Counts a commit; every ``checkpointInterval`` commits, starts a passive checkpoint on the checkpoint thread
+    /// unless one runs. It copies what it can of the log into the database file and syncs it, while the writer goes
+    /// on; a failure is left for the next one.
+    private func checkpointIfDue() {
+        let starts = self.checkpoints.withLockedValue { state in
+            state.commitsSince += 1
+            guard state.commitsSince >= self.checkpointInterval, !state.isRunning else { return false }
+            state.commitsSince = 0
+            state.isRunning = true
+            return true
+        }
+        guard starts else { return }
+        let (checkpointer, checkpoints) = (self.checkpointer, self.checkpoints)
+        Self.checkpointThread.async {
+            _ = try? checkpointer.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+            checkpoints.withLockedValue { state in
+                state.isRunning = false
+                state.finished += 1
+            }
         }
     }
 
@@ -304,6 +359,7 @@ public final class QueueStore: Sendable {
                 for change in changes { try Self.apply(change, in: db) }
                 if let options { try Self.replaceOptions(options, in: db) }
             }
+            self.checkpointIfDue()
         } catch {
             throw QueueError(
                 .storage,

@@ -167,6 +167,32 @@ struct QueueStoreTests {
         #expect(saved.active.map(\.entry.following) == [Self.gid(1)])
     }
 
+    @Test("checkpoints run on their own thread every checkpointInterval commits, and move the log into the file")
+    func checkpointsOffTheWriter() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let path = directory.path + "/queue.sqlite"
+        let store = try QueueStore(path: path, checkpointInterval: 8)
+        func fileSize() -> Int {
+            ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.intValue ?? 0
+        }
+        var queue = DownloadQueue(maxConcurrentDownloads: 2, maxDownloadResult: 10)
+        for value in 1...7 as ClosedRange<UInt64> {
+            _ = try queue.add(QueueEntry(gid: Self.gid(value), uris: ["http://example.com/\(value)"], options: []))
+            try store.apply(queue.changes)
+            queue.acceptChanges()
+        }
+        // SQLite's own checkpoint is off: seven commits leave the file as the migration's log left it.
+        let before = fileSize()
+        #expect(store.finishedCheckpoints == 0)
+        _ = try queue.add(QueueEntry(gid: Self.gid(8), uris: ["http://example.com/8"], options: []))
+        try store.apply(queue.changes)
+        queue.acceptChanges()
+        try await waitUntil("a checkpoint after the eighth commit") { store.finishedCheckpoints == 1 }
+        #expect(fileSize() > before, "the checkpoint copied the log's pages into the database file")
+        Self.expectSame(try store.load(), as: queue)
+    }
+
     @Test("a file that is not a database is refused with a storage error")
     func notADatabase() throws {
         let directory = try ScratchDirectory()
