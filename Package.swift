@@ -112,9 +112,18 @@ let package = Package(
             ],
             resources: [
                 // Compiled into the binary, so that a copied `downpour` serves its page with no files beside it.
+                // The page loads `app.js` as an ES module; it imports the others (`docs/dashboard.md`).
                 .embedInCode("Resources/dashboard/index.html"),
-                .embedInCode("Resources/dashboard/app.js"),
                 .embedInCode("Resources/dashboard/style.css"),
+                .embedInCode("Resources/dashboard/app.js"),
+                .embedInCode("Resources/dashboard/actions.js"),
+                .embedInCode("Resources/dashboard/connection.js"),
+                .embedInCode("Resources/dashboard/format.js"),
+                .embedInCode("Resources/dashboard/forms.js"),
+                .embedInCode("Resources/dashboard/graph.js"),
+                .embedInCode("Resources/dashboard/render.js"),
+                .embedInCode("Resources/dashboard/rpc.js"),
+                .embedInCode("Resources/dashboard/view.js"),
             ],
             swiftSettings: upcomingFeatures
         ),

@@ -117,11 +117,14 @@ import Darwin
     func dashboardFiles() async throws {
         try await LoopbackServer.with(RPCServerConfiguration(port: 0, secret: "s", unauthorizedDelay: .zero)) {
             server in
-            let expected = [
-                ("/", "text/html; charset=utf-8", "<!doctype html"),
-                ("/dashboard/app.js", "text/javascript; charset=utf-8", "downpour.subscribe"),
-                ("/dashboard/style.css", "text/css; charset=utf-8", "prefers-color-scheme"),
-            ]
+            // The page's script is an ES module that imports the others: each must be served as JavaScript.
+            let modules = ["actions", "connection", "format", "forms", "graph", "render", "rpc", "view"]
+            let expected: [(String, String, String)] =
+                [
+                    ("/", "text/html; charset=utf-8", "<!doctype html"),
+                    ("/dashboard/app.js", "text/javascript; charset=utf-8", "downpour.subscribe"),
+                    ("/dashboard/style.css", "text/css; charset=utf-8", "prefers-color-scheme"),
+                ] + modules.map { ("/dashboard/\($0).js", "text/javascript; charset=utf-8", "export ") }
             for (path, type, text) in expected {
                 let (response, body) = try await server.send(.GET, path: path)
                 #expect(response.status.code == 200, "\(path)")
