@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A userspace delay line between two TAP devices (stdlib only).
 
-Used by scripts/bench.sh for the `lossy` case on kernels without the `netem`
+Used by the benchmark (scripts/bench/lossy.py) for the `lossy` case on kernels without the `netem`
 qdisc. It creates two TAP devices (IFF_TAP | IFF_NO_PI) in the network
 namespace it is started in, then copies every Ethernet frame that the kernel
 sends out of one device into the other, after holding it for --delay-ms and
@@ -9,7 +9,7 @@ dropping a --loss fraction of frames at random (each direction on its own, so
 the round trip is twice the delay, as with `netem delay` on both ends of a
 veth pair).
 
-bench.sh moves one of the devices into a second namespace and gives both
+lossy.py moves one of the devices into a second namespace and gives both
 addresses on a private /30; the frames never leave those namespaces.
 
 It prints "ready" on standard output once both devices exist, and stops on

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Summarises the raw runs that scripts/bench.sh wrote to its CSV (stdlib only).
+"""Summarises the raw runs that the benchmark (scripts/bench/run.py) wrote to its CSV (stdlib only).
 
     summarize.py --csv FILE --case NAME [--title TEXT] [--rss-limit-mb 32]
-                 [--per-connection-rate B/S] [--slots N] [--target 1.15]
+                 [--per-connection-rate B/S] [--slots N] [--target 1.15] [--mirrors-log FILE]
 
 Prints one table for the case (medians over the runs that succeeded), then the
 ratios: Downpour/aria2c throughput at the same number of connections, Downpour's
@@ -14,7 +14,9 @@ client used per download slot (from nginx's log). For `ratelimit`: each row's
 achieved rate over its limit, from the wall time and from nginx's log. For
 `checksum`: each tool's median time and CPU with a checksum (role = the
 algorithm) over without (role "main"), the same ratio per repetition, and
-whether downpour's sha-256 ratio is within --target.
+whether downpour's sha-256 ratio is within --target. For `mirrors` with
+--mirrors-log (the second nginx server's log): how much of the file the second
+mirror served, per client and mirror speed, over all repetitions.
 
 MB = 10^6 bytes everywhere (throughput and RSS).
 """
@@ -310,6 +312,25 @@ def print_rss(stats, limit_mb):
                  big["rss_mb"] / small["rss_mb"]))
 
 
+def print_mirror_share(rows, log):
+    """The second mirror's share of the bytes: body bytes in its log (user agent|uri|status|bytes) over the file
+    size times the repetitions."""
+    total = len({r["rep"] for r in rows}) * int(rows[0]["size_bytes"])
+    sent = {}
+    with open(log) as f:
+        for line in f:
+            fields = line.rstrip("\n").split("|")
+            if len(fields) < 4 or fnum(fields[3]) is None:
+                continue
+            client = ("aria2c" if fields[0].startswith("aria2") else
+                      "downpour" if fields[0].startswith("downpour") else "other")
+            where = "slow" if fields[1].startswith("/mirror-slow/") else "same-speed"
+            sent[client, where] = sent.get((client, where), 0) + fnum(fields[3])
+    keys = [("downpour", "same-speed"), ("aria2c", "same-speed"), ("downpour", "slow"), ("aria2c", "slow")]
+    print("second mirror's share of the bytes (its log, body bytes / file size, all reps):"
+          + "".join("  %s %s %.3f" % (c, w, sent.get((c, w), 0) / total) for c, w in keys))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--csv", required=True)
@@ -322,6 +343,8 @@ def main():
                     help="downloads at a time (manyfiles: connections per slot)")
     ap.add_argument("--target", type=float, default=1.15,
                     help="checksum: the most downpour's sha-256 time may be over its time without")
+    ap.add_argument("--mirrors-log", default=None,
+                    help="mirrors: the second server's log, for the second mirror's share of the bytes")
     args = ap.parse_args()
     rows = load(args.csv, args.case)
     print()
@@ -346,6 +369,8 @@ def main():
     else:
         print_table(stats)
         print_ratios(stats, args.per_connection_rate)
+    if args.mirrors_log:
+        print_mirror_share(rows, args.mirrors_log)
     return 0
 
 

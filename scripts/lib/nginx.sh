@@ -1,7 +1,10 @@
 # shellcheck shell=bash
-# A private nginx for scripts/interop.sh and scripts/bench.sh: its shared
-# configuration lines, starting it on a free port, stopping it by PID.
+# A private nginx for the interop scripts and the benchmark: its shared
+# configuration lines, starting it on a free port, stopping it by PID, and the
+# benchmark's whole configuration (nginx_bench_conf).
 # Source this file; the caller defines note() for messages and sets NGINX.
+# Run as a command, it writes the benchmark's configuration to standard output:
+#   scripts/lib/nginx.sh bench-conf KEY=VALUE...   (the keys: see nginx_bench_conf)
 
 # stop_pid PID NAME: SIGTERM, up to 5 s, then SIGKILL (and the children seen
 # before, so that nginx workers are not orphaned).
@@ -132,3 +135,141 @@ $(nginx_http_common "$work")
     keepalive_requests 10000;
 EOF
 }
+
+# nginx_bench_conf KEY=VALUE...: the configuration of the benchmark's nginx (scripts/bench/server.py), from named
+# settings: listen (ADDRESS:PORT), dir (prefix: logs, pid, temporary files), www (the files served),
+# mirror_listen (a second server for the mirrors case; empty: none), stub_status (1: location /status), and the
+# rates per connection throttle_rate, fast_rate, straggler_rate, mirror_rate, mirror_slow_rate (nginx sizes:
+# 20m, 6400k). The values come from scripts/bench/cases.py, where every case is described.
+nginx_bench_conf() {
+    local listen="" dir="" www="" mirror_listen="" stub_status=0
+    local throttle_rate="" fast_rate="" straggler_rate="" mirror_rate="" mirror_slow_rate="" kv key
+    for kv in "$@"; do
+        key=${kv%%=*}
+        case $key in
+            listen | dir | www | mirror_listen | stub_status | throttle_rate | fast_rate | straggler_rate | \
+                mirror_rate | mirror_slow_rate)
+                printf -v "$key" '%s' "${kv#*=}"
+                ;;
+            *) echo "nginx_bench_conf: unknown setting: $kv" >&2; return 2 ;;
+        esac
+    done
+    for key in listen dir www throttle_rate fast_rate straggler_rate mirror_rate mirror_slow_rate; do
+        [[ -n ${!key} ]] || { echo "nginx_bench_conf: $key= is required" >&2; return 2; }
+    done
+    local status="" mirror=""
+    if [[ $stub_status == 1 ]]; then
+        # Accepted connections so far (nginx's counter, including connections that never carried a request).
+        status='        location = /status {
+            stub_status;
+            access_log off;
+        }'
+    fi
+    if [[ -n $mirror_listen ]]; then
+        # A second host (127.0.0.2, so that aria2's -x, which counts connections per host name, allows two to
+        # each mirror) serving the same files; it logs every request's client, path and bytes to mirrors.log.
+        mirror="    log_format mirrors '\$http_user_agent|\$uri|\$status|\$body_bytes_sent';
+    server {
+        listen $mirror_listen;
+        server_name localhost;
+        root $www;
+        access_log $dir/mirrors.log mirrors;
+        location /mirror/ {
+            alias $www/;
+            limit_rate $mirror_rate;
+            sendfile_max_chunk 64k;
+        }
+        location /mirror-slow/ {
+            alias $www/;
+            limit_rate $mirror_slow_rate;
+            sendfile_max_chunk 64k;
+        }
+    }"
+    fi
+    cat <<EOF
+$(nginx_user_line)
+worker_processes auto;
+error_log $dir/error.log;
+pid $dir/nginx.pid;
+events {
+    worker_connections 1024;
+}
+http {
+$(nginx_http_common "$dir")
+    log_format bench '\$connection \$connection_requests "\$request" \$status \$body_bytes_sent \$request_time';
+    access_log $dir/access.log bench;
+    # The manyfiles and ratelimit cases read this one (cut per run at the byte offset before the run):
+    # connection serial number, request end time and duration, to count the connections a client used and the
+    # server-side span.
+    log_format conns '\$connection \$connection_requests \$msec \$request_time \$status \$body_bytes_sent "\$request"';
+    keepalive_requests 100000;
+    keepalive_timeout 65;
+
+    # One connection in four (serial number divisible by 4) is a straggler; 0 = no limit.
+    map \$connection \$straggler_rate {
+        default 0;
+        "~^[048]\$" $straggler_rate;
+        "~([02468][048]|[13579][26])\$" $straggler_rate;
+    }
+
+    server {
+        listen $listen;
+        server_name localhost;
+        root $www;
+
+        # The serial number of this connection (to line up the straggler case).
+        location = /conn {
+            default_type text/plain;
+            return 200 "\$connection\n";
+        }
+        # Without a small sendfile_max_chunk nginx sends large pieces of a response past limit_rate, and many
+        # small range requests would cheat.
+        location /throttled/ {
+            alias $www/;
+            limit_rate $throttle_rate;
+            sendfile_max_chunk 64k;
+        }
+        location /fast/ {
+            alias $www/;
+            limit_rate $fast_rate;
+            sendfile_max_chunk 256k;
+        }
+        location /straggler/ {
+            alias $www/;
+            limit_rate \$straggler_rate;
+            sendfile_max_chunk 64k;
+        }
+        # The straggler case's ideal: the same small sendfile pieces, no limit.
+        location /chunked/ {
+            alias $www/;
+            sendfile_max_chunk 64k;
+        }
+        # manyfiles (1,000 small files) and ratelimit: no limits, logged to conn.log only.
+        location /many/ {
+            alias $www/many/;
+            access_log $dir/conn.log conns;
+        }
+        location /rl/ {
+            alias $www/;
+            access_log $dir/conn.log conns;
+        }
+        # The first mirror of the mirrors case (the second is mirror_listen).
+        location /mirror/ {
+            alias $www/;
+            limit_rate $mirror_rate;
+            sendfile_max_chunk 64k;
+        }
+$status
+    }
+$mirror
+}
+EOF
+}
+
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+    set -euo pipefail
+    case ${1:-} in
+        bench-conf) shift; nginx_bench_conf "$@" ;;
+        *) echo "usage: $0 bench-conf KEY=VALUE... (see nginx_bench_conf)" >&2; exit 2 ;;
+    esac
+fi

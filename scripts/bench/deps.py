@@ -1,0 +1,50 @@
+"""The commands the selected cases need, the Debian package of each, and installing them (only when asked, with
+--install-deps). Stdlib only."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+# command -> Debian package
+PACKAGE_OF = {
+    "nginx": "nginx", "aria2c": "aria2", "curl": "curl", "wget2": "wget2", "/usr/bin/time": "time",
+    "ip": "iproute2", "tc": "iproute2", "timeout": "coreutils", "dd": "coreutils",
+}
+
+
+def have(command):
+    if command.startswith("/"):
+        return os.access(command, os.X_OK)
+    if command == "nginx":
+        return shutil.which("nginx") is not None or os.access("/usr/sbin/nginx", os.X_OK)
+    return shutil.which(command) is not None
+
+
+def ensure(commands, install):
+    """Exits with a message naming the packages when a command is missing, unless `install`: then apt-get
+    installs them (as root, or through sudo -n)."""
+    missing = sorted({c for c in commands if not have(c)})
+    if not missing:
+        return
+    packages = sorted({PACKAGE_OF[c] for c in missing})
+    if not install:
+        listed = ", ".join(f"{c} (package {PACKAGE_OF[c]})" for c in missing)
+        print(f"bench: missing: {listed}.\n"
+              f"bench: install them (apt-get install {' '.join(packages)}), or run again with --install-deps "
+              f"to let the benchmark install them.", file=sys.stderr)
+        sys.exit(2)
+    sudo = []
+    if os.geteuid() != 0:
+        if shutil.which("sudo") is None:
+            sys.exit(f"bench: need root to install: {' '.join(packages)}")
+        sudo = ["sudo", "-n"]
+    print(f"bench: installing Debian packages: {' '.join(packages)}", file=sys.stderr, flush=True)
+    for step in (["apt-get", "update", "-qq"],
+                 ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages]):
+        argv = [*sudo, "env", "DEBIAN_FRONTEND=noninteractive", *step]
+        if subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=sys.stderr).returncode != 0:
+            sys.exit(f"bench: {' '.join(step)} failed")
+    still = [c for c in missing if not have(c)]
+    if still:
+        sys.exit(f"bench: still missing after the install: {' '.join(still)}")

@@ -1,0 +1,204 @@
+"""One measurement: a client run under `timeout` and /usr/bin/time, its output checked, one CSV row and one progress
+line. Stdlib only."""
+
+import csv
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import payloads
+import server
+
+CSV_HEADER = ("case,rep,seq,client_index,client,tool,connections,role,size_bytes,url,exit_code,status,wall_s,mb_s,"
+              "user_s,sys_s,cpu_s,max_rss_kb,sha_ok,limit_bps,log_conns,log_requests,server_s,accepted_conns,"
+              "files_ok").split(",")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one run is: where it stands in the case, the row's fields, and what it must produce."""
+    case: str
+    rep: int
+    reps: int
+    seq: int  # 1.. within the repetition
+    index: int  # the row's place in the case
+    label: str
+    tool: str
+    connections: int
+    role: str
+    url: str
+    argv: tuple  # the client's command, writing to output_path(...)
+    size: int  # bytes downloaded (MB/s)
+    sha256: str = ""  # the single output file's digest, or
+    manifest: str = ""  # a sha256sum manifest the output directory must match exactly
+    count: int = 0  # files in the manifest
+    limit_bps: int = 0
+    timeout_s: int = 120
+    netns: str = ""  # run inside this network namespace
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every measurement of a run shares."""
+    work: str
+    out: str  # the output file is OUT/download.bin, or OUT itself for a manifest
+    csv: str
+    settle: float
+    nginx: "server.Nginx"  # for conn.log
+    base: str  # for /status
+
+
+def prepare_csv(path):
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerow(CSV_HEADER)
+
+
+def output_path(out_dir, many_files):
+    """Where a client writes: the directory itself for many files, else one file in it."""
+    return out_dir if many_files else os.path.join(out_dir, "download.bin")
+
+
+@dataclass
+class Result:
+    """What one run gave."""
+    rc: int = 0
+    wall: float = 0.0
+    user: "float | None" = None
+    sys: "float | None" = None
+    rss_kb: "int | None" = None
+    status: str = ""
+    files_ok: "int | None" = None
+    conns: "tuple | None" = None  # from conn.log: (connections, requests, server-side span s)
+    accepted: "int | None" = None  # nginx's counter
+
+    @property
+    def cpu(self):
+        return self.user + self.sys if self.user is not None else None
+
+    @property
+    def conn_fields(self):
+        return ("%d" % self.conns[0], "%d" % self.conns[1], "%.3f" % self.conns[2]) if self.conns else None
+
+
+def run(m, setup, count_connections=False, keep_output_as=""):
+    """Runs `m` once; appends its CSV row, prints its progress line; returns its status ("ok" or why not). With
+    `keep_output_as`, the output directory is moved there instead of deleted."""
+    out = output_path(setup.out, bool(m.manifest))
+    shutil.rmtree(setup.out, ignore_errors=True)
+    os.makedirs(setup.out)
+    os.sync()
+    time.sleep(setup.settle)
+    if count_connections:
+        accepted_before, offset = server.accepted_count(setup.base), setup.nginx.conn_log_size()
+    result = execute(m, setup.work)
+    if count_connections:
+        accepted_after = server.accepted_count(setup.base)
+        if accepted_before is not None and accepted_after is not None:
+            result.accepted = accepted_after - accepted_before - 1  # the reading's own connection is counted too
+    result.status, result.files_ok = check(m, result.rc, out)
+    # nginx writes a request's log line right after its last byte; the check above has given it time.
+    if count_connections:
+        result.conns = setup.nginx.conn_log_stats(offset)
+    record(m, result, setup.csv)
+    report(m, result, os.path.join(setup.work, "client.log"))
+    if keep_output_as:
+        os.rename(setup.out, keep_output_as)
+    else:
+        shutil.rmtree(setup.out, ignore_errors=True)
+    os.makedirs(setup.out, exist_ok=True)
+    return result.status
+
+
+def execute(m, work):
+    """The client under `timeout` (in m.netns when set) and /usr/bin/time: exit code, wall time, CPU and peak RSS;
+    its output goes to WORK/client.log."""
+    timef = os.path.join(work, "time.out")
+    open(timef, "w").close()
+    prefix = ["ip", "netns", "exec", m.netns] if m.netns else []
+    with open(os.path.join(work, "client.log"), "wb") as log:
+        t0 = time.perf_counter()
+        # timeout runs the client in a process group of its own and passes a SIGTERM on to all of it.
+        rc = run_to_end([*prefix, "timeout", "-k", "5", str(m.timeout_s), "/usr/bin/time", "-f", "%e %U %S %M",
+                         "-o", timef, *m.argv], signal.SIGTERM, stdout=log, stderr=subprocess.STDOUT)
+        result = Result(rc=rc, wall=time.perf_counter() - t0)
+    try:
+        with open(timef) as f:
+            elapsed, user, system, rss = f.read().strip().splitlines()[-1].split()
+        float(elapsed)
+        result.user, result.sys, result.rss_kb = float(user), float(system), int(rss)
+    except (OSError, IndexError, ValueError):
+        pass  # killed, or the client did not start: no figures
+    return result
+
+
+def record(m, r, path):
+    mbs = m.size / r.wall / 1e6 if r.wall > 0 else None
+    row = [m.case, m.rep, m.seq, m.index, m.label, m.tool, m.connections, m.role, m.size, m.url, r.rc, r.status,
+           "%.3f" % r.wall, opt("%.1f", mbs), opt("%.2f", r.user), opt("%.2f", r.sys), opt("%.2f", r.cpu),
+           opt("%d", r.rss_kb), 1 if r.status == "ok" else 0, m.limit_bps or "", *(r.conn_fields or ("", "", "")),
+           opt("%d", r.accepted), opt("%d", r.files_ok)]
+    with open(path, "a", newline="") as f:
+        csv.writer(f).writerow(row)
+
+
+def report(m, r, client_log):
+    """The progress line on stderr, and the client's last lines when the run failed."""
+    mbs = m.size / r.wall / 1e6 if r.wall > 0 else None
+    line = "bench: [%s rep %d/%d #%d] %-22s %8.3f s %8s MB/s  cpu %5s s  rss %6s MB  %s" % (
+        m.case, m.rep, m.reps, m.seq, m.label, r.wall, opt("%.1f", mbs), opt("%.2f", r.cpu, "-"),
+        opt("%.1f", r.rss_kb * 1024 / 1e6 if r.rss_kb is not None else None, "-"), r.status)
+    if r.conns or r.accepted is not None:
+        n, requests, span = r.conn_fields or ("-", "-", "-")
+        line += "  conns %s (accepted %s), %s requests, server %s s" % (n, opt("%d", r.accepted, "-"), requests, span)
+    print(line, file=sys.stderr, flush=True)
+    if r.status != "ok" and os.path.getsize(client_log):
+        with open(client_log, errors="replace") as f:
+            for text in f.read().splitlines()[-5:]:
+                print(f"bench:     | {text}", file=sys.stderr)
+
+
+def run_to_end(argv, stop_signal, **popen_args):
+    """Runs argv and returns its exit code. When this process is interrupted meanwhile (SIGINT, or SIGTERM made an
+    exception by run.py), the child gets `stop_signal` and up to 10 s to clean up (then SIGKILL)."""
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, **popen_args)
+    try:
+        return process.wait()
+    except BaseException:
+        process.send_signal(stop_signal)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        raise
+
+
+def check(m, rc, out):
+    """(status, files that match the manifest or None)."""
+    files_ok = None
+    if m.manifest:
+        files = sum(len(names) for _, _, names in os.walk(out))
+        files_ok = payloads.manifest_matches(out, m.manifest)
+    if rc in (124, 137):
+        return "TIMEOUT", files_ok
+    if rc != 0:
+        return f"EXIT{rc}", files_ok
+    if m.manifest:
+        if files_ok == m.count and files == m.count:
+            return "ok", files_ok
+        if files == 0:
+            return "NO-OUTPUT", files_ok
+        if files != m.count:
+            return f"FILES-{files}-OF-{m.count}", files_ok
+        return f"SHA-MISMATCH-{m.count - files_ok}", files_ok
+    if not os.path.isfile(out):
+        return "NO-OUTPUT", files_ok
+    return ("ok" if payloads.digest(out) == m.sha256 else "SHA-MISMATCH"), files_ok
+
+
+def opt(form, value, missing=""):
+    return missing if value is None else form % value
