@@ -20,7 +20,10 @@ import NIOPosix
 /// ```
 ///
 /// Every change is committed to the store before the method that made it returns; if the store cannot be written
-/// the change is not made (``QueueError`` `storage`). Each active download runs in a task of its own. Pausing an
+/// the change is not made (``QueueError`` `storage`). The manager is a facade over three homes: the transactions
+/// (`DownloadManager+Transactions.swift`, the ``QueueLedger``: one change at a time, committed on the store's writer
+/// thread while the loop answers reads), the runs (`DownloadManager+Runs.swift`) and the options (``OptionResolver``
+/// over the table, ``Aria2Option``). Each active download runs in a task of its own. Pausing an
 /// active download cancels its run (the `.part` file and its journal stay); unpausing starts a new run of the same
 /// request, which resumes from the journal. The resolved path of each file is stored when its run starts, so a run
 /// after a restart continues the same `.part`. ``shutdown()`` stops the runs the same way and leaves them
@@ -42,47 +45,40 @@ public actor DownloadManager: DownloadQueueService {
     /// Options a download gives when added that only aria2's `changeGlobalOption` refuses as global ones.
     static let perDownloadOnly: Set<String> = [Aria2Option.out.name, Aria2Option.checksum.name]
 
-    struct Run {
-        var download: Download
-        var task: Task<Void, Never>
-        var token: Int
-        var stopRequested = false
-    }
-
     /// The loop the manager runs on: its executor, so every change and every read of the queue happens on this
     /// loop's thread. The downloads run elsewhere (Swift's global executor and their connections' loops) and come
-    /// here only to start, to record and to end.
+    /// here only to start, to record and to end; the store commits on its own thread.
     public nonisolated let eventLoop: any EventLoop
     public nonisolated var unownedExecutor: UnownedSerialExecutor { self.eventLoop.executor.asUnownedSerialExecutor() }
 
-    private let downloader: Downloader
-    private let store: QueueStore
+    let downloader: Downloader
     private let defaults: Defaults
-    private let logger: Logger
-    private let broadcaster = QueueEventBroadcaster()
+    let logger: Logger
+    let broadcaster = QueueEventBroadcaster()
 
-    private var queue = DownloadQueue()
-    private var gids = GIDSource()
+    /// The queue, and what of it the store has not taken yet.
+    var ledger: QueueLedger
+    /// One transaction at a time (``transaction(restartingOnFailure:_:)``).
+    let gate = TransactionGate()
+    var gids = GIDSource()
     /// Global options changed by clients (stored); they override ``Defaults/options``.
-    private var overrides: [QueueOption] = [] {
+    var overrides: [QueueOption] = [] {
         didSet {
             self.effectiveGlobals = Self.effectiveGlobals(self.defaults.options, self.overrides)
         }
     }
     /// ``Defaults/options`` with ``overrides`` over them.
     private var effectiveGlobals: [QueueOption] = []
-    /// Set when a change the queue made by itself could not be stored: the next change stores the whole queue.
-    private var storeIsBehind = false
-    private var runs: [DownloadID: Run] = [:]
-    private var nextToken = 0
+    var runs: [DownloadID: Run] = [:]
+    var nextToken = 0
     private var isStarted = false
-    private var isShutDown = false
-    private let recordDelay: Duration
-    private nonisolated let runEnding: (@Sendable (DownloadID) async -> Void)?
-    private nonisolated let runFinishing: (@Sendable (DownloadID) async -> Void)?
+    var isShutDown = false
+    let recordDelay: Duration
+    nonisolated let runEnding: (@Sendable (DownloadID) async -> Void)?
+    nonisolated let runFinishing: (@Sendable (DownloadID) async -> Void)?
     /// Stores a run's record (see ``runStarted(_:token:start:)``) once `recordDelay` is over; `nil` while none
     /// waits. Whatever stores the queue's changes first takes the record with them and cancels it.
-    private var recordTimer: Task<Void, Never>?
+    var recordTimer: Task<Void, Never>?
     /// Writes the session file every `save-session-interval` seconds while the queue runs.
     private var sessionTimer: Task<Void, Never>?
     /// The text last written to the session file.
@@ -135,7 +131,7 @@ public actor DownloadManager: DownloadQueueService {
         self.runFinishing = runFinishing
         self.runEnding = runEnding
         self.downloader = downloader
-        self.store = store
+        self.ledger = QueueLedger(store: store)
         self.defaults = defaults
         self.eventLoop = eventLoop ?? MultiThreadedEventLoopGroup.singleton.next()
         self.logger = logger
@@ -150,37 +146,40 @@ public actor DownloadManager: DownloadQueueService {
     ///   a bad value.
     public func start() async throws(QueueError) {
         guard !self.isStarted else { return }
-        let contents = try self.store.load()
-        self.overrides = contents.options
-        let globals = self.effectiveGlobals
-        for option in globals { try self.validateGlobal(option) }
-        let maxConcurrent = Self.lastValue(.maxConcurrentDownloads, in: globals).flatMap { Int($0) } ?? 5
-        let maxResults = Self.lastValue(.maxDownloadResult, in: globals).flatMap { Int($0) } ?? 1000
-        var queue = DownloadQueue(
-            active: contents.active,
-            waiting: contents.waiting,
-            stopped: contents.stopped,
-            stoppedTotal: contents.stoppedTotal,
-            maxConcurrentDownloads: maxConcurrent,
-            maxDownloadResult: maxResults,
-            positions: contents.positions
-        )
-        if let limit = Self.lastValue(.maxOverallDownloadLimit, in: globals) {
-            try self.setOverallLimit(limit)
+        try await self.transaction { () throws(QueueError) in
+            guard !self.isStarted else { return }
+            let contents = try self.ledger.store.load()
+            self.overrides = contents.options
+            let globals = self.effectiveGlobals
+            for option in globals { try self.validateGlobal(option) }
+            let maxConcurrent = Self.lastValue(.maxConcurrentDownloads, in: globals).flatMap { Int($0) } ?? 5
+            let maxResults = Self.lastValue(.maxDownloadResult, in: globals).flatMap { Int($0) } ?? 1000
+            var queue = DownloadQueue(
+                active: contents.active,
+                waiting: contents.waiting,
+                stopped: contents.stopped,
+                stoppedTotal: contents.stoppedTotal,
+                maxConcurrentDownloads: maxConcurrent,
+                maxDownloadResult: maxResults,
+                positions: contents.positions
+            )
+            if let limit = Self.lastValue(.maxOverallDownloadLimit, in: globals) {
+                try self.setOverallLimit(limit)
+            }
+            let actions = queue.startUp()
+            try await self.ledger.store.commit(.changes(queue.changes, options: nil))
+            queue.acceptChanges()
+            self.ledger.queue = queue
+            self.isStarted = true
+            self.logger.info(
+                "Queue started",
+                metadata: [
+                    "active": "\(queue.active.count)", "waiting": "\(queue.waiting.count)",
+                    "stopped": "\(queue.stopped.count)",
+                ]
+            )
+            self.perform(actions)
         }
-        let actions = queue.startUp()
-        try self.store.apply(queue.changes)
-        queue.acceptChanges()
-        self.queue = queue
-        self.isStarted = true
-        self.logger.info(
-            "Queue started",
-            metadata: [
-                "active": "\(queue.active.count)", "waiting": "\(queue.waiting.count)",
-                "stopped": "\(queue.stopped.count)",
-            ]
-        )
-        self.perform(actions)
         self.sessionTimer = Task { await self.saveSessionPeriodically() }
     }
 
@@ -205,7 +204,7 @@ public actor DownloadManager: DownloadQueueService {
     /// The queue as it is now, for one read.
     private var view: View {
         View(
-            queue: self.queue,
+            queue: self.ledger.queue,
             runs: self.runs,
             defaults: self.defaults,
             globals: self.effectiveGlobals,
@@ -215,16 +214,18 @@ public actor DownloadManager: DownloadQueueService {
 
     public func add(uris: [String], options: [QueueOption], position: Int?) async throws(QueueError) -> DownloadID {
         try self.checkRunning()
-        let prepared = try self.prepareAdd(uris: uris, options: options, position: position)
-        let actions = try self.change { queue throws(QueueError) in
-            try queue.add(prepared.entry, paused: prepared.paused, position: position)
+        return try await self.transaction { () throws(QueueError) in
+            let prepared = try self.prepareAdd(uris: uris, options: options, position: position)
+            let actions = try await self.change { queue throws(QueueError) in
+                try queue.add(prepared.entry, paused: prepared.paused, position: position)
+            }
+            self.logger.info(
+                "Download added",
+                metadata: ["gid": "\(prepared.entry.gid)", "uri": "\(uris[0])", "paused": "\(prepared.paused)"]
+            )
+            self.perform(actions)
+            return prepared.entry.gid
         }
-        self.logger.info(
-            "Download added",
-            metadata: ["gid": "\(prepared.entry.gid)", "uri": "\(uris[0])", "paused": "\(prepared.paused)"]
-        )
-        self.perform(actions)
-        return prepared.entry.gid
     }
 
     public func add(batch: [AddRequest]) async -> [Result<DownloadID, QueueError>] {
@@ -233,39 +234,51 @@ public actor DownloadManager: DownloadQueueService {
         } catch {
             return batch.map { _ in .failure(error) }
         }
-        var results: [Result<DownloadID, QueueError>] = batch.map { _ in .failure(QueueError(.invalidRequest)) }
-        var prepared: [(index: Int, entry: QueueEntry, paused: Bool, position: Int?)] = []
-        for (index, request) in batch.enumerated() {
-            do {
-                let add = try self.prepareAdd(uris: request.uris, options: request.options, position: request.position)
-                prepared.append((index, add.entry, add.paused, request.position))
+        return await self.selfMadeTransaction { () async -> [Result<DownloadID, QueueError>] in
+            // Checked again at the gate: a shutdown may have come meanwhile.
+            do throws(QueueError) {
+                try self.checkRunning()
             } catch {
-                results[index] = .failure(error)
+                return batch.map { _ in .failure(error) }
             }
-        }
-        var actions: [QueueAction] = []
-        do throws(QueueError) {
-            try self.change { queue throws(QueueError) in
-                for item in prepared {
-                    do throws(QueueError) {
-                        actions += try queue.add(item.entry, paused: item.paused, position: item.position)
-                        results[item.index] = .success(item.entry.gid)
-                    } catch {
-                        results[item.index] = .failure(error)
-                    }
+            var results: [Result<DownloadID, QueueError>] = batch.map { _ in .failure(QueueError(.invalidRequest)) }
+            var prepared: [(index: Int, entry: QueueEntry, paused: Bool, position: Int?)] = []
+            for (index, request) in batch.enumerated() {
+                do throws(QueueError) {
+                    let add = try self.prepareAdd(
+                        uris: request.uris,
+                        options: request.options,
+                        position: request.position
+                    )
+                    prepared.append((index, add.entry, add.paused, request.position))
+                } catch {
+                    results[index] = .failure(error)
                 }
             }
-        } catch {
-            for item in prepared { results[item.index] = .failure(error) }
+            var actions: [QueueAction] = []
+            do throws(QueueError) {
+                try await self.change { queue throws(QueueError) in
+                    for item in prepared {
+                        do throws(QueueError) {
+                            actions += try queue.add(item.entry, paused: item.paused, position: item.position)
+                            results[item.index] = .success(item.entry.gid)
+                        } catch {
+                            results[item.index] = .failure(error)
+                        }
+                    }
+                }
+            } catch {
+                for item in prepared { results[item.index] = .failure(error) }
+                return results
+            }
+            self.logger.info("Downloads added", metadata: ["count": "\(prepared.count)"])
+            self.perform(actions)
             return results
         }
-        self.logger.info("Downloads added", metadata: ["count": "\(prepared.count)"])
-        self.perform(actions)
-        return results
     }
 
     /// Checks a download to add and makes its entry: its GID (new, or the `gid` option), whether it starts paused.
-    private func prepareAdd(
+    func prepareAdd(
         uris: [String],
         options: [QueueOption],
         position: Int?
@@ -274,7 +287,7 @@ public actor DownloadManager: DownloadQueueService {
             throw QueueError(.invalidRequest, message: "A download needs at least one URI.")
         }
         var gid = self.gids.next()
-        while self.queue.contains(gid) { gid = self.gids.next() }
+        while self.ledger.queue.contains(gid) { gid = self.gids.next() }
         var paused = false
         var kept: [QueueOption] = []
         for option in options {
@@ -306,47 +319,62 @@ public actor DownloadManager: DownloadQueueService {
 
     public func pause(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID {
         try self.checkRunning()
-        let id = try self.queue.resolve(gid)
-        let actions = try await self.change(stoppingRuns: [id], for: "Pause") { queue throws(QueueError) in
-            self.noteProgress(of: id, in: &queue)
-            return try queue.pause(id)
+        let id = try self.ledger.queue.resolve(gid)
+        let stopped = try await self.stopRuns(for: "Pause") { [id] }
+        return try await self.transaction(restartingOnFailure: stopped) { () throws(QueueError) in
+            let actions = try await self.change { queue throws(QueueError) in
+                self.noteProgress(of: id, in: &queue)
+                return try queue.pause(id)
+            }
+            self.perform(actions)
+            return id
         }
-        self.perform(actions)
-        return id
     }
 
     public func pauseAll(force: Bool) async throws(QueueError) {
         try self.checkRunning()
-        let actions = try await self.change(stoppingRuns: Array(self.runs.keys), for: "Pause") { queue in
-            for id in queue.active { self.noteProgress(of: id, in: &queue) }
-            return queue.pauseAll()
+        let stopped = try await self.stopRuns(for: "Pause") { Array(self.runs.keys) }
+        try await self.transaction(restartingOnFailure: stopped) { () throws(QueueError) in
+            // Runs started since are stopped by the queue's own actions.
+            let actions = try await self.change { queue in
+                for id in queue.active { self.noteProgress(of: id, in: &queue) }
+                return queue.pauseAll()
+            }
+            self.perform(actions)
         }
-        self.perform(actions)
     }
 
     public func unpause(_ gid: String) async throws(QueueError) -> DownloadID {
         try self.checkRunning()
-        let id = try self.queue.resolve(gid)
-        let actions = try self.change { queue throws(QueueError) in try queue.unpause(id) }
-        self.perform(actions)
-        return id
+        return try await self.transaction { () throws(QueueError) in
+            let id = try self.ledger.queue.resolve(gid)
+            let actions = try await self.change { queue throws(QueueError) in try queue.unpause(id) }
+            self.perform(actions)
+            return id
+        }
     }
 
     public func unpauseAll() async throws(QueueError) {
         try self.checkRunning()
-        let actions = try self.change { queue in queue.unpauseAll() }
-        self.perform(actions)
+        try await self.transaction { () throws(QueueError) in
+            let actions = try await self.change { queue in queue.unpauseAll() }
+            self.perform(actions)
+        }
     }
 
     public func remove(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID {
         try self.checkRunning()
-        let id = try self.queue.resolve(gid)
-        let waitingPath = self.queue.waitingIndex(of: id) != nil ? self.queue.downloads[id]?.path : nil
-        let actions = try self.change { queue throws(QueueError) in
-            self.noteProgress(of: id, in: &queue)
-            return try queue.remove(id)
+        let (id, waitingPath) = try await self.transaction { () throws(QueueError) in
+            let id = try self.ledger.queue.resolve(gid)
+            let queue = self.ledger.queue
+            let waitingPath = queue.waitingIndex(of: id) != nil ? queue.downloads[id]?.path : nil
+            let actions = try await self.change { queue throws(QueueError) in
+                self.noteProgress(of: id, in: &queue)
+                return try queue.remove(id)
+            }
+            self.perform(actions)
+            return (id, waitingPath)
         }
-        self.perform(actions)
         if let waitingPath { await self.removePartialFile(of: id, path: waitingPath) }
         return id
     }
@@ -359,12 +387,14 @@ public actor DownloadManager: DownloadQueueService {
         -> Int
     {
         try self.checkRunning()
-        let id = try self.queue.resolve(gid)
-        let (index, actions) = try self.change { queue throws(QueueError) in
-            try queue.changePosition(id, by: position, from: origin)
+        return try await self.transaction { () throws(QueueError) in
+            let id = try self.ledger.queue.resolve(gid)
+            let (index, actions) = try await self.change { queue throws(QueueError) in
+                try queue.changePosition(id, by: position, from: origin)
+            }
+            self.perform(actions)
+            return index
         }
-        self.perform(actions)
-        return index
     }
 
     public func changeURIs(
@@ -376,27 +406,29 @@ public actor DownloadManager: DownloadQueueService {
         removed: Int, added: Int
     ) {
         try self.checkRunning()
-        let id = try self.queue.resolve(gid)
         for uri in add { try Self.checkURI(uri) }
-        let (removed, added, actions) = try self.change { queue throws(QueueError) in
-            let changed = try queue.changeURIs(id, remove: remove, add: add, position: position)
-            guard queue.downloads[id]?.entry.uris.isEmpty == false else {
-                throw QueueError(
-                    .invalidRequest,
-                    gid: gid,
-                    message: "Download \(id) would be left with no URI; add one before removing the last."
-                )
+        return try await self.transaction { () throws(QueueError) in
+            let id = try self.ledger.queue.resolve(gid)
+            let (removed, added, actions) = try await self.change { queue throws(QueueError) in
+                let changed = try queue.changeURIs(id, remove: remove, add: add, position: position)
+                guard queue.downloads[id]?.entry.uris.isEmpty == false else {
+                    throw QueueError(
+                        .invalidRequest,
+                        gid: gid,
+                        message: "Download \(id) would be left with no URI; add one before removing the last."
+                    )
+                }
+                return changed
             }
-            return changed
+            self.perform(actions)
+            return (removed, added)
         }
-        self.perform(actions)
-        return (removed, added)
     }
 
     public func changeOptions(_ gid: String, _ options: [QueueOption]) async throws(QueueError) {
         try self.checkRunning()
-        let id = try self.queue.resolve(gid)
-        guard var download = self.queue.downloads[id] else {
+        let id = try self.ledger.queue.resolve(gid)
+        guard var download = self.ledger.queue.downloads[id] else {
             throw QueueError(
                 .cannotChangeOption,
                 gid: gid,
@@ -415,16 +447,17 @@ public actor DownloadManager: DownloadQueueService {
         _ = try self.makeRequest(for: download)
         // An active one restarts with them: its run stops first, so that it cannot complete under the old ones
         // after the change is acknowledged (one finishing is waited for, and then the change is refused).
-        let restarts = self.queue.active.contains(id) && !names.isSubset(of: DownloadQueue.optionsChangedLive)
-        let actions = try await self.change(stoppingRuns: restarts ? [id] : [], for: "An option change") {
-            queue throws(QueueError) in try queue.changeOptions(id, changes)
+        let restarts = self.ledger.queue.active.contains(id) && !names.isSubset(of: DownloadQueue.optionsChangedLive)
+        let stopped = try await self.stopRuns(for: "An option change") { restarts ? [id] : [] }
+        try await self.transaction(restartingOnFailure: stopped) { () throws(QueueError) in
+            let actions = try await self.change { queue throws(QueueError) in try queue.changeOptions(id, changes) }
+            if actions.isEmpty, let run = self.runs[id], names.contains(Aria2Option.maxDownloadLimit.name),
+                let limit = Self.lastValue(.maxDownloadLimit, in: changes), let rate = ByteCount.parse(limit)
+            {
+                run.download.setMaximumRate(rate == 0 ? nil : rate)
+            }
+            self.perform(actions)
         }
-        if actions.isEmpty, let run = self.runs[id], names.contains(Aria2Option.maxDownloadLimit.name),
-            let limit = Self.lastValue(.maxDownloadLimit, in: changes), let rate = ByteCount.parse(limit)
-        {
-            run.download.setMaximumRate(rate == 0 ? nil : rate)
-        }
-        self.perform(actions)
     }
 
     public func changeGlobalOptions(_ options: [QueueOption]) async throws(QueueError) {
@@ -442,37 +475,43 @@ public actor DownloadManager: DownloadQueueService {
         }
         guard !accepted.isEmpty else { return }
         let names = Set(accepted.map(\.name))
-        let overrides = self.overrides.filter { !names.contains($0.name) } + accepted
-        var actions = try self.change(options: overrides) { queue in
-            var actions: [QueueAction] = []
-            if let value = Self.lastValue(.maxConcurrentDownloads, in: accepted), let count = Int(value) {
-                actions += queue.setMaxConcurrentDownloads(count)
+        try await self.transaction { () throws(QueueError) in
+            let overrides = self.overrides.filter { !names.contains($0.name) } + accepted
+            var actions = try await self.change(options: overrides) { queue in
+                var actions: [QueueAction] = []
+                if let value = Self.lastValue(.maxConcurrentDownloads, in: accepted), let count = Int(value) {
+                    actions += queue.setMaxConcurrentDownloads(count)
+                }
+                if let value = Self.lastValue(.maxDownloadResult, in: accepted), let count = Int(value) {
+                    actions += queue.setMaxDownloadResult(count)
+                }
+                return actions
             }
-            if let value = Self.lastValue(.maxDownloadResult, in: accepted), let count = Int(value) {
-                actions += queue.setMaxDownloadResult(count)
+            if !actions.contains(.emit(.optionsChanged)) { actions.append(.emit(.optionsChanged)) }
+            self.overrides = overrides
+            if let limit = Self.lastValue(.maxOverallDownloadLimit, in: accepted) {
+                try self.setOverallLimit(limit)
             }
-            return actions
+            self.logger.info("Global options changed", metadata: ["options": "\(names.sorted())"])
+            self.perform(actions)
         }
-        if !actions.contains(.emit(.optionsChanged)) { actions.append(.emit(.optionsChanged)) }
-        self.overrides = overrides
-        if let limit = Self.lastValue(.maxOverallDownloadLimit, in: accepted) {
-            try self.setOverallLimit(limit)
-        }
-        self.logger.info("Global options changed", metadata: ["options": "\(names.sorted())"])
-        self.perform(actions)
     }
 
     public func purgeResults() async throws(QueueError) {
         try self.checkRunning()
-        let actions = try self.change { queue in queue.purgeResults() }
-        self.perform(actions)
+        try await self.transaction { () throws(QueueError) in
+            let actions = try await self.change { queue in queue.purgeResults() }
+            self.perform(actions)
+        }
     }
 
     public func removeResult(_ gid: String) async throws(QueueError) {
         try self.checkRunning()
-        let id = try self.queue.resolve(gid)
-        let actions = try self.change { queue throws(QueueError) in try queue.removeResult(id) }
-        self.perform(actions)
+        try await self.transaction { () throws(QueueError) in
+            let id = try self.ledger.queue.resolve(gid)
+            let actions = try await self.change { queue throws(QueueError) in try queue.removeResult(id) }
+            self.perform(actions)
+        }
     }
 
     /// Writes the session file (the global option `save-session`) in aria2's format: the downloads that are not
@@ -489,7 +528,7 @@ public actor DownloadManager: DownloadQueueService {
         guard let path = Self.lastValue(.saveSession, in: self.effectiveGlobals), !path.isEmpty else {
             throw QueueError(.invalidRequest, message: "Filename is not given.")
         }
-        let text = SessionFile.text(of: self.queue.sessionEntries(globals: self.effectiveGlobals))
+        let text = SessionFile.text(of: self.ledger.queue.sessionEntries(globals: self.effectiveGlobals))
         if onlyIfChanged, text == self.savedSession { return }
         // Off the loop that answers the clients: the write ends with an fsync.
         let written = await Task.detached { () -> Result<Void, DownloadError> in
@@ -537,339 +576,34 @@ public actor DownloadManager: DownloadQueueService {
                 self.logger.error("The session file could not be written", metadata: ["error": "\(error.message)"])
             }
         }
-        for id in self.queue.active { self.noteProgress(of: id, in: &self.queue) }
-        let actions = self.queue.shutdown()
-        self.perform(actions)
-        // The runs end with their bytes and journals saved; none of them changes the queue now.
+        await self.selfMadeTransaction { () async in
+            for id in self.ledger.queue.active { self.noteProgress(of: id, in: &self.ledger.queue) }
+            let actions = self.ledger.queue.shutdown()
+            self.perform(actions)
+        }
+        // The runs end with their bytes and journals saved; none of them changes the queue now but for its record.
         while let (_, run) = self.runs.first {
             await run.task.value
             if self.runs[run.download.id]?.token == run.token { self.runs[run.download.id] = nil }
         }
-        do {
-            if self.storeIsBehind {
-                try self.store.save(self.queue, options: self.overrides)
-            } else {
-                try self.store.apply(self.queue.changes)
-            }
-            self.acceptChanges()
-            self.storeIsBehind = false
-        } catch {
-            self.logger.error("The queue could not be stored at shutdown", metadata: ["error": "\(error.message)"])
+        // What the runs recorded on their way out.
+        await self.selfMadeTransaction { () async in }
+        if self.ledger.storeIsBehind {
+            self.logger.error("The queue could not be stored at shutdown")
         }
-        self.logger.info("Queue shut down", metadata: ["active": "\(self.queue.active.count)"])
+        self.logger.info("Queue shut down", metadata: ["active": "\(self.ledger.queue.active.count)"])
         self.broadcaster.finish()
-    }
-
-    // MARK: - Runs
-
-    private func perform(_ actions: [QueueAction]) {
-        for action in actions {
-            switch action {
-            case .start(let gid): self.startRun(gid)
-            case .stop(let gid, let reason): self.stopRun(gid, reason: reason)
-            case .emit(let event): self.broadcaster.send(event)
-            }
-        }
-    }
-
-    private func startRun(_ gid: DownloadID) {
-        guard let queued = self.queue.downloads[gid] else { return }
-        let request: DownloadRequest
-        do {
-            request = try self.makeRequest(for: queued)
-        } catch {
-            // The options were good when set; a global default changed since. It cannot run as it is.
-            self.logger.info("Download cannot start", metadata: ["gid": "\(gid)", "error": "\(error.message)"])
-            let actions = self.queue.finish(gid, outcome: .failed(code: .badOption, message: error.message))
-            self.commitOrLog()
-            self.perform(actions)
-            return
-        }
-        let previous = self.runs[gid]?.task
-        self.nextToken += 1
-        let token = self.nextToken
-        var logger = self.logger
-        logger[metadataKey: "gid"] = "\(gid)"
-        var willFinish: (@Sendable () async -> Void)?
-        if let runFinishing = self.runFinishing { willFinish = { await runFinishing(gid) } }
-        let download = self.downloader.download(request, id: gid, logger: logger, willFinish: willFinish)
-        let task = Task {
-            // A run stopped for a pause or a restart must let go of the file before the next one takes it.
-            await previous?.value
-            guard !Task.isCancelled else {
-                // Stopped before it began: nothing ran, nothing to record.
-                self.forgetRun(gid, token: token)
-                return
-            }
-            await Self.execute(download, token: token, manager: self)
-        }
-        self.runs[gid] = Run(download: download, task: task, token: token)
-        logger.info("Download started", metadata: ["url": "\(request.url)"])
-    }
-
-    private func stopRun(_ gid: DownloadID, reason: QueueAction.StopReason) {
-        guard var run = self.runs[gid] else { return }
-        run.stopRequested = true
-        self.runs[gid] = run
-        switch reason {
-        case .remove:
-            run.download.cancel(keepingPartialFile: false)
-        case .pause, .shutdown, .restart:
-            run.download.cancel(keepingPartialFile: true)
-            run.task.cancel()
-        }
-        self.logger.info("Download stopping", metadata: ["gid": "\(gid)", "reason": "\(reason)"])
-    }
-
-    private nonisolated static func execute(_ download: Download, token: Int, manager: DownloadManager) async {
-        let events = download.events
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                for await event in events {
-                    if case .started(let start) = event {
-                        await manager.runStarted(download.id, token: token, start: start)
-                    }
-                }
-            }
-            let outcome: Result<DownloadResult, DownloadError>
-            do throws(DownloadError) {
-                outcome = .success(try await download.run())
-            } catch {
-                outcome = .failure(error)
-            }
-            if let runEnding = manager.runEnding { await runEnding(download.id) }
-            await manager.runEnded(download.id, token: token, outcome: outcome)
-            group.cancelAll()
-        }
-    }
-
-    /// ``change(options:_:)`` for a change that stops runs (a pause, a restart): the runs among `ids` (read again after each wait) are stopped
-    /// first, before the change is stored, so that none of them can complete after it is acknowledged. A run past
-    /// its point of no return cannot be stopped (``Download/cancel(keepingPartialFile:)`` refuses): the change
-    /// waits for its end, and then finds the download complete, which cannot be paused or changed (as in aria2).
-    /// If the change cannot be stored, the runs it stopped start again: the queue still has them active (each new
-    /// run waits for the old one to let go of the file).
-    private func change<Result>(
-        stoppingRuns ids: @autoclosure () -> [DownloadID],
-        for change: String,
-        _ body: (inout DownloadQueue) throws(QueueError) -> Result
-    ) async throws(QueueError) -> Result {
-        var stopped: [DownloadID] = []
-        while true {
-            var finishing: Run?
-            for id in ids() {
-                guard var run = self.runs[id], !run.stopRequested else { continue }
-                guard run.download.cancel(keepingPartialFile: true) else {
-                    finishing = run
-                    break
-                }
-                run.stopRequested = true
-                self.runs[id] = run
-                stopped.append(id)
-            }
-            guard let finishing else { break }
-            self.logger.debug(
-                "\(change) waits for the run's end: its file is being finished",
-                metadata: ["gid": "\(finishing.download.id)"]
-            )
-            await finishing.task.value
-            // A shutdown meanwhile stops every run anyway.
-            try self.checkRunning()
-        }
-        do {
-            return try self.change(body)
-        } catch {
-            for id in stopped where self.queue.active.contains(id) && self.runs[id]?.stopRequested ?? true {
-                self.startRun(id)
-            }
-            throw error
-        }
-    }
-
-    private func forgetRun(_ gid: DownloadID, token: Int) {
-        if self.runs[gid]?.token == token { self.runs[gid] = nil }
-    }
-
-    private func runStarted(_ gid: DownloadID, token: Int, start: DownloadStart) {
-        guard self.runs[gid]?.token == token, self.queue.downloads[gid] != nil else { return }
-        self.queue.record(
-            gid,
-            path: start.destinationPath,
-            totalLength: start.remoteFile.length ?? 0,
-            completedLength: start.resumedBytes
-        )
-        // Stored with the next change, or within `recordDelay`, not in a transaction of its own: a small file
-        // ends moments after it starts, and its end is stored anyway. Nothing depends on the record after a crash
-        // (the restarted run probes again and finds its journal by the name it gets); it is what `tellStatus` shows.
-        guard self.recordTimer == nil, !self.queue.changes.isEmpty else { return }
-        let delay = self.recordDelay
-        self.recordTimer = Task {
-            try? await Task.sleep(for: delay)
-            guard !Task.isCancelled else { return }
-            self.storeWaitingRecord()
-        }
-    }
-
-    /// Stores what waits: between operations, the queue's only unstored changes are runs' records.
-    private func storeWaitingRecord() {
-        guard !self.isShutDown, !self.queue.changes.isEmpty else { return }
-        self.commitOrLog()
-    }
-
-    /// The queue's changes are stored (or, for ``commitOrLog()``, given up on): no record waits any more.
-    private func acceptChanges() {
-        self.queue.acceptChanges()
-        self.recordTimer?.cancel()
-        self.recordTimer = nil
-    }
-
-    private func runEnded(_ gid: DownloadID, token: Int, outcome: Result<DownloadResult, DownloadError>) {
-        guard let run = self.runs[gid], run.token == token else { return }
-        self.runs[gid] = nil
-        let actions: [QueueAction]
-        switch outcome {
-        case .success(let result):
-            if let metalink = result.metalink {
-                // Following may be refused and taken back; the run's record is not part of that.
-                self.storeWaitingRecord()
-                actions = self.follow(metalink, of: gid, path: result.path, length: result.length)
-            } else {
-                actions = self.queue.finish(gid, outcome: .complete(path: result.path, length: result.length))
-                self.logger.info("Download complete", metadata: ["gid": "\(gid)", "path": "\(result.path)"])
-            }
-        case .failure(let error):
-            let progress = run.download.progress
-            self.queue.record(gid, totalLength: progress.totalBytes, completedLength: progress.completedBytes)
-            if run.stopRequested {
-                actions = []
-            } else {
-                let code = Aria2ErrorCode(error)
-                actions = self.queue.finish(gid, outcome: .failed(code: code, message: error.message))
-                self.logger.info(
-                    "Download failed",
-                    metadata: ["gid": "\(gid)", "code": "\(code.rawValue)", "error": "\(error.message)"]
-                )
-            }
-        }
-        guard !self.queue.changes.isEmpty else { return }
-        self.commitOrLog()
-        self.perform(actions)
-    }
-
-    /// A run whose URL was a Metalink document (it follows Metalinks, the `follow-metalink` option): as aria2
-    /// does, the download is `complete` (`followedBy` the new GIDs) and one download per file of the document
-    /// joins the front of the waiting queue (``DownloadQueue/finish(_:path:length:followedBy:)``), each as
-    /// `aria2.addMetalink` would add it (``AddRequest/files(of:options:position:)``) with this download's options
-    /// but `out` and `checksum`, which were the document's. A file that cannot be added fails the download
-    /// (aria2's code 1) and adds none.
-    private func follow(_ metalink: Metalink, of gid: DownloadID, path: String, length: Int64) -> [QueueAction] {
-        guard let download = self.queue.downloads[gid] else { return [] }
-        let options = download.entry.options.filter {
-            $0.name != Aria2Option.out.name && $0.name != Aria2Option.checksum.name
-        }
-        do throws(QueueError) {
-            var files: [QueueEntry] = []
-            for request in AddRequest.files(of: metalink, options: options, position: nil) {
-                var entry = try self.prepareAdd(uris: request.uris, options: request.options, position: nil).entry
-                while self.queue.contains(entry.gid) || files.contains(where: { $0.gid == entry.gid }) {
-                    entry.gid = self.gids.next()
-                }
-                files.append(entry)
-            }
-            let actions = try self.queue.finish(gid, path: path, length: length, followedBy: files)
-            self.logger.info(
-                "Metalink followed",
-                metadata: ["gid": "\(gid)", "files": "\(files.map(\.gid.description).joined(separator: ","))"]
-            )
-            return actions
-        } catch {
-            self.queue.revertChanges()
-            self.logger.info("Metalink cannot be followed", metadata: ["gid": "\(gid)", "error": "\(error.message)"])
-            return self.queue.finish(gid, outcome: .failed(code: .unknown, message: error.message))
-        }
     }
 
     // MARK: - Helpers
 
-    private func checkRunning() throws(QueueError) {
+    func checkRunning() throws(QueueError) {
         guard self.isStarted else {
             throw QueueError(.storage, message: "The queue has not been started; call start() first.")
         }
         guard !self.isShutDown else {
             throw QueueError(.storage, message: "The queue has shut down; it takes no more changes.")
         }
-    }
-
-    /// Makes a change to the queue in place and stores the rows it changed (and `options`, when given) in one
-    /// transaction. If `body` throws or the store refuses, the queue is reverted: the change was never made.
-    ///
-    /// The queue is changed in place rather than on a copy: a copy of a queue of 10,000 downloads would be
-    /// copied whole by the first write to it.
-    private func change<Result>(
-        options: [QueueOption]? = nil,
-        _ body: (inout DownloadQueue) throws(QueueError) -> Result
-    ) throws(QueueError) -> Result {
-        // A run's waiting record is stored first, so that a change refused below does not take it back too.
-        self.storeWaitingRecord()
-        let result: Result
-        do {
-            result = try body(&self.queue)
-            try self.store(options: options)
-        } catch {
-            self.queue.revertChanges()
-            throw error
-        }
-        self.acceptChanges()
-        return result
-    }
-
-    /// Stores the queue's pending changes, or the whole queue when an earlier change could not be stored.
-    private func store(options: [QueueOption]?) throws(QueueError) {
-        if self.storeIsBehind {
-            try self.store.save(self.queue, options: options ?? self.overrides)
-            self.storeIsBehind = false
-        } else {
-            try self.store.apply(self.queue.changes, options: options)
-        }
-    }
-
-    /// For changes the queue makes by itself (a run started or ended): the queue moves on even if the store
-    /// fails, since the download did what it did; the next change then stores the whole queue.
-    private func commitOrLog() {
-        do {
-            try self.store(options: nil)
-        } catch {
-            self.storeIsBehind = true
-            self.logger.error("The queue could not be stored", metadata: ["error": "\(error.message)"])
-        }
-        self.acceptChanges()
-    }
-
-    /// Removes the `.part` file and the journal of a download removed while waiting or paused (aria2 leaves them;
-    /// a user who removes a download expects its partial file gone, as ``Download/cancel(keepingPartialFile:)``
-    /// does for an active one), on the library's blocking-I/O threads, not the manager's loop. A run still letting
-    /// go of the file (paused a moment ago) is waited for first, in a task of its own.
-    private func removePartialFile(of gid: DownloadID, path: String) async {
-        let logger = self.logger
-        let remove: @Sendable () async -> Void = {
-            for file in await PartialFiles.remove(forDestination: path) {
-                logger.debug("Partial file removed", metadata: ["gid": "\(gid)", "path": "\(file)"])
-            }
-        }
-        if let previous = self.runs[gid]?.task {
-            Task {
-                await previous.value
-                await remove()
-            }
-        } else {
-            await remove()
-        }
-    }
-
-    private func noteProgress(of gid: DownloadID, in queue: inout DownloadQueue) {
-        guard let run = self.runs[gid] else { return }
-        let progress = run.download.progress
-        queue.record(gid, totalLength: progress.totalBytes, completedLength: progress.completedBytes)
     }
 
     private static func effectiveGlobals(_ defaults: [QueueOption], _ overrides: [QueueOption]) -> [QueueOption] {
@@ -879,7 +613,7 @@ public actor DownloadManager: DownloadQueueService {
 
     /// The request for a download: the defaults, then the global options, then its own; the path its last run
     /// resolved, if any, so that a new run continues the same `.part`.
-    private func makeRequest(for download: QueuedDownload) throws(QueueError) -> DownloadRequest {
+    func makeRequest(for download: QueuedDownload) throws(QueueError) -> DownloadRequest {
         let options = try self.resolver.requestOptions(download.entry.options)
         do {
             // Every URI of the entry: the first is the request's URL, the others its mirrors.

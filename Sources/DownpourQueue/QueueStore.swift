@@ -51,6 +51,7 @@ public final class QueueStore: Sendable {
     private let checkpointer: DatabaseQueue
     /// How many commits may go by between two checkpoints.
     let checkpointInterval: Int
+    private let beforeCommit: (@Sendable () -> Void)?
     private let checkpoints = NIOLockedValueBox(Checkpoints())
     private static let checkpointThread = DispatchQueue(label: "downpour.queue.checkpoint", qos: .utility)
 
@@ -86,8 +87,16 @@ public final class QueueStore: Sendable {
         try self.init(path: path, checkpointInterval: 256)
     }
 
-    init(path: String, checkpointInterval: Int) throws(QueueError) {
+    /// - Parameters:
+    ///   - checkpointInterval: How many commits go by between two checkpoints.
+    ///   - beforeCommit: Called on the writer thread before each ``commit(_:)`` (tests hold a commit there).
+    init(
+        path: String,
+        checkpointInterval: Int,
+        beforeCommit: (@Sendable () -> Void)? = nil
+    ) throws(QueueError) {
         self.path = path
+        self.beforeCommit = beforeCommit
         self.checkpointInterval = max(1, checkpointInterval)
         do {
             var configuration = Configuration()
@@ -323,6 +332,39 @@ public final class QueueStore: Sendable {
                 message: "The queue database '\(self.path)' cannot be written: \(error). The change was not made."
             )
         }
+    }
+
+    /// What one transaction stores.
+    public enum Write: Sendable {
+        /// The rows an operation changed (``DownloadQueue/changes``), and the options when they changed.
+        case changes([QueueChange], options: [QueueOption]?)
+        /// Everything (for a store that fell behind), with the options.
+        case whole(DownloadQueue, options: [QueueOption])
+    }
+
+    /// The thread the writes are committed on, in the order they come.
+    private static let writerThread = DispatchQueue(label: "downpour.queue.writer")
+
+    /// Commits `write` on the store's writer thread, so that the caller's thread (the manager's loop, which answers
+    /// every client) goes on meanwhile; returns once it is committed.
+    ///
+    /// - Throws: ``QueueError`` `storage` when the transaction fails; nothing is changed then.
+    public func commit(_ write: Write) async throws(QueueError) {
+        let outcome = await withCheckedContinuation {
+            (continuation: CheckedContinuation<Result<Void, QueueError>, Never>) in
+            Self.writerThread.async {
+                self.beforeCommit?()
+                continuation.resume(
+                    returning: Result { () throws(QueueError) in
+                        switch write {
+                        case .changes(let changes, let options): try self.apply(changes, options: options)
+                        case .whole(let queue, let options): try self.save(queue, options: options)
+                        }
+                    }
+                )
+            }
+        }
+        try outcome.get()
     }
 
     /// Counts a commit; every ``checkpointInterval`` commits, starts a passive checkpoint on the checkpoint thread

@@ -1,0 +1,263 @@
+import Downpour
+import Logging
+
+/// The supervision of runs: each active download runs as a ``Download`` in a task of its own, known by a token so
+/// that a run that ended late is not taken for its successor. The queue says when to start and stop runs
+/// (``QueueAction``); a run reports back when it has its destination (``runStarted(_:token:start:)``) and when it
+/// ends (``runEnded(_:token:outcome:)``), each a transaction of its own.
+extension DownloadManager {
+    struct Run {
+        var download: Download
+        var task: Task<Void, Never>
+        var token: Int
+        var stopRequested = false
+    }
+
+    /// Does what the queue answered. Called within a transaction: a run that cannot start changes the queue, and
+    /// the transaction stores that on its way out.
+    func perform(_ actions: [QueueAction]) {
+        for action in actions {
+            switch action {
+            case .start(let gid): self.startRun(gid)
+            case .stop(let gid, let reason): self.stopRun(gid, reason: reason)
+            case .emit(let event): self.broadcaster.send(event)
+            }
+        }
+    }
+
+    private func startRun(_ gid: DownloadID) {
+        guard let queued = self.ledger.queue.downloads[gid] else { return }
+        let request: DownloadRequest
+        do {
+            request = try self.makeRequest(for: queued)
+        } catch {
+            // The options were good when set; a global default changed since. It cannot run as it is.
+            self.logger.info("Download cannot start", metadata: ["gid": "\(gid)", "error": "\(error.message)"])
+            let actions = self.ledger.queue.finish(gid, outcome: .failed(code: .badOption, message: error.message))
+            self.perform(actions)
+            return
+        }
+        let previous = self.runs[gid]?.task
+        self.nextToken += 1
+        let token = self.nextToken
+        var logger = self.logger
+        logger[metadataKey: "gid"] = "\(gid)"
+        var willFinish: (@Sendable () async -> Void)?
+        if let runFinishing = self.runFinishing { willFinish = { await runFinishing(gid) } }
+        let download = self.downloader.download(request, id: gid, logger: logger, willFinish: willFinish)
+        let task = Task {
+            // A run stopped for a pause or a restart must let go of the file before the next one takes it.
+            await previous?.value
+            guard !Task.isCancelled else {
+                // Stopped before it began: nothing ran, nothing to record.
+                self.forgetRun(gid, token: token)
+                return
+            }
+            await Self.execute(download, token: token, manager: self)
+        }
+        self.runs[gid] = Run(download: download, task: task, token: token)
+        logger.info("Download started", metadata: ["url": "\(request.url)"])
+    }
+
+    private func stopRun(_ gid: DownloadID, reason: QueueAction.StopReason) {
+        guard var run = self.runs[gid] else { return }
+        run.stopRequested = true
+        self.runs[gid] = run
+        switch reason {
+        case .remove:
+            run.download.cancel(keepingPartialFile: false)
+        case .pause, .shutdown, .restart:
+            run.download.cancel(keepingPartialFile: true)
+            run.task.cancel()
+        }
+        self.logger.info("Download stopping", metadata: ["gid": "\(gid)", "reason": "\(reason)"])
+    }
+
+    private nonisolated static func execute(_ download: Download, token: Int, manager: DownloadManager) async {
+        let events = download.events
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await event in events {
+                    if case .started(let start) = event {
+                        await manager.runStarted(download.id, token: token, start: start)
+                    }
+                }
+            }
+            let outcome: Result<DownloadResult, DownloadError>
+            do throws(DownloadError) {
+                outcome = .success(try await download.run())
+            } catch {
+                outcome = .failure(error)
+            }
+            if let runEnding = manager.runEnding { await runEnding(download.id) }
+            await manager.runEnded(download.id, token: token, outcome: outcome)
+            group.cancelAll()
+        }
+    }
+
+    /// Stops the runs among `ids` (read again after each wait) before a change that stops them (a pause, a
+    /// restart), so that none of them can complete after the change is acknowledged; returns the ones it stopped,
+    /// for ``transaction(restartingOnFailure:_:)``. Outside a transaction: a run past its point of no return cannot
+    /// be stopped (``Download/cancel(keepingPartialFile:)`` refuses), and its end, which the change waits for, is a
+    /// transaction of its own; the change then finds the download complete, which cannot be paused or changed (as in
+    /// aria2).
+    func stopRuns(
+        for change: String,
+        _ ids: () -> [DownloadID]
+    ) async throws(QueueError) -> [DownloadID] {
+        var stopped: [DownloadID] = []
+        while true {
+            var finishing: Run?
+            for id in ids() {
+                guard var run = self.runs[id], !run.stopRequested else { continue }
+                guard run.download.cancel(keepingPartialFile: true) else {
+                    finishing = run
+                    break
+                }
+                run.stopRequested = true
+                self.runs[id] = run
+                stopped.append(id)
+            }
+            guard let finishing else { return stopped }
+            self.logger.debug(
+                "\(change) waits for the run's end: its file is being finished",
+                metadata: ["gid": "\(finishing.download.id)"]
+            )
+            await finishing.task.value
+            // A shutdown meanwhile stops every run anyway.
+            try self.checkRunning()
+        }
+    }
+
+    /// After a change that stopped runs could not be stored: the runs it stopped start again, where the queue
+    /// still has them active (each new run waits for the old one to let go of the file). Within a transaction.
+    func restartRuns(_ stopped: [DownloadID]) {
+        for id in stopped where self.ledger.queue.active.contains(id) && self.runs[id]?.stopRequested ?? true {
+            self.startRun(id)
+        }
+    }
+
+    private func forgetRun(_ gid: DownloadID, token: Int) {
+        if self.runs[gid]?.token == token { self.runs[gid] = nil }
+    }
+
+    /// A run has its destination: the queue records its path and lengths. Stored with the next change, or within
+    /// `recordDelay`, not in a transaction of its own: a small file ends moments after it starts, and its end is
+    /// stored anyway. Nothing depends on the record after a crash (the restarted run probes again and finds its
+    /// journal by the name it gets); it is what `tellStatus` shows.
+    private func runStarted(_ gid: DownloadID, token: Int, start: DownloadStart) async {
+        await self.gate.enter()
+        defer { self.gate.leave() }
+        guard self.runs[gid]?.token == token, self.ledger.queue.downloads[gid] != nil else { return }
+        self.ledger.queue.record(
+            gid,
+            path: start.destinationPath,
+            totalLength: start.remoteFile.length ?? 0,
+            completedLength: start.resumedBytes
+        )
+        self.scheduleRecord()
+    }
+
+    private func runEnded(_ gid: DownloadID, token: Int, outcome: Result<DownloadResult, DownloadError>) async {
+        await self.selfMadeTransaction { () async -> Void in
+            guard let run = self.runs[gid], run.token == token else { return }
+            self.runs[gid] = nil
+            let actions: [QueueAction]
+            switch outcome {
+            case .success(let result):
+                if let metalink = result.metalink {
+                    // Following may be refused and taken back; the run's record is not part of that.
+                    await self.storeSelfMade()
+                    actions = self.follow(metalink, of: gid, path: result.path, length: result.length)
+                } else {
+                    actions = self.ledger.queue.finish(
+                        gid,
+                        outcome: .complete(path: result.path, length: result.length)
+                    )
+                    self.logger.info("Download complete", metadata: ["gid": "\(gid)", "path": "\(result.path)"])
+                }
+            case .failure(let error):
+                let progress = run.download.progress
+                self.ledger.queue.record(
+                    gid,
+                    totalLength: progress.totalBytes,
+                    completedLength: progress.completedBytes
+                )
+                if run.stopRequested {
+                    actions = []
+                } else {
+                    let code = Aria2ErrorCode(error)
+                    actions = self.ledger.queue.finish(gid, outcome: .failed(code: code, message: error.message))
+                    self.logger.info(
+                        "Download failed",
+                        metadata: ["gid": "\(gid)", "code": "\(code.rawValue)", "error": "\(error.message)"]
+                    )
+                }
+            }
+            // Stored before the actions are taken (a notification says what is stored).
+            await self.storeSelfMade()
+            self.perform(actions)
+        }
+    }
+
+    /// A run whose URL was a Metalink document (it follows Metalinks, the `follow-metalink` option): as aria2
+    /// does, the download is `complete` (`followedBy` the new GIDs) and one download per file of the document
+    /// joins the front of the waiting queue (``DownloadQueue/finish(_:path:length:followedBy:)``), each as
+    /// `aria2.addMetalink` would add it (``AddRequest/files(of:options:position:)``) with this download's options
+    /// but `out` and `checksum`, which were the document's. A file that cannot be added fails the download
+    /// (aria2's code 1) and adds none.
+    private func follow(_ metalink: Metalink, of gid: DownloadID, path: String, length: Int64) -> [QueueAction] {
+        guard let download = self.ledger.queue.downloads[gid] else { return [] }
+        let options = download.entry.options.filter {
+            $0.name != Aria2Option.out.name && $0.name != Aria2Option.checksum.name
+        }
+        do throws(QueueError) {
+            var files: [QueueEntry] = []
+            for request in AddRequest.files(of: metalink, options: options, position: nil) {
+                var entry = try self.prepareAdd(uris: request.uris, options: request.options, position: nil).entry
+                while self.ledger.queue.contains(entry.gid) || files.contains(where: { $0.gid == entry.gid }) {
+                    entry.gid = self.gids.next()
+                }
+                files.append(entry)
+            }
+            let actions = try self.ledger.queue.finish(gid, path: path, length: length, followedBy: files)
+            self.logger.info(
+                "Metalink followed",
+                metadata: ["gid": "\(gid)", "files": "\(files.map(\.gid.description).joined(separator: ","))"]
+            )
+            return actions
+        } catch {
+            self.ledger.refused()
+            self.logger.info("Metalink cannot be followed", metadata: ["gid": "\(gid)", "error": "\(error.message)"])
+            return self.ledger.queue.finish(gid, outcome: .failed(code: .unknown, message: error.message))
+        }
+    }
+
+    /// Records the bytes an active download has on disk, before a change stops it.
+    func noteProgress(of gid: DownloadID, in queue: inout DownloadQueue) {
+        guard let run = self.runs[gid] else { return }
+        let progress = run.download.progress
+        queue.record(gid, totalLength: progress.totalBytes, completedLength: progress.completedBytes)
+    }
+
+    /// Removes the `.part` file and the journal of a download removed while waiting or paused (aria2 leaves them;
+    /// a user who removes a download expects its partial file gone, as ``Download/cancel(keepingPartialFile:)``
+    /// does for an active one), on the library's blocking-I/O threads, not the manager's loop. A run still letting
+    /// go of the file (paused a moment ago) is waited for first, in a task of its own.
+    func removePartialFile(of gid: DownloadID, path: String) async {
+        let logger = self.logger
+        let remove: @Sendable () async -> Void = {
+            for file in await PartialFiles.remove(forDestination: path) {
+                logger.debug("Partial file removed", metadata: ["gid": "\(gid)", "path": "\(file)"])
+            }
+        }
+        if let previous = self.runs[gid]?.task {
+            Task {
+                await previous.value
+                await remove()
+            }
+        } else {
+            await remove()
+        }
+    }
+}

@@ -1,0 +1,51 @@
+import NIOConcurrencyHelpers
+
+/// Lets one transaction at a time through, in the order they came. The manager stores a change off its loop and
+/// answers other calls while it waits; no other change of the queue may begin until that one is stored or refused
+/// (``DownloadQueue/revertChanges()`` takes back exactly one change).
+final class TransactionGate: Sendable {
+    private struct State {
+        var isHeld = false
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    /// Takes the gate when it is free: `false` when it is held.
+    func tryEnter() -> Bool {
+        self.state.withLockedValue { state in
+            guard !state.isHeld else { return false }
+            state.isHeld = true
+            return true
+        }
+    }
+
+    /// Waits for the gate and takes it. Not cancellable: a transaction that waits is let through in turn.
+    func enter() async {
+        if self.tryEnter() { return }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let entered = self.state.withLockedValue { state in
+                guard state.isHeld else {
+                    state.isHeld = true
+                    return true
+                }
+                state.waiting.append(continuation)
+                return false
+            }
+            if entered { continuation.resume() }
+        }
+    }
+
+    /// Lets the next one through, or frees the gate.
+    func leave() {
+        let next = self.state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+            precondition(state.isHeld, "the transaction gate was left without being entered")
+            guard !state.waiting.isEmpty else {
+                state.isHeld = false
+                return nil
+            }
+            return state.waiting.removeFirst()
+        }
+        next?.resume()
+    }
+}

@@ -1,0 +1,59 @@
+import Dispatch
+import Downpour
+import DownpourTestSupport
+import Logging
+import NIOConcurrencyHelpers
+import Testing
+
+@testable import DownpourQueue
+
+@Suite("Transactions")
+struct TransactionTests {
+    @Test("a change is stored on the store's thread: while its commit is held the loop answers, the next change waits")
+    func commitOffTheLoop() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let holds = NIOLockedValueBox(false)
+        let heldCommits = NIOLockedValueBox(0)
+        let release = DispatchSemaphore(value: 0)
+        let store = try QueueStore(path: directory.path + "/queue.sqlite", checkpointInterval: 256) {
+            guard holds.withLockedValue({ $0 }) else { return }
+            heldCommits.withLockedValue { $0 += 1 }
+            release.wait()
+        }
+        let downloader = makeTestDownloader()
+        let manager = DownloadManager(
+            downloader: downloader,
+            store: store,
+            defaults: .init(directory: directory.path, configuration: testConfiguration()),
+            logger: Logger(label: "downpour.queue.tests", factory: { _ in SwiftLogNoOpLogHandler() })
+        )
+        try await manager.start()
+        holds.withLockedValue { $0 = true }
+        let paused = [QueueOption(name: "pause", value: "true")]
+        let finished = NIOLockedValueBox<[String]>([])
+        let first = Task {
+            let gid = try await manager.add(uris: ["http://127.0.0.1:9/a.bin"], options: paused, position: nil)
+            finished.withLockedValue { $0.append("first") }
+            return gid
+        }
+        try await waitUntil("the first add's commit held") { heldCommits.withLockedValue { $0 } == 1 }
+        let second = Task {
+            let gid = try await manager.add(uris: ["http://127.0.0.1:9/b.bin"], options: paused, position: nil)
+            finished.withLockedValue { $0.append("second") }
+            return gid
+        }
+        // The manager's loop is free while the commit waits on the store's thread: a read is answered.
+        let stat = await manager.read { $0.globalStat() }
+        #expect(stat.numActive == 0)
+        #expect(finished.withLockedValue { $0 }.isEmpty)
+        #expect(heldCommits.withLockedValue { $0 } == 1, "the second change waits for the first one's end")
+        holds.withLockedValue { $0 = false }
+        release.signal()
+        let gids = [try await first.value, try await second.value]
+        #expect(finished.withLockedValue { $0 } == ["first", "second"])
+        #expect(try store.load().waiting.map(\.0.entry.gid) == gids)
+        await manager.shutdown()
+        await downloader.shutdown()
+    }
+}
