@@ -82,10 +82,14 @@ let package = Package(
             swiftSettings: upcomingFeatures
         ),
         .target(
+            name: "DownpourJSON",
+            swiftSettings: upcomingFeatures
+        ),
+        .target(
             name: "DownpourQueue",
             dependencies: [
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                "Downpour",
+                "Downpour", "DownpourJSON",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -97,7 +101,7 @@ let package = Package(
         .target(
             name: "DownpourRPC",
             dependencies: [
-                "Downpour", "DownpourQueue",
+                "Downpour", "DownpourJSON", "DownpourQueue",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -197,7 +201,7 @@ let package = Package(
         .testTarget(
             name: "DownpourRPCTests",
             dependencies: [
-                "Downpour", "DownpourQueue", "DownpourRPC", "DownpourTestSupport",
+                "Downpour", "DownpourJSON", "DownpourQueue", "DownpourRPC", "DownpourTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
@@ -218,7 +222,7 @@ let package = Package(
         .testTarget(
             name: "DownpourCLITests",
             dependencies: [
-                "DownpourCLI",
+                "DownpourCLI", "DownpourJSON",
                 "DownpourTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -1,5 +1,6 @@
 import Dispatch
 import Downpour
+import DownpourJSON
 import Foundation
 import GRDB
 import NIOConcurrencyHelpers
@@ -472,56 +473,20 @@ public final class QueueStore: Sendable {
         }
     }
 
-    /// URIs as a JSON array of strings (what `JSONDecoder` reads back), written by hand: a `JSONEncoder` per row
-    /// was the largest cost of an add.
     /// `followedBy` as stored: `NULL` when empty, else a JSON array of GIDs.
     static func encodeFollowedBy(_ entry: QueueEntry) -> String? {
         entry.followedBy.isEmpty ? nil : Self.encode(entry.followedBy.map(\.description))
     }
 
+    /// URIs as a JSON array of strings (what `JSONDecoder` reads back), by the RPC's own writer: a `JSONEncoder`
+    /// per row was the largest cost of an add.
     static func encode(_ uris: [String]) -> String {
-        var json = "["
-        for (index, uri) in uris.enumerated() {
-            if index > 0 { json += "," }
-            Self.appendQuoted(uri, to: &json)
-        }
-        return json + "]"
+        JSONWriter.string(.array(uris.map { .string($0) }))
     }
 
     /// Options as a JSON array of `{"name": ..., "value": ...}` objects (what `JSONDecoder` reads back).
     static func encode(_ options: [QueueOption]) -> String {
-        var json = "["
-        for (index, option) in options.enumerated() {
-            json += index > 0 ? ",{\"name\":" : "{\"name\":"
-            Self.appendQuoted(option.name, to: &json)
-            json += ",\"value\":"
-            Self.appendQuoted(option.value, to: &json)
-            json += "}"
-        }
-        return json + "]"
-    }
-
-    private static func appendQuoted(_ text: String, to json: inout String) {
-        json += "\""
-        let plain = text.utf8.allSatisfy { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
-        if plain {
-            json += text
-        } else {
-            for scalar in text.unicodeScalars {
-                switch scalar {
-                case "\"": json += "\\\""
-                case "\\": json += "\\\\"
-                case "\n": json += "\\n"
-                case "\r": json += "\\r"
-                case "\t": json += "\\t"
-                case _ where scalar.value < 0x20:
-                    let hex = String(scalar.value, radix: 16)
-                    json += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                default: json.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        json += "\""
+        JSONWriter.string(.array(options.map { ["name": .string($0.name), "value": .string($0.value)] }))
     }
 
     private static func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import DownpourJSON
 import DownpourTestSupport
 import Foundation
 import NIOCore

@@ -1,3 +1,4 @@
+import DownpourJSON
 import DownpourTestSupport
 import Testing
 

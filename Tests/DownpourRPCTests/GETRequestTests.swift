@@ -1,4 +1,5 @@
 import Downpour
+import DownpourJSON
 import Foundation
 import Testing
 

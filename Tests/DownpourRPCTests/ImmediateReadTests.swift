@@ -1,4 +1,5 @@
 import Downpour
+import DownpourJSON
 import DownpourQueue
 import Foundation
 import NIOCore

@@ -1,3 +1,4 @@
+import DownpourJSON
 import Testing
 
 @testable import DownpourRPC

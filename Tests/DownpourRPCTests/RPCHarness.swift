@@ -1,4 +1,5 @@
 import Downpour
+import DownpourJSON
 import DownpourQueue
 import NIOConcurrencyHelpers
 import Testing

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Downpour
+import DownpourJSON
 import DownpourQueue
 import DownpourTestSupport
 import Foundation

@@ -68,7 +68,12 @@ public enum ContentDisposition {
         guard let bytes = Self.percentDecodedBytes(parts[2]) else { return nil }
         switch charset {
         case "utf-8":
-            return String(validating: bytes, as: UTF8.self)
+            if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
+                return String(validating: bytes, as: UTF8.self)
+            }
+            // Before macOS 15 and iOS 18: a decoding that replaced nothing is the same check.
+            let decoded = String(decoding: bytes, as: UTF8.self)
+            return decoded.utf8.elementsEqual(bytes) ? decoded : nil
         case "iso-8859-1":
             return String(decoding: bytes.map { UInt16($0) }, as: UTF16.self)
         default:

@@ -1,3 +1,5 @@
+import DownpourJSON
+
 /// A JSON-RPC call given as the query of `GET /jsonrpc` (§1.5 of the reference):
 /// `method=M&id=I&params=<percent-encoded base64 of a JSON array>[&jsoncallback=cb]`, or with neither `method`
 /// nor `id` a whole request or batch in `params`.

@@ -1,3 +1,4 @@
+import DownpourJSON
 import DownpourQueue
 
 /// aria2's options struct (`{"dir":"/downloads","header":["A: 1","B: 2"]}`) to and from ``QueueOption``s.

@@ -1,4 +1,5 @@
 import Downpour
+import DownpourJSON
 import DownpourQueue
 
 /// aria2's JSON-RPC interface over a ``DownloadQueueService``, free of any transport: bytes in, a reply (bytes

@@ -1,3 +1,4 @@
+import DownpourJSON
 import DownpourQueue
 
 /// The error of one JSON-RPC call, as aria2 sends it: `{"code":1,"message":"..."}`.

@@ -1,3 +1,5 @@
+import DownpourJSON
+
 /// A call's positional parameters after the token, read with aria2's checks (`checkParam`): a parameter of the
 /// wrong JSON type is "The parameter at N has wrong type.", a missing required one "... is required but
 /// missing.". A JSON `null` for an optional parameter counts as absent (aria2 calls it the wrong type; being

@@ -1,4 +1,5 @@
 import Downpour
+import DownpourJSON
 import DownpourQueue
 
 /// A ``DownloadStatus`` as aria2's status struct (§2.3 of the reference, for downloads that are not

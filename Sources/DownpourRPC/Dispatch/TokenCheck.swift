@@ -1,4 +1,5 @@
 import Crypto
+import DownpourJSON
 
 /// Checks the `token:` secret in constant time: both sides are hashed (SHA-256) after a random 32-byte key made at
 /// start, and the two digests are compared in full (as aria2's `validateToken` does with HMAC), so neither the

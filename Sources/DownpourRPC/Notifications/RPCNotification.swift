@@ -1,4 +1,5 @@
 import Downpour
+import DownpourJSON
 import DownpourQueue
 
 /// One of aria2's notifications, as pushed to WebSocket clients (§1.7 of the reference):

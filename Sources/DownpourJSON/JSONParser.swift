@@ -307,9 +307,20 @@ private struct Reader {
     }
 
     func makeString(_ raw: UnsafeBufferPointer<UInt8>, at offset: Int) throws(JSONParser.Failure) -> String {
-        guard UTF8Validation.isValid(raw) else {
+        guard let string = Self.validUTF8(raw) else {
             throw JSONParser.Failure(offset: offset, reason: "a string is not UTF-8")
         }
-        return String(decoding: raw, as: UTF8.self)
+        return string
+    }
+
+    /// The bytes as a string when they are well-formed UTF-8 (no overlong forms, no surrogates, nothing above
+    /// U+10FFFF), else `nil`: the standard library's validation. Where `String(validating:as:)` is not there yet
+    /// (before macOS 15 and iOS 18), a decoding that replaced nothing is the same check.
+    static func validUTF8(_ raw: UnsafeBufferPointer<UInt8>) -> String? {
+        if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
+            return String(validating: raw, as: UTF8.self)
+        }
+        let decoded = String(decoding: raw, as: UTF8.self)
+        return decoded.utf8.elementsEqual(raw) ? decoded : nil
     }
 }
