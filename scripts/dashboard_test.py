@@ -184,18 +184,26 @@ class Test:
         )
 
     def click_in_row(self, name, action):
-        li = self.row_element(name)
-        if li is None:
+        """Clicks the enabled `action` button in the row of `name`. The row's buttons are rebuilt when its set
+        changes (a neighbour paused, the list reordered): a button found just before that is gone, and the click
+        is tried again on the row as it is now, as a person would."""
+        if self.row_element(name) is None:
             raise StepFailed(f"no row for {name}")
-        b = self.wait(
-            f"an enabled {action!r} button in the row of {name}",
-            lambda: next(
+
+        def click():
+            li = self.row_element(name)
+            if li is None:
+                return None
+            b = next(
                 (x for x in li.find_elements(By.XPATH, f".//button[normalize-space()='{action}']") if x.is_enabled()),
                 None,
-            ),
-            timeout=10,
-        )
-        b.click()
+            )
+            if b is None:
+                return None
+            b.click()
+            return True
+
+        self.wait(f"an enabled {action!r} button in the row of {name}, clicked", click, timeout=10)
 
     def fill(self, element_id, text):
         e = self.driver.find_element(By.ID, element_id)
