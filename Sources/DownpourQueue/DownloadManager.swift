@@ -52,7 +52,7 @@ public actor DownloadManager: DownloadQueueService {
     public nonisolated var unownedExecutor: UnownedSerialExecutor { self.eventLoop.executor.asUnownedSerialExecutor() }
 
     let downloader: Downloader
-    private let defaults: Defaults
+    let defaults: Defaults
     let logger: Logger
     let broadcaster = QueueEventBroadcaster()
 
@@ -68,7 +68,7 @@ public actor DownloadManager: DownloadQueueService {
         }
     }
     /// ``Defaults/options`` with ``overrides`` over them.
-    private var effectiveGlobals: [QueueOption] = []
+    private(set) var effectiveGlobals: [QueueOption] = []
     var runs: [DownloadID: Run] = [:]
     var nextToken = 0
     private var isStarted = false
@@ -80,9 +80,9 @@ public actor DownloadManager: DownloadQueueService {
     /// waits. Whatever stores the queue's changes first takes the record with them and cancels it.
     var recordTimer: Task<Void, Never>?
     /// Writes the session file every `save-session-interval` seconds while the queue runs.
-    private var sessionTimer: Task<Void, Never>?
+    var sessionTimer: Task<Void, Never>?
     /// The text last written to the session file.
-    private var savedSession: String?
+    var savedSession: String?
 
     /// A manager over `store`; nothing is read or started until ``start()``.
     ///
@@ -514,52 +514,6 @@ public actor DownloadManager: DownloadQueueService {
         }
     }
 
-    /// Writes the session file (the global option `save-session`) in aria2's format: the downloads that are not
-    /// finished, and those with `force-save=true` (``DownloadQueue/sessionEntries(globals:)``).
-    ///
-    /// - Throws: ``QueueError`` `invalidRequest` when no `save-session` file is set; `storage` when it cannot be
-    ///   written.
-    public func saveSession() async throws(QueueError) {
-        try self.checkRunning()
-        try await self.writeSession(onlyIfChanged: false)
-    }
-
-    private func writeSession(onlyIfChanged: Bool) async throws(QueueError) {
-        guard let path = Self.lastValue(.saveSession, in: self.effectiveGlobals), !path.isEmpty else {
-            throw QueueError(.invalidRequest, message: "Filename is not given.")
-        }
-        let text = SessionFile.text(of: self.ledger.queue.sessionEntries(globals: self.effectiveGlobals))
-        if onlyIfChanged, text == self.savedSession { return }
-        // Off the loop that answers the clients: the write ends with an fsync.
-        let written = await Task.detached { () -> Result<Void, DownloadError> in
-            Result { () throws(DownloadError) in try SessionFile.write(text, to: path) }
-        }.value
-        do {
-            try written.get()
-        } catch {
-            throw QueueError(.storage, message: error.message)
-        }
-        self.savedSession = text
-    }
-
-    /// Every `save-session-interval` seconds (read again each time, as a client may change it), the session file
-    /// when it changed.
-    private func saveSessionPeriodically() async {
-        while !Task.isCancelled {
-            let interval = Self.lastValue(.saveSessionInterval, in: self.effectiveGlobals).flatMap(Double.init) ?? 0
-            let wait: Duration = interval > 0 ? .milliseconds(Int64(interval * 1000)) : .seconds(1)
-            try? await Task.sleep(for: wait)
-            guard !Task.isCancelled, !self.isShutDown, interval > 0,
-                Self.lastValue(.saveSession, in: self.effectiveGlobals) != nil
-            else { continue }
-            do {
-                try await self.writeSession(onlyIfChanged: true)
-            } catch {
-                self.logger.error("The session file could not be written", metadata: ["error": "\(error.message)"])
-            }
-        }
-    }
-
     public nonisolated var events: AsyncStream<QueueEvent> {
         self.broadcaster.subscribe()
     }
@@ -604,81 +558,5 @@ public actor DownloadManager: DownloadQueueService {
         guard !self.isShutDown else {
             throw QueueError(.storage, message: "The queue has shut down; it takes no more changes.")
         }
-    }
-
-    private static func effectiveGlobals(_ defaults: [QueueOption], _ overrides: [QueueOption]) -> [QueueOption] {
-        let overridden = Set(overrides.map(\.name))
-        return defaults.filter { !overridden.contains($0.name) } + overrides
-    }
-
-    /// The request for a download: the defaults, then the global options, then its own; the path its last run
-    /// resolved, if any, so that a new run continues the same `.part`.
-    func makeRequest(for download: QueuedDownload) throws(QueueError) -> DownloadRequest {
-        let options = try self.resolver.requestOptions(download.entry.options)
-        do {
-            // Every URI of the entry: the first is the request's URL, the others its mirrors.
-            var request = try options.request(uris: download.entry.uris)
-            // The files of a Metalink are not followed again (a document that lists itself would never end).
-            if download.entry.following != nil { request.configuration.followsMetalink = false }
-            // The finished file carries the GID: a run started again after a kill between the rename and the
-            // stored completion takes the file as its own, complete, instead of as another file in the way.
-            request.finishMark = download.entry.gid.description
-            if let path = download.path {
-                let url = URL(fileURLWithPath: path)
-                request.destination = .named(url.lastPathComponent, in: url.deletingLastPathComponent().path)
-                request.configuration.resume = true
-            }
-            return request
-        } catch {
-            throw QueueError(.invalidRequest, message: error.message)
-        }
-    }
-
-    /// The defaults, the global options and the table, for a request or a read.
-    var resolver: OptionResolver {
-        OptionResolver(
-            base: Aria2Options(directory: self.defaults.directory, configuration: self.defaults.configuration),
-            globals: self.effectiveGlobals
-        )
-    }
-
-    private static func checkURI(_ uri: String) throws(QueueError) {
-        do {
-            _ = try DownloadRequest(url: uri)
-        } catch {
-            throw QueueError(.invalidRequest, message: error.message)
-        }
-    }
-
-    /// Checks a global option by the table; a name the table does not have is left for the caller to ignore.
-    private func validateGlobal(_ option: QueueOption) throws(QueueError) {
-        guard let known = Aria2Option.named(option.name) else { return }
-        do {
-            _ = try known.checked(option.value)
-        } catch {
-            throw QueueError(.invalidRequest, message: error.message, option: option.name)
-        }
-    }
-
-    private func setOverallLimit(_ value: String) throws(QueueError) {
-        guard let rate = ByteCount.parse(value), rate >= 0 else {
-            throw QueueError(
-                .invalidRequest,
-                message: "The option '\(Aria2Option.maxOverallDownloadLimit)' takes a rate such as 0, 512K or 10M, "
-                    + "not '\(value)'.",
-                option: Aria2Option.maxOverallDownloadLimit.name
-            )
-        }
-        var configuration = self.downloader.configuration
-        configuration.maximumOverallRate = rate == 0 ? nil : rate
-        do {
-            try self.downloader.setConfiguration(configuration)
-        } catch {
-            throw QueueError(.invalidRequest, message: error.message, option: Aria2Option.maxOverallDownloadLimit.name)
-        }
-    }
-
-    static func lastValue(_ option: Aria2Option, in options: [QueueOption]) -> String? {
-        options.last { $0.name == option.name }?.value
     }
 }
