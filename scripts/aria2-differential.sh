@@ -42,23 +42,9 @@ head -c 262144 /dev/urandom >"$WWW/small.bin"
 # at 200 KiB/s anyway.
 head -c 33554432 /dev/urandom >"$WWW/slow.bin"
 
-write_conf() {
-    local port=$1
-    cat >"$WORK/nginx.conf" <<EOF
-$(nginx_conf_head "$WORK" 256)
-    server {
-        listen 127.0.0.1:$port;
-        server_name localhost;
-        root $WWW;
-        location = /slow.bin {
-            limit_rate 128k;
-        }
-    }
-}
-EOF
-}
 start_nginx() {
-    write_conf "$1"
+    nginx_interop_conf dir="$WORK" www="$WWW" listen="127.0.0.1:$1" limit_path=/slow.bin limit_rate=128k \
+        >"$WORK/nginx.conf" || exit 2
     launch_nginx "$WORK" "$WORK/nginx.conf" "http://127.0.0.1:$1/small.bin"
 }
 start_on_free_port start_nginx 1 "$WORK"

@@ -40,23 +40,9 @@ SMALL_SHA256=$(sha_of "$WWW/small.bin")
 SLOW_SHA256=$(sha_of "$WWW/slow.bin")
 export SMALL_SHA256 SLOW_SHA256
 
-write_conf() {
-    local port=$1
-    cat >"$WORK/nginx.conf" <<EOF
-$(nginx_conf_head "$WORK" 256)
-    server {
-        listen 127.0.0.1:$port;
-        server_name localhost;
-        root $WWW;
-        location = /slow.bin {
-            limit_rate 256k;
-        }
-    }
-}
-EOF
-}
 start_nginx() {
-    write_conf "$1"
+    nginx_interop_conf dir="$WORK" www="$WWW" listen="127.0.0.1:$1" limit_path=/slow.bin limit_rate=256k \
+        >"$WORK/nginx.conf" || exit 2
     launch_nginx "$WORK" "$WORK/nginx.conf" "http://127.0.0.1:$1/small.bin"
 }
 start_on_free_port start_nginx 1 "$WORK"

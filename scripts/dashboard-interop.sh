@@ -80,66 +80,15 @@ head -c 6291456 /dev/urandom >"$WWW/slow/queue-b.bin"
 # Port P: the files. In --aria2c mode also P+1: the page, with /jsonrpc proxied (WebSocket too) to aria2c
 # on P+2, as the daemon serves them from one origin; with --push-double the WebSocket goes to the double
 # on P+3 instead.
-write_conf() {
-    local port=$1
-    {
-        nginx_conf_head "$WORK" 256
-        cat <<EOF
-    server {
-        listen 127.0.0.1:$port;
-        server_name localhost;
-        root $WWW;
-        location /slow/ {
-            limit_rate 256k;
-        }
-        location = /hostile.html {
-            types { }
-            default_type text/html;
-        }
-    }
-EOF
-        if [[ $MODE == aria2c ]]; then
-            cat <<EOF
-    map \$http_upgrade \$connection_upgrade {
-        default upgrade;
-        '' close;
-    }
-    map \$http_upgrade \$jsonrpc_upstream {
-        default 127.0.0.1:$((port + 2 + PUSH_DOUBLE));
-        '' 127.0.0.1:$((port + 2));
-    }
-    server {
-        listen 127.0.0.1:$((port + 1));
-        server_name localhost;
-        types {
-            text/html html;
-            text/css css;
-            text/javascript js;
-        }
-        location = / {
-            root $DASH;
-            try_files /index.html =404;
-        }
-        location /dashboard/ {
-            alias $DASH/;
-        }
-        location = /jsonrpc {
-            proxy_pass http://\$jsonrpc_upstream;
-            proxy_http_version 1.1;
-            proxy_set_header Upgrade \$http_upgrade;
-            proxy_set_header Connection \$connection_upgrade;
-            proxy_read_timeout 1h;
-        }
-    }
-EOF
-        fi
-        echo "}"
-    } >"$WORK/nginx.conf"
-}
-
 start_nginx() {
-    write_conf "$1"
-    launch_nginx "$WORK" "$WORK/nginx.conf" "http://127.0.0.1:$1/fast.bin"
+    local port=$1 page=()
+    if [[ $MODE == aria2c ]]; then
+        page=(page_listen="127.0.0.1:$((port + 1))" page_root="$DASH" rpc_upstream="127.0.0.1:$((port + 2))"
+            ws_upstream="127.0.0.1:$((port + 2 + PUSH_DOUBLE))")
+    fi
+    nginx_interop_conf dir="$WORK" www="$WWW" listen="127.0.0.1:$port" limit_path=/slow/ limit_rate=256k \
+        html=/hostile.html "${page[@]}" >"$WORK/nginx.conf" || exit 2
+    launch_nginx "$WORK" "$WORK/nginx.conf" "http://127.0.0.1:$port/fast.bin"
 }
 
 start_on_free_port start_nginx 4 "$WORK"

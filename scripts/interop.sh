@@ -57,45 +57,14 @@ make_test_certificate "$WORK/tls" ||
     die "openssl could not make a test certificate (apt-get install openssl)"
 
 # --------------------------------------------------------------------- nginx
-write_conf() {
-    local port=$1
-    cat >"$WORK/nginx.conf" <<EOF
-$(nginx_conf_head "$WORK" 256)
-    server {
-        listen 127.0.0.1:$port;
-        server_name localhost;
-        root $WWW;
-        # A Metalink known only by its media type.
-        location = /latest {
-            default_type application/metalink4+xml;
-        }
-    }
-    server {
-        listen 127.0.0.1:$((port + 1)) ssl;
-        server_name localhost;
-        ssl_certificate $WORK/tls/cert.pem;
-        ssl_certificate_key $WORK/tls/key.pem;
-        root $WWW;
-    }
-    # Mirrors: the same files on another origin, and another length of big.bin on a third.
-    server {
-        listen 127.0.0.1:$((port + 2));
-        server_name localhost;
-        root $WWW;
-    }
-    server {
-        listen 127.0.0.1:$((port + 3));
-        server_name localhost;
-        root $WWW_OTHER;
-    }
-}
-EOF
-}
-
-# Starts nginx on the given port (the next for TLS, the two after for mirrors).
+# Starts nginx on the given port: the files, a Metalink at /latest known only by its media type; TLS on the next
+# port; mirrors on the two after: the same files, and another length of big.bin.
 start_nginx() {
-    write_conf "$1"
-    launch_nginx "$WORK" "$WORK/nginx.conf" "http://127.0.0.1:$1/one-mib.bin"
+    local port=$1
+    nginx_interop_conf dir="$WORK" www="$WWW" listen="127.0.0.1:$port" metalink=/latest \
+        tls_listen="127.0.0.1:$((port + 1))" mirror_listen="127.0.0.1:$((port + 2))" \
+        other_listen="127.0.0.1:$((port + 3))" other_www="$WWW_OTHER" >"$WORK/nginx.conf" || exit 2
+    launch_nginx "$WORK" "$WORK/nginx.conf" "http://127.0.0.1:$port/one-mib.bin"
 }
 
 start_on_free_port start_nginx 4 "$WORK"

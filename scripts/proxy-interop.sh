@@ -60,35 +60,12 @@ make_test_certificate "$WORK/tls" ||
 CA="$WORK/tls/cert.pem"
 
 # ---------------------------------------------- nginx: admits only 127.0.0.2
-write_conf() {
-    local port=$1
-    cat >"$WORK/nginx.conf" <<EOF
-$(nginx_conf_head "$WORK" 512)
-    server {
-        listen 127.0.0.1:$port;
-        server_name localhost;
-        root $WWW;
-        allow 127.0.0.2;
-        deny all;
-        # answered before the access check: tells the script that nginx is up
-        location = /ready { return 200 "ready\n"; }
-    }
-    server {
-        listen 127.0.0.1:$((port + 1)) ssl;
-        server_name localhost;
-        ssl_certificate $WORK/tls/cert.pem;
-        ssl_certificate_key $WORK/tls/key.pem;
-        root $WWW;
-        allow 127.0.0.2;
-        deny all;
-    }
-}
-EOF
-}
-
+# The files on the given port, over TLS on the next; /ready answers anyone (nginx is up).
 start_nginx() {
-    write_conf "$1"
-    launch_nginx "$WORK" "$WORK/nginx.conf" "http://127.0.0.1:$1/ready"
+    local port=$1
+    nginx_interop_conf dir="$WORK" www="$WWW" listen="127.0.0.1:$port" tls_listen="127.0.0.1:$((port + 1))" \
+        connections=512 allow=127.0.0.2 >"$WORK/nginx.conf" || exit 2
+    launch_nginx "$WORK" "$WORK/nginx.conf" "http://127.0.0.1:$port/ready"
 }
 
 start_on_free_port start_nginx 2 "$WORK"

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
-# Shared by scripts/interop.sh and scripts/proxy-interop.sh: the binary, nginx, and the pass/fail record of
-# the cases. Source it after defining die(); it needs $1 (the binary), and LOG and CASE_TIMEOUT when the cases
-# run.
+# Shared by the interop scripts (interop, proxy-interop, daemon-interop, dashboard-interop, aria2-differential):
+# the binary, nginx (and scripts/lib/nginx.sh, which writes its configuration), and the pass/fail record of the
+# cases. Source it after defining die(); it needs $1 (the binary), and LOG and CASE_TIMEOUT when the cases run.
 
 # shellcheck source=scripts/lib/nginx.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/nginx.sh"

@@ -1,10 +1,12 @@
 # shellcheck shell=bash
-# A private nginx for the interop scripts and the benchmark: its shared
-# configuration lines, starting it on a free port, stopping it by PID, and the
-# benchmark's whole configuration (nginx_bench_conf).
+# A private nginx for the interop scripts and the benchmark: its configuration
+# (the interop scripts' nginx_interop_conf, the benchmark's nginx_bench_conf),
+# starting it on a free port, stopping it by PID. No other script spells
+# nginx's configuration.
 # Source this file; the caller defines note() for messages and sets NGINX.
-# Run as a command, it writes the benchmark's configuration to standard output:
-#   scripts/lib/nginx.sh bench-conf KEY=VALUE...   (the keys: see nginx_bench_conf)
+# Run as a command, it writes a configuration to standard output:
+#   scripts/lib/nginx.sh interop-conf KEY=VALUE...   (the keys: see nginx_interop_conf)
+#   scripts/lib/nginx.sh bench-conf KEY=VALUE...     (the keys: see nginx_bench_conf)
 
 # stop_pid PID NAME: SIGTERM, up to 5 s, then SIGKILL (and the children seen
 # before, so that nginx workers are not orphaned).
@@ -117,8 +119,8 @@ make_test_certificate() {
         -keyout "$dir/key.pem" -out "$dir/cert.pem" >/dev/null 2>&1
 }
 
-# nginx_conf_head WORK CONNECTIONS: the top of a private nginx.conf up to and including the common http
-# settings and an access log in WORK; the caller adds its servers and the closing brace.
+# nginx_conf_head WORK CONNECTIONS: the top of an interop script's nginx.conf up to and including the common http
+# settings and an access log in WORK; nginx_interop_conf adds the servers and the closing brace.
 nginx_conf_head() {
     local work=$1 connections=$2
     cat <<EOF
@@ -134,6 +136,156 @@ $(nginx_http_common "$work")
     access_log $work/access.log;
     keepalive_requests 10000;
 EOF
+}
+
+# nginx_interop_conf KEY=VALUE...: the configuration of an interop script's nginx, from named settings (every
+# address is ADDRESS:PORT, every rate an nginx size per connection: 256k):
+#   dir            required: the prefix (logs, pid, temporary files; the TLS certificate in dir/tls, where
+#                  make_test_certificate puts it)
+#   www, listen    required: the files, and where they are served
+#   connections    worker_connections (default 256)
+#   allow          only this address is admitted (403 for everyone else); /ready answers anyone, to see nginx up
+#   limit_path     a path served at limit_rate: exact (/slow.bin), or every path under it when it ends in /
+#   metalink       an exact path served as a Metalink (application/metalink4+xml) whatever its name
+#   html           an exact path served as text/html whatever its name
+#   tls_listen     the same files, with the same allow, over TLS
+#   mirror_listen  the same files on another origin
+#   other_listen   the files of other_www on another origin
+#   page_listen    the dashboard as its daemon serves it, from one origin: the page from page_root, /jsonrpc
+#                  proxied to rpc_upstream, and its WebSocket upgrades to ws_upstream (default rpc_upstream)
+nginx_interop_conf() {
+    local dir="" www="" listen="" connections=256 allow="" limit_path="" limit_rate="" metalink="" html=""
+    local tls_listen="" mirror_listen="" other_listen="" other_www="" page_listen="" page_root=""
+    local rpc_upstream="" ws_upstream="" kv key
+    for kv in "$@"; do
+        key=${kv%%=*}
+        case $key in
+            dir | www | listen | connections | allow | limit_path | limit_rate | metalink | html | tls_listen | \
+                mirror_listen | other_listen | other_www | page_listen | page_root | rpc_upstream | ws_upstream)
+                printf -v "$key" '%s' "${kv#*=}"
+                ;;
+            *) echo "nginx_interop_conf: unknown setting: $kv" >&2; return 2 ;;
+        esac
+    done
+    local required=(dir www listen)
+    [[ -z $limit_path ]] || required+=(limit_rate)
+    [[ -z $other_listen ]] || required+=(other_www)
+    [[ -z $page_listen ]] || required+=(page_root rpc_upstream)
+    for key in "${required[@]}"; do
+        [[ -n ${!key} ]] || { echo "nginx_interop_conf: $key= is required" >&2; return 2; }
+    done
+    local access=""
+    if [[ -n $allow ]]; then
+        access="        allow $allow;
+        deny all;"
+    fi
+
+    nginx_conf_head "$dir" "$connections"
+    cat <<EOF
+    server {
+        listen $listen;
+        server_name localhost;
+        root $www;
+EOF
+    if [[ -n $allow ]]; then
+        cat <<EOF
+$access
+        # answered before the access check: tells the script that nginx is up
+        location = /ready { return 200 "ready\n"; }
+EOF
+    fi
+    if [[ -n $limit_path ]]; then
+        local match="= "
+        [[ $limit_path != */ ]] || match=""
+        cat <<EOF
+        location $match$limit_path {
+            limit_rate $limit_rate;
+        }
+EOF
+    fi
+    if [[ -n $metalink ]]; then
+        cat <<EOF
+        # A Metalink known only by its media type.
+        location = $metalink {
+            default_type application/metalink4+xml;
+        }
+EOF
+    fi
+    if [[ -n $html ]]; then
+        cat <<EOF
+        location = $html {
+            types { }
+            default_type text/html;
+        }
+EOF
+    fi
+    echo "    }"
+    if [[ -n $tls_listen ]]; then
+        cat <<EOF
+    server {
+        listen $tls_listen ssl;
+        server_name localhost;
+        ssl_certificate $dir/tls/cert.pem;
+        ssl_certificate_key $dir/tls/key.pem;
+        root $www;
+EOF
+        [[ -z $access ]] || echo "$access"
+        echo "    }"
+    fi
+    if [[ -n $mirror_listen ]]; then
+        cat <<EOF
+    server {
+        listen $mirror_listen;
+        server_name localhost;
+        root $www;
+    }
+EOF
+    fi
+    if [[ -n $other_listen ]]; then
+        cat <<EOF
+    server {
+        listen $other_listen;
+        server_name localhost;
+        root $other_www;
+    }
+EOF
+    fi
+    if [[ -n $page_listen ]]; then
+        cat <<EOF
+    map \$http_upgrade \$connection_upgrade {
+        default upgrade;
+        '' close;
+    }
+    map \$http_upgrade \$jsonrpc_upstream {
+        default ${ws_upstream:-$rpc_upstream};
+        '' $rpc_upstream;
+    }
+    server {
+        listen $page_listen;
+        server_name localhost;
+        types {
+            text/html html;
+            text/css css;
+            text/javascript js;
+        }
+        location = / {
+            root $page_root;
+            try_files /index.html =404;
+        }
+        location /dashboard/ {
+            alias $page_root/;
+        }
+        location = /jsonrpc {
+            proxy_pass http://\$jsonrpc_upstream;
+            proxy_http_version 1.1;
+            proxy_set_header Upgrade \$http_upgrade;
+            proxy_set_header Connection \$connection_upgrade;
+            proxy_read_timeout 1h;
+        }
+    }
+EOF
+    fi
+    echo "}"
 }
 
 # nginx_bench_conf KEY=VALUE...: the configuration of the benchmark's nginx (scripts/bench/server.py), from named
@@ -269,7 +421,11 @@ EOF
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
     set -euo pipefail
     case ${1:-} in
+        interop-conf) shift; nginx_interop_conf "$@" ;;
         bench-conf) shift; nginx_bench_conf "$@" ;;
-        *) echo "usage: $0 bench-conf KEY=VALUE... (see nginx_bench_conf)" >&2; exit 2 ;;
+        *)
+            echo "usage: $0 interop-conf|bench-conf KEY=VALUE... (see nginx_interop_conf, nginx_bench_conf)" >&2
+            exit 2
+            ;;
     esac
 fi
