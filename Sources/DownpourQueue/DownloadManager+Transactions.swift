@@ -12,16 +12,14 @@ extension DownloadManager {
         restartingOnFailure stopped: [DownloadID] = [],
         _ operation: () async throws(QueueError) -> Result
     ) async throws(QueueError) -> Result {
-        await self.gate.enter()
-        let outcome: Swift.Result<Result, QueueError>
-        do {
-            outcome = .success(try await operation())
-        } catch {
-            self.restartRuns(stopped)
-            outcome = .failure(error)
+        let outcome = await self.selfMadeTransaction { () async -> Swift.Result<Result, QueueError> in
+            do throws(QueueError) {
+                return .success(try await operation())
+            } catch {
+                self.restartRuns(stopped)
+                return .failure(error)
+            }
         }
-        await self.storeSelfMade()
-        self.gate.leave()
         return try outcome.get()
     }
 

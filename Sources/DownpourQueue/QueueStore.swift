@@ -53,6 +53,8 @@ public final class QueueStore: Sendable {
     /// How many commits may go by between two checkpoints.
     let checkpointInterval: Int
     private let beforeCommit: (@Sendable () -> Void)?
+    /// The thread this store's writes are committed on, in the order they come.
+    private let writerThread = DispatchQueue(label: "downpour.queue.writer")
     private let checkpoints = NIOLockedValueBox(Checkpoints())
     private static let checkpointThread = DispatchQueue(label: "downpour.queue.checkpoint", qos: .utility)
 
@@ -343,9 +345,6 @@ public final class QueueStore: Sendable {
         case whole(DownloadQueue, options: [QueueOption])
     }
 
-    /// The thread the writes are committed on, in the order they come.
-    private static let writerThread = DispatchQueue(label: "downpour.queue.writer")
-
     /// Commits `write` on the store's writer thread, so that the caller's thread (the manager's loop, which answers
     /// every client) goes on meanwhile; returns once it is committed.
     ///
@@ -353,7 +352,7 @@ public final class QueueStore: Sendable {
     public func commit(_ write: Write) async throws(QueueError) {
         let outcome = await withCheckedContinuation {
             (continuation: CheckedContinuation<Result<Void, QueueError>, Never>) in
-            Self.writerThread.async {
+            self.writerThread.async {
                 self.beforeCommit?()
                 continuation.resume(
                     returning: Result { () throws(QueueError) in

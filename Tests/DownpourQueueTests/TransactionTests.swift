@@ -30,6 +30,11 @@ struct TransactionTests {
         )
         try await manager.start()
         holds.withLockedValue { $0 = true }
+        // Let go of a held commit however the test ends, so that no writer thread stays blocked.
+        defer {
+            holds.withLockedValue { $0 = false }
+            release.signal()
+        }
         let paused = [QueueOption(name: "pause", value: "true")]
         let finished = NIOLockedValueBox<[String]>([])
         let first = Task {
