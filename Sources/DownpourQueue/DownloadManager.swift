@@ -148,7 +148,7 @@ public actor DownloadManager: DownloadQueueService {
         guard !self.isStarted else { return }
         try await self.transaction { () throws(QueueError) in
             guard !self.isStarted else { return }
-            let contents = try self.ledger.store.load()
+            let contents = try await self.ledger.store.contents()
             self.overrides = contents.options
             let globals = self.effectiveGlobals
             for option in globals { try self.validateGlobal(option) }

@@ -36,6 +36,10 @@ public struct DownloadQueue: Sendable {
     public private(set) var downloads: [DownloadID: QueuedDownload] = [:]
     /// After ``shutdown()`` nothing starts any more.
     public private(set) var isShuttingDown = false
+    /// Whether free slots are filled from the waiting queue on their own (aria2's way, the default). A queue that
+    /// does not fill them starts a download only when ``start(_:)`` says so: for an owner that decides itself
+    /// what runs and when (a scheduler that claims work elsewhere, a test that drives the queue step by step).
+    public let fillsFreeSlots: Bool
 
     /// How many downloads run at once (aria2's `max-concurrent-downloads`, 5 by default). Set it with
     /// ``setMaxConcurrentDownloads(_:)`` to start more at once.
@@ -60,10 +64,11 @@ public struct DownloadQueue: Sendable {
     /// Options whose change does not restart an active download (the download applies them while it runs).
     public static let optionsChangedLive: Set<String> = [Aria2Option.maxDownloadLimit.name]
 
-    /// An empty queue.
-    public init(maxConcurrentDownloads: Int = 5, maxDownloadResult: Int = 1000) {
+    /// An empty queue; with `fillsFreeSlots` false, only ``start(_:)`` starts a download.
+    public init(maxConcurrentDownloads: Int = 5, maxDownloadResult: Int = 1000, fillsFreeSlots: Bool = true) {
         self.maxConcurrentDownloads = max(1, maxConcurrentDownloads)
         self.maxDownloadResult = max(0, maxDownloadResult)
+        self.fillsFreeSlots = fillsFreeSlots
     }
 
     /// A queue as it was stored. Nothing starts until ``startUp()``.
@@ -610,6 +615,28 @@ public struct DownloadQueue: Sendable {
 
     // MARK: - Starting and stopping the queue
 
+    /// Starts a waiting or paused download now, whatever ``maxConcurrentDownloads`` says (a user's "start now", or
+    /// the only way a download starts in a queue that does not fill its slots itself, ``fillsFreeSlots``).
+    ///
+    /// - Throws: ``QueueError`` `notWaiting` for one that is not in the waiting queue, `invalidRequest` after
+    ///   ``shutdown()``.
+    public mutating func start(_ gid: DownloadID) throws(QueueError) -> [QueueAction] {
+        guard !self.isShuttingDown else {
+            throw QueueError(.invalidRequest, gid: gid.description, message: "The queue is shutting down.")
+        }
+        guard let index = self.waitingIndex(of: gid) else {
+            throw QueueError(
+                .notWaiting,
+                gid: gid.description,
+                message: "Download \(gid) is not in the waiting queue, so it cannot be started."
+            )
+        }
+        self.removeWaiting(at: index)
+        let position = self.appendActive(gid)
+        self.changes.append(.place(gid, state: .active, position: position))
+        return [.start(gid), .emit(.started(gid))]
+    }
+
     /// Starts what should run: the downloads recorded as active, then waiting ones while slots are free.
     public mutating func startUp() -> [QueueAction] {
         if self.isShuttingDown { self.undoSteps.append(.shuttingDown(true)) }
@@ -634,7 +661,7 @@ public struct DownloadQueue: Sendable {
     // MARK: - Internals
 
     private mutating func fillSlots() -> [QueueAction] {
-        guard !self.isShuttingDown else { return [] }
+        guard self.fillsFreeSlots, !self.isShuttingDown else { return [] }
         var actions: [QueueAction] = []
         while self.active.count < self.maxConcurrentDownloads, self.unpausedCount > 0,
             let index = self.waiting.firstIndex(where: { !$0.isPaused })
@@ -826,7 +853,7 @@ extension DownloadQueue: Hashable {
         lhs.active == rhs.active && lhs.waiting == rhs.waiting && lhs.stopped == rhs.stopped
             && lhs.stoppedTotal == rhs.stoppedTotal && lhs.downloads == rhs.downloads
             && lhs.isShuttingDown == rhs.isShuttingDown && lhs.maxConcurrentDownloads == rhs.maxConcurrentDownloads
-            && lhs.maxDownloadResult == rhs.maxDownloadResult
+            && lhs.maxDownloadResult == rhs.maxDownloadResult && lhs.fillsFreeSlots == rhs.fillsFreeSlots
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -838,5 +865,6 @@ extension DownloadQueue: Hashable {
         hasher.combine(self.isShuttingDown)
         hasher.combine(self.maxConcurrentDownloads)
         hasher.combine(self.maxDownloadResult)
+        hasher.combine(self.fillsFreeSlots)
     }
 }

@@ -350,21 +350,30 @@ public final class QueueStore: Sendable {
     ///
     /// - Throws: ``QueueError`` `storage` when the transaction fails; nothing is changed then.
     public func commit(_ write: Write) async throws(QueueError) {
-        let outcome = await withCheckedContinuation {
-            (continuation: CheckedContinuation<Result<Void, QueueError>, Never>) in
-            self.writerThread.async {
-                self.beforeCommit?()
-                continuation.resume(
-                    returning: Result { () throws(QueueError) in
-                        switch write {
-                        case .changes(let changes, let options): try self.apply(changes, options: options)
-                        case .whole(let queue, let options): try self.save(queue, options: options)
-                        }
-                    }
-                )
+        try await self.onWriterThread { () throws(QueueError) in
+            self.beforeCommit?()
+            switch write {
+            case .changes(let changes, let options): try self.apply(changes, options: options)
+            case .whole(let queue, let options): try self.save(queue, options: options)
             }
         }
-        try outcome.get()
+    }
+
+    /// Reads everything stored (``load()``) on the store's writer thread, off the caller's.
+    ///
+    /// - Throws: ``QueueError`` `storage` when the database cannot be read.
+    public func contents() async throws(QueueError) -> Contents {
+        try await self.onWriterThread { () throws(QueueError) in try self.load() }
+    }
+
+    private func onWriterThread<Value: Sendable>(
+        _ body: @escaping @Sendable () throws(QueueError) -> Value
+    ) async throws(QueueError) -> Value {
+        let outcome = await withCheckedContinuation {
+            (continuation: CheckedContinuation<Result<Value, QueueError>, Never>) in
+            self.writerThread.async { continuation.resume(returning: Result(catching: body)) }
+        }
+        return try outcome.get()
     }
 
     /// Counts a commit; every ``checkpointInterval`` commits, starts a passive checkpoint on the checkpoint thread

@@ -249,6 +249,18 @@ struct DownloadQueueTests {
             layout: unchanged
         ),
         Row(
+            name: "start: a waiting one starts now, past the limit",
+            operation: { q throws(QueueError) in try q.start(gid(5)) },
+            actions: [.start(gid(5)), .emit(.started(gid(5)))],
+            layout: "A=1,2,5 W=3,4p S=6:0"
+        ),
+        Row(
+            name: "start: a paused one starts now",
+            operation: { q throws(QueueError) in try q.start(gid(4)) },
+            actions: [.start(gid(4)), .emit(.started(gid(4)))],
+            layout: "A=1,2,4 W=3,5 S=6:0"
+        ),
+        Row(
             name: "startUp: the active ones start again",
             operation: { q in q.startUp() },
             actions: [.start(gid(1)), .emit(.started(gid(1))), .start(gid(2)), .emit(.started(gid(2)))],
@@ -357,6 +369,16 @@ struct DownloadQueueTests {
             reason: .duplicateGID
         ),
         Refusal(
+            name: "start active",
+            operation: { q throws(QueueError) in _ = try q.start(gid(1)) },
+            reason: .notWaiting
+        ),
+        Refusal(
+            name: "start stopped",
+            operation: { q throws(QueueError) in _ = try q.start(gid(6)) },
+            reason: .notWaiting
+        ),
+        Refusal(
             name: "add at a negative position",
             operation: { q throws(QueueError) in _ = try q.add(entry(7), position: -1) },
             reason: .invalidRequest
@@ -461,6 +483,33 @@ struct DownloadQueueTests {
         #expect(actions.contains(.start(Self.gid(1))))
         #expect(Self.layout(queue) == "A=1 W= S=2:31")
         #expect(queue.result(of: Self.gid(2))?.status == .removed)
+    }
+
+    @Test("a queue that does not fill its slots starts only what start(_:) names, and can take that back")
+    func startsOnlyWhenTold() throws {
+        var queue = DownloadQueue(maxConcurrentDownloads: 2, fillsFreeSlots: false)
+        #expect(try queue.add(Self.entry(1)) == [.emit(.added(Self.gid(1)))])
+        #expect(try queue.add(Self.entry(2)) == [.emit(.added(Self.gid(2)))])
+        #expect(try queue.add(Self.entry(3)) == [.emit(.added(Self.gid(3)))])
+        #expect(queue.startUp() == [])
+        queue.acceptChanges()
+        let before = queue
+        #expect(try queue.start(Self.gid(2)) == [.start(Self.gid(2)), .emit(.started(Self.gid(2)))])
+        #expect(queue.changes == [.place(Self.gid(2), state: .active, position: 1)])
+        queue.revertChanges()
+        #expect(queue == before)
+        _ = try queue.start(Self.gid(2))
+        // A finish, a higher limit or a pause frees a slot, and nothing takes it.
+        #expect(
+            queue.finish(Self.gid(2), outcome: .complete(path: "/2", length: 1)) == [.emit(.completed(Self.gid(2)))]
+        )
+        #expect(queue.setMaxConcurrentDownloads(5) == [.emit(.optionsChanged)])
+        _ = try queue.start(Self.gid(3))
+        #expect(try queue.pause(Self.gid(3)) == [.stop(Self.gid(3), reason: .pause), .emit(.paused(Self.gid(3)))])
+        #expect(queue.unpauseAll() == [.emit(.changed(Self.gid(3)))])
+        #expect(Self.layout(queue) == "A= W=3,1 S=2:0")
+        _ = queue.shutdown()
+        #expect(throws: QueueError.self) { try queue.start(Self.gid(1)) }
     }
 
     @Test("after shutdown nothing starts and errors are not results; a completion still is")

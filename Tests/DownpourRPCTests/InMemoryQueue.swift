@@ -3,26 +3,20 @@ import DownpourQueue
 import NIOConcurrencyHelpers
 import NIOPosix
 
-/// A small, real ``DownloadQueueService`` for the RPC tests: aria2's three lists (active, waiting with paused
-/// flags, stopped results) in memory, GID prefixes, events. Downloads start, progress and stop only when a test
-/// says so (``start(_:)``, ``progress(_:total:ranges:speed:connections:)``, ``finish(_:errorCode:message:)``).
+/// A small, real ``DownloadQueueService`` for the RPC tests: a real ``DownloadQueue`` (aria2's three lists, GID
+/// prefixes, positions, results, events) that does not fill its slots itself, in memory. Downloads start, progress
+/// and stop only when a test says so (``start(_:)``, ``progress(_:total:ranges:speed:connections:)``,
+/// ``finish(_:errorCode:message:)``); what a running download reports lives beside the queue (``Live``).
 actor InMemoryQueue: DownloadQueueService {
-    struct Item {
-        var entry: QueueEntry
-        var status: QueueStatus
-        var path: String?
-        var totalLength: Int64 = 0
+    /// What a test says a running download reports.
+    struct Live {
         var completedRanges: [Range<Int64>] = []
         var speed: Int64 = 0
         var connections: Int = 0
-        var errorCode: Int?
-        var errorMessage: String?
     }
 
-    private var active: [Item] = []
-    private var waiting: [Item] = []
-    private var stopped: [Item] = []
-    private var stoppedTotal = 0
+    private var queue = DownloadQueue(fillsFreeSlots: false)
+    private var live: [DownloadID: Live] = [:]
     private var globals: [QueueOption] = [
         QueueOption(name: "dir", value: "/downloads"),
         QueueOption(name: "max-concurrent-downloads", value: "5"),
@@ -43,127 +37,151 @@ actor InMemoryQueue: DownloadQueueService {
         return await self.addEach(of: batch)
     }
 
+    /// Changes the queue; its actions' events go to the listeners (starting and stopping is the tests' to say).
+    private func change<Value>(
+        _ body: (inout DownloadQueue) throws(QueueError) -> (Value, [QueueAction])
+    ) throws(QueueError) -> Value {
+        let (value, actions) = try body(&self.queue)
+        self.queue.acceptChanges()
+        for case .emit(let event) in actions { self.fanOut.send(event) }
+        for case .stop(let gid, _) in actions { self.live[gid] = nil }
+        return value
+    }
+
+    private func apply(_ body: (inout DownloadQueue) throws(QueueError) -> [QueueAction]) throws(QueueError) {
+        try self.change { queue throws(QueueError) in ((), try body(&queue)) }
+    }
+
     // MARK: Test controls
 
     /// Starts a waiting download.
     func start(_ gid: DownloadID) {
-        guard let index = self.waiting.firstIndex(where: { $0.entry.gid == gid }) else { return }
-        var item = self.waiting.remove(at: index)
-        item.status = .active
-        self.active.append(item)
-        self.fanOut.send(.started(gid))
+        try? self.apply { queue throws(QueueError) in try queue.start(gid) }
     }
 
     func progress(_ gid: DownloadID, total: Int64, ranges: [Range<Int64>], speed: Int64 = 0, connections: Int = 0) {
-        for index in self.active.indices where self.active[index].entry.gid == gid {
-            self.active[index].totalLength = total
-            self.active[index].completedRanges = ranges
-            self.active[index].speed = speed
-            self.active[index].connections = connections
-            self.active[index].path = "/downloads/file-\(gid)"
-        }
+        guard self.queue.active.contains(gid) else { return }
+        self.live[gid] = Live(completedRanges: ranges, speed: speed, connections: connections)
+        self.queue.record(
+            gid,
+            path: "/downloads/file-\(gid)",
+            totalLength: total,
+            completedLength: ranges.reduce(0) { $0 + Int64($1.count) }
+        )
+        self.queue.acceptChanges()
     }
 
     /// Stops an active download: 0 complete, 31 removed, else an error.
     func finish(_ gid: DownloadID, errorCode: Int = 0, message: String = "") {
-        guard let index = self.active.firstIndex(where: { $0.entry.gid == gid }) else { return }
-        var item = self.active.remove(at: index)
-        item.status = errorCode == 0 ? .complete : errorCode == 31 ? .removed : .error
-        item.errorCode = errorCode
-        item.errorMessage = message
-        if errorCode == 0 { item.completedRanges = item.totalLength > 0 ? [0..<item.totalLength] : [] }
-        item.speed = 0
-        item.connections = 0
-        self.stopped.append(item)
-        self.stoppedTotal += 1
-        self.fanOut.send(errorCode == 0 ? .completed(gid) : errorCode == 31 ? .stopped(gid) : .failed(gid))
-    }
-
-    // MARK: GIDs
-
-    private func resolve(_ gid: String) throws(QueueError) -> DownloadID {
-        try Self.resolve(gid, in: self.active + self.waiting + self.stopped)
-    }
-
-    static func resolve(_ gid: String, in items: [Item]) throws(QueueError) -> DownloadID {
-        let hexDigits = gid.utf8.allSatisfy { byte in
-            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
-                || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte | 0x20)
+        guard self.queue.active.contains(gid), let download = self.queue.downloads[gid] else { return }
+        try? self.apply { queue throws(QueueError) in
+            switch errorCode {
+            case Aria2ErrorCode.finished.rawValue:
+                return queue.finish(
+                    gid,
+                    outcome: .complete(path: download.path ?? "/downloads/file-\(gid)", length: download.totalLength)
+                )
+            case Aria2ErrorCode.removed.rawValue:
+                return try queue.remove(gid)
+            default:
+                return queue.finish(
+                    gid,
+                    outcome: .failed(code: Aria2ErrorCode(rawValue: errorCode) ?? .unknown, message: message)
+                )
+            }
         }
-        guard !gid.isEmpty, gid.utf8.count <= 16, hexDigits else { throw QueueError(.invalidGID, gid: gid) }
-        let prefix = gid.lowercased()
-        let matches = items.map(\.entry.gid).filter {
-            $0.description.hasPrefix(prefix)
-        }
-        guard let first = matches.first else { throw QueueError(.notFound, gid: gid) }
-        guard matches.count == 1 else { throw QueueError(.notUnique, gid: gid) }
-        return first
+        self.live[gid] = nil
     }
 
     /// The lists as they are, read as aria2 shows them.
     struct Reader: QueueReader {
-        var active: [Item]
-        var waiting: [Item]
-        var stopped: [Item]
-        var stoppedTotal: Int
+        var queue: DownloadQueue
+        var live: [DownloadID: Live]
         var globals: [QueueOption]
 
         func status(of gid: String) throws(QueueError) -> DownloadStatus {
-            let id = try InMemoryQueue.resolve(gid, in: self.active + self.waiting + self.stopped)
-            return Self.snapshot((self.active + self.waiting + self.stopped).first { $0.entry.gid == id }!)
+            let id = try self.queue.resolve(gid)
+            guard let download = self.queue.downloads[id] else {
+                return Self.status(result: self.queue.result(of: id)!)
+            }
+            return self.status(download, state: self.queue.status(of: id)!)
         }
 
-        func activeDownloads() -> [DownloadStatus] { self.active.map(Self.snapshot) }
+        func activeDownloads() -> [DownloadStatus] {
+            self.queue.active.map { self.status(self.queue.downloads[$0]!, state: .active) }
+        }
 
         func waitingDownloads(_ range: Range<Int>) -> [DownloadStatus] {
-            range.clamped(to: self.waiting.indices).map { Self.snapshot(self.waiting[$0]) }
+            let waiting = self.queue.waiting
+            return waiting[range.clamped(to: waiting.indices)].map {
+                self.status(self.queue.downloads[$0.gid]!, state: $0.isPaused ? .paused : .waiting)
+            }
         }
 
         func stoppedDownloads(_ range: Range<Int>) -> [DownloadStatus] {
-            range.clamped(to: self.stopped.indices).map { Self.snapshot(self.stopped[$0]) }
+            let stopped = self.queue.stopped
+            return stopped[range.clamped(to: stopped.indices)].map(Self.status(result:))
         }
 
         func globalStat() -> GlobalStat {
             GlobalStat(
-                downloadSpeed: self.active.reduce(0) { $0 + $1.speed },
-                numActive: self.active.count,
-                numWaiting: self.waiting.count,
-                numStopped: self.stopped.count,
-                numStoppedTotal: self.stoppedTotal
+                downloadSpeed: self.live.values.reduce(0) { $0 + $1.speed },
+                numActive: self.queue.active.count,
+                numWaiting: self.queue.waiting.count,
+                numStopped: self.queue.stopped.count,
+                numStoppedTotal: self.queue.stoppedTotal
             )
         }
 
         func options(of gid: String) throws(QueueError) -> [QueueOption] {
-            let id = try InMemoryQueue.resolve(gid, in: self.active + self.waiting + self.stopped)
-            return (self.active + self.waiting + self.stopped).first { $0.entry.gid == id }!.entry.options
+            let id = try self.queue.resolve(gid)
+            return self.queue.downloads[id]?.entry.options ?? self.queue.result(of: id)?.entry.options ?? []
         }
 
         func globalOptions() -> [QueueOption] { self.globals }
 
-        static func snapshot(_ item: Item) -> DownloadStatus {
-            let completed = item.completedRanges.reduce(Int64(0)) { $0 + Int64($1.count) }
+        private static func directory(of entry: QueueEntry) -> String {
+            entry.options.last(where: { $0.name == "dir" })?.value ?? "/downloads"
+        }
+
+        private func status(_ download: QueuedDownload, state: QueueStatus) -> DownloadStatus {
+            let live = state == .active ? self.live[download.entry.gid] ?? Live() : Live()
             return DownloadStatus(
-                gid: item.entry.gid,
-                status: item.status,
-                uris: item.entry.uris,
-                options: item.entry.options,
-                directory: item.entry.options.last(where: { $0.name == "dir" })?.value ?? "/downloads",
-                path: item.path,
-                totalLength: item.totalLength,
-                completedLength: completed,
-                downloadSpeed: item.speed,
-                connections: item.connections,
-                connectionProgress: (0..<item.connections).map {
+                gid: download.entry.gid,
+                status: state,
+                uris: download.entry.uris,
+                options: download.entry.options,
+                directory: Self.directory(of: download.entry),
+                path: download.path,
+                totalLength: download.totalLength,
+                completedLength: download.completedLength,
+                downloadSpeed: live.speed,
+                connections: live.connections,
+                connectionProgress: (0..<live.connections).map {
                     ConnectionProgress(
                         id: $0 + 1,
                         receivedBytes: 0,
-                        bytesPerSecond: Double(item.speed) / Double(item.connections),
+                        bytesPerSecond: Double(live.speed) / Double(live.connections),
                         remainingRange: nil
                     )
                 },
-                completedRanges: item.completedRanges,
-                errorCode: item.errorCode,
-                errorMessage: item.errorMessage
+                completedRanges: live.completedRanges
+            )
+        }
+
+        private static func status(result: StoppedResult) -> DownloadStatus {
+            DownloadStatus(
+                gid: result.gid,
+                status: result.status,
+                uris: result.entry.uris,
+                options: result.entry.options,
+                directory: Self.directory(of: result.entry),
+                path: result.path,
+                totalLength: result.totalLength,
+                completedLength: result.completedLength,
+                completedRanges: result.status == .complete && result.totalLength > 0 ? [0..<result.totalLength] : [],
+                errorCode: result.errorCode,
+                errorMessage: result.errorMessage
             )
         }
     }
@@ -174,15 +192,7 @@ actor InMemoryQueue: DownloadQueueService {
         _ body: @Sendable (any QueueReader) throws(Failure) -> Value
     ) async throws(Failure) -> Value {
         self.readsOnEventLoop.append(MultiThreadedEventLoopGroup.currentEventLoop != nil)
-        return try body(
-            Reader(
-                active: self.active,
-                waiting: self.waiting,
-                stopped: self.stopped,
-                stoppedTotal: self.stoppedTotal,
-                globals: self.globals
-            )
-        )
+        return try body(Reader(queue: self.queue, live: self.live, globals: self.globals))
     }
 
     func add(uris: [String], options: [QueueOption], position: Int?) async throws(QueueError) -> DownloadID {
@@ -191,15 +201,13 @@ actor InMemoryQueue: DownloadQueueService {
             throw QueueError(.invalidRequest, message: "Unsupported URI: \(uri)")
         }
         var gid = DownloadID()
+        while self.queue.contains(gid) { gid = DownloadID() }
         var paused = false
         for option in options {
             switch option.name {
             case "gid":
                 guard let forced = DownloadID(option.value.lowercased()) else {
                     throw QueueError(.invalidRequest, option: "gid")
-                }
-                if (self.active + self.waiting + self.stopped).contains(where: { $0.entry.gid == forced }) {
-                    throw QueueError(.duplicateGID, gid: option.value)
                 }
                 gid = forced
             case "pause": paused = option.value == "true"
@@ -208,82 +216,40 @@ actor InMemoryQueue: DownloadQueueService {
             default: break
             }
         }
-        let item = Item(
-            entry: QueueEntry(gid: gid, uris: uris, options: options.filter { $0.name != "gid" && $0.name != "pause" }),
-            status: paused ? .paused : .waiting
-        )
-        self.waiting.insert(item, at: min(position ?? self.waiting.count, self.waiting.count))
-        self.fanOut.send(.added(gid))
+        let entry = QueueEntry(gid: gid, uris: uris, options: options.filter { $0.name != "gid" && $0.name != "pause" })
+        try self.apply { queue throws(QueueError) in try queue.add(entry, paused: paused, position: position) }
         return gid
     }
 
     func pause(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID {
-        let id = try self.resolve(gid)
-        if let index = self.active.firstIndex(where: { $0.entry.gid == id }) {
-            var item = self.active.remove(at: index)
-            item.status = .paused
-            item.speed = 0
-            item.connections = 0
-            self.waiting.insert(item, at: 0)
-            self.fanOut.send(.paused(id))
-            return id
-        }
-        if let index = self.waiting.firstIndex(where: { $0.entry.gid == id }), self.waiting[index].status == .waiting {
-            self.waiting[index].status = .paused
-            self.fanOut.send(.changed(id))
-            return id
-        }
-        throw QueueError(.cannotPause, gid: id.description)
+        let id = try self.queue.resolve(gid)
+        try self.apply { queue throws(QueueError) in try queue.pause(id) }
+        return id
     }
 
     func pauseAll(force: Bool) async throws(QueueError) {
-        for item in self.active { _ = try await self.pause(item.entry.gid.description, force: force) }
-        for index in self.waiting.indices { self.waiting[index].status = .paused }
+        try self.apply { $0.pauseAll() }
     }
 
     func unpause(_ gid: String) async throws(QueueError) -> DownloadID {
-        let id = try self.resolve(gid)
-        guard let index = self.waiting.firstIndex(where: { $0.entry.gid == id }), self.waiting[index].status == .paused
-        else { throw QueueError(.cannotUnpause, gid: id.description) }
-        self.waiting[index].status = .waiting
-        self.fanOut.send(.changed(id))
+        let id = try self.queue.resolve(gid)
+        try self.apply { queue throws(QueueError) in try queue.unpause(id) }
         return id
     }
 
     func unpauseAll() async throws(QueueError) {
-        for index in self.waiting.indices { self.waiting[index].status = .waiting }
+        try self.apply { $0.unpauseAll() }
     }
 
     func remove(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID {
-        let id = try self.resolve(gid)
-        if self.active.contains(where: { $0.entry.gid == id }) {
-            self.finish(id, errorCode: 31)
-            return id
-        }
-        if let index = self.waiting.firstIndex(where: { $0.entry.gid == id }) {
-            self.waiting.remove(at: index)
-            self.fanOut.send(.changed(id))
-            return id
-        }
-        throw QueueError(.notActive, gid: id.description)
+        let id = try self.queue.resolve(gid)
+        try self.apply { queue throws(QueueError) in try queue.remove(id) }
+        return id
     }
 
     func changePosition(_ gid: String, by position: Int, from origin: PositionOrigin) async throws(QueueError) -> Int {
-        let id = try self.resolve(gid)
-        guard let current = self.waiting.firstIndex(where: { $0.entry.gid == id }) else {
-            throw QueueError(.notWaiting, gid: id.description)
-        }
-        let last = self.waiting.count - 1
-        let wanted: Int
-        switch origin {
-        case .set: wanted = position
-        case .current: wanted = current + position
-        case .end: wanted = last + position
-        }
-        let destination = max(0, min(last, wanted))
-        let item = self.waiting.remove(at: current)
-        self.waiting.insert(item, at: destination)
-        return destination
+        let id = try self.queue.resolve(gid)
+        return try self.change { queue throws(QueueError) in try queue.changePosition(id, by: position, from: origin) }
     }
 
     func changeURIs(
@@ -292,39 +258,16 @@ actor InMemoryQueue: DownloadQueueService {
         add: [String],
         position: Int?
     ) async throws(QueueError) -> (removed: Int, added: Int) {
-        let id = try self.resolve(gid)
-        func change(_ item: inout Item) -> (Int, Int) {
-            var removed = 0
-            for uri in remove {
-                if let index = item.entry.uris.firstIndex(of: uri) {
-                    item.entry.uris.remove(at: index)
-                    removed += 1
-                }
-            }
-            let at = min(position ?? item.entry.uris.count, item.entry.uris.count)
-            item.entry.uris.insert(contentsOf: add, at: at)
-            return (removed, add.count)
+        let id = try self.queue.resolve(gid)
+        return try self.change { queue throws(QueueError) in
+            let (removed, added, actions) = try queue.changeURIs(id, remove: remove, add: add, position: position)
+            return ((removed, added), actions)
         }
-        if let index = self.active.firstIndex(where: { $0.entry.gid == id }) { return change(&self.active[index]) }
-        if let index = self.waiting.firstIndex(where: { $0.entry.gid == id }) { return change(&self.waiting[index]) }
-        throw QueueError(.invalidRequest, gid: gid, message: "No URI to change for GID#\(id)")
     }
 
     func changeOptions(_ gid: String, _ options: [QueueOption]) async throws(QueueError) {
-        let id = try self.resolve(gid)
-        func apply(_ item: inout Item) {
-            for option in options {
-                item.entry.options.removeAll { $0.name == option.name }
-            }
-            item.entry.options += options
-        }
-        if let index = self.active.firstIndex(where: { $0.entry.gid == id }) {
-            apply(&self.active[index])
-        } else if let index = self.waiting.firstIndex(where: { $0.entry.gid == id }) {
-            apply(&self.waiting[index])
-        } else {
-            throw QueueError(.cannotChangeOption, gid: id.description)
-        }
+        let id = try self.queue.resolve(gid)
+        try self.apply { queue throws(QueueError) in try queue.changeOptions(id, options) }
     }
 
     func changeGlobalOptions(_ options: [QueueOption]) async throws(QueueError) {
@@ -335,21 +278,20 @@ actor InMemoryQueue: DownloadQueueService {
             self.globals.removeAll { $0.name == option.name }
             self.globals.append(option)
         }
-        self.fanOut.send(.optionsChanged)
+        if let limit = options.last(where: { $0.name == "max-concurrent-downloads" }).flatMap({ Int($0.value) }) {
+            try self.apply { $0.setMaxConcurrentDownloads(limit) }
+        } else {
+            self.fanOut.send(.optionsChanged)
+        }
     }
 
     func purgeResults() async throws(QueueError) {
-        self.stopped.removeAll()
-        self.fanOut.send(.resultsRemoved(nil))
+        try self.apply { $0.purgeResults() }
     }
 
     func removeResult(_ gid: String) async throws(QueueError) {
-        let id = try self.resolve(gid)
-        guard let index = self.stopped.firstIndex(where: { $0.entry.gid == id }) else {
-            throw QueueError(.noResult, gid: id.description)
-        }
-        self.stopped.remove(at: index)
-        self.fanOut.send(.resultsRemoved(id))
+        let id = try self.queue.resolve(gid)
+        try self.apply { queue throws(QueueError) in try queue.removeResult(id) }
     }
 
     func saveSession() async throws(QueueError) {
