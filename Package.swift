@@ -50,6 +50,7 @@ let package = Package(
         .library(name: "Downpour", targets: ["Downpour"]),
         .library(name: "DownpourQueue", targets: ["DownpourQueue"]),
         .library(name: "DownpourRPC", targets: ["DownpourRPC"]),
+        .library(name: "DownpourFleet", targets: ["DownpourFleet"]),
         .library(name: "DownpourTestSupport", targets: ["DownpourTestSupport"]),
         .executable(name: "downpour", targets: ["DownpourCLI"]),
     ],
@@ -65,6 +66,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         .target(
@@ -94,6 +96,18 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: upcomingFeatures
+        ),
+        // Several daemons on one queue in PostgreSQL: the queue's SQL (claims, leases, fencing). Nothing else
+        // depends on PostgreSQL.
+        .target(
+            name: "DownpourFleet",
+            dependencies: [
+                "Downpour", "DownpourQueue",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: upcomingFeatures
@@ -195,6 +209,15 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: upcomingFeatures
+        ),
+        .testTarget(
+            name: "DownpourFleetTests",
+            dependencies: [
+                "Downpour", "DownpourQueue", "DownpourFleet", "DownpourTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: upcomingFeatures
         ),

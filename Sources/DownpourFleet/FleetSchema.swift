@@ -1,0 +1,104 @@
+import Logging
+import PostgresNIO
+
+/// The fleet's tables, made and changed by numbered migrations. Every node runs ``migrate(_:logger:)`` when it
+/// starts; an advisory lock lets one node at a time look, so two nodes starting together apply each migration once.
+public enum FleetSchema {
+    /// The migrations in order; the database records the number of the last one applied. Append, never edit.
+    static let migrations: [[PostgresQuery]] = [
+        [
+            // Every claim takes the next fence number: a node writes for a download only while the row still
+            // carries the number its claim got.
+            "CREATE SEQUENCE downpour_fence",
+            // Where an appended download goes (next), where a released one goes (minus next: before every other),
+            // and the order results stopped in.
+            "CREATE SEQUENCE downpour_order",
+            """
+            CREATE TABLE downpour_downloads (
+                gid text PRIMARY KEY CHECK (gid ~ '^[0-9a-f]{16}$'),
+                uris text NOT NULL,
+                options text NOT NULL,
+                state text NOT NULL
+                    CHECK (state IN ('waiting', 'paused', 'active', 'complete', 'error', 'removed')),
+                position double precision NOT NULL,
+                node text,
+                lease_until timestamptz,
+                fence bigint,
+                path text,
+                total_length bigint NOT NULL DEFAULT 0,
+                completed_length bigint NOT NULL DEFAULT 0,
+                error_code integer,
+                error_message text,
+                CHECK ((state = 'active') = (node IS NOT NULL AND lease_until IS NOT NULL AND fence IS NOT NULL))
+            )
+            """,
+            "CREATE INDEX downpour_downloads_queue ON downpour_downloads (state, position)",
+        ]
+    ]
+
+    /// The number of the newest migration.
+    public static var version: Int { self.migrations.count }
+
+    /// Applies the migrations this database has not had, in one transaction; returns the version it has now.
+    ///
+    /// - Throws: ``FleetError`` when the database is newer than this program (a newer node migrated it), or the
+    ///   server refuses.
+    @discardableResult
+    public static func migrate(_ client: PostgresClient, logger: Logger) async throws(FleetError) -> Int {
+        try await FleetSQL.run("migrating the fleet's tables") {
+            try await client.withTransaction(logger: logger) { connection in
+                try await connection.query("SELECT pg_advisory_xact_lock(hashtext('downpour_schema'))", logger: logger)
+                try await connection.query(
+                    """
+                    CREATE TABLE IF NOT EXISTS downpour_schema (
+                        version integer NOT NULL, applied_at timestamptz NOT NULL DEFAULT now()
+                    )
+                    """,
+                    logger: logger
+                )
+                var current = 0
+                for try await version in try await connection.query(
+                    "SELECT coalesce(max(version), 0)::integer FROM downpour_schema",
+                    logger: logger
+                ).decode(Int.self) {
+                    current = version
+                }
+                guard current <= Self.version else {
+                    throw FleetError(
+                        "The fleet's database is at version \(current) and this downpour knows \(Self.version): "
+                            + "run the same downpour on every node."
+                    )
+                }
+                for index in current..<Self.version {
+                    for statement in Self.migrations[index] { try await connection.query(statement, logger: logger) }
+                    let version = index + 1
+                    try await connection.query(
+                        "INSERT INTO downpour_schema (version) VALUES (\(version))",
+                        logger: logger
+                    )
+                }
+                return Self.version
+            }
+        }
+    }
+}
+
+/// Runs SQL and turns what the server or the connection throws into a ``FleetError`` that says what was being
+/// done.
+enum FleetSQL {
+    static func run<Value>(
+        _ doing: String,
+        _ body: () async throws -> sending Value
+    ) async throws(FleetError) -> sending Value {
+        do {
+            return try await body()
+        } catch let error as FleetError {
+            throw error
+        } catch let error as PSQLError {
+            let detail = error.serverInfo?[.message] ?? "\(error.code)"
+            throw FleetError("PostgreSQL failed while \(doing): \(detail).")
+        } catch {
+            throw FleetError("PostgreSQL failed while \(doing): \(error).")
+        }
+    }
+}
