@@ -53,6 +53,7 @@ public final class Download: Sendable, Identifiable {
     private let cancelSignal = PauseGate()
     private let cookieStore: CookieStore?
     private let willFinish: (@Sendable () async -> Void)?
+    private let writePermit: (@Sendable () async -> Bool)?
 
     private struct Control {
         var started = false
@@ -75,17 +76,21 @@ public final class Download: Sendable, Identifiable {
         self.init(request, id: DownloadID(), downloader: .shared, logger: logger)
     }
 
-    /// - Parameter willFinish: Awaited once a run is past its point of no return, before its file is synced and
-    ///   renamed (tests hold a run there).
+    /// - Parameters:
+    ///   - willFinish: Awaited once a run is past its point of no return, before its file is synced and renamed
+    ///     (tests hold a run there).
+    ///   - writePermit: Asked before each write that matters (``Downloader/download(_:id:logger:writePermit:)``).
     init(
         _ request: DownloadRequest,
         id: DownloadID,
         downloader: Downloader,
         logger: Logger,
-        willFinish: (@Sendable () async -> Void)? = nil
+        willFinish: (@Sendable () async -> Void)? = nil,
+        writePermit: (@Sendable () async -> Bool)? = nil
     ) {
         self.request = request
         self.willFinish = willFinish
+        self.writePermit = writePermit
         self.id = id
         self.downloader = downloader
         var logger = logger
@@ -229,7 +234,8 @@ public final class Download: Sendable, Identifiable {
                     return control.finishing
                 }
             },
-            willFinish: self.willFinish
+            willFinish: self.willFinish,
+            writePermit: self.writePermit
         )
         let signal = self.cancelSignal
         // Cancelled before it ran: not a single request is sent.

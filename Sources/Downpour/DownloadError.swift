@@ -24,6 +24,7 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
             case cancelled
             case alreadyRunning
             case checksumMismatch
+            case superseded
         }
 
         fileprivate let base: Base
@@ -51,6 +52,10 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
         /// server sent); ``DownloadError/checksumMismatch`` says which. The file never got its final name, and
         /// nothing of it was kept.
         public static let checksumMismatch = Code(base: .checksumMismatch)
+        /// The download's write permit was withdrawn (``Downloader/download(_:id:logger:writePermit:)``): another
+        /// writer has taken it over. Nothing more was written, and its `.part` file and journal were left as they
+        /// were, for that writer.
+        public static let superseded = Code(base: .superseded)
 
         public var description: String { self.base.rawValue }
     }

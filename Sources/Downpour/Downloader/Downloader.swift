@@ -173,6 +173,24 @@ public final class Downloader: Sendable {
         Download(request, id: id, downloader: self, logger: logger ?? self.logger)
     }
 
+    /// A download that writes only while `writePermit` allows it: the permit is asked before each journal save, before
+    /// anything that removes or rewrites what is on disk, and before the file gets its final name. Once it answers
+    /// `false`, the download stops with ``DownloadError/Code/superseded`` and writes nothing more, leaving its
+    /// `.part` file and journal as they are (for the writer that took over, say a daemon of a fleet whose lease
+    /// on the download ran out). Bytes in flight when it answers may still land in the `.part` file; the journal
+    /// never claims them.
+    ///
+    /// - Parameters:
+    ///   - writePermit: Asked before each write that matters; may wait (a database round trip, say).
+    public func download(
+        _ request: DownloadRequest,
+        id: DownloadID = DownloadID(),
+        logger: Logger? = nil,
+        writePermit: @escaping @Sendable () async -> Bool
+    ) -> Download {
+        Download(request, id: id, downloader: self, logger: logger ?? self.logger, writePermit: writePermit)
+    }
+
     /// ``download(_:id:logger:)``, with `willFinish` awaited once its run is past its point of no return, before
     /// the file is synced and renamed (tests hold a run there; see ``Download/cancel(keepingPartialFile:)``).
     package func download(

@@ -15,6 +15,11 @@ extension DownloadEngine {
         // Every byte is in: the bytes on disk are the length (a stream's is known only now).
         let length = session.completedBytes
         if output.finishedAtOnce == nil {
+            do throws(DownloadError) {
+                try await self.checkWritePermit()
+            } catch {
+                throw await self.abandon(session, output, error: error, machine: machine)
+            }
             guard self.mayFinish() else {
                 throw await self.abandon(session, output, error: .cancelled, machine: machine)
             }
@@ -61,13 +66,20 @@ extension DownloadEngine {
 
     /// Ends a download whose transfer failed: keeps the `.part` file and its journal (after a last save) when the
     /// download is in ranges, some bytes are on disk and the error does not make them worthless; else removes
-    /// both. Returns the error, marked resumable when they were kept.
+    /// both. Returns the error, marked resumable when they were kept. Without a write permit any more, it only
+    /// closes the file: what is on disk is the new writer's.
     func abandon(
         _ session: TransferSession,
         _ output: PreparedOutput,
         error: DownloadError,
         machine: DownloadStateMachine
     ) async -> DownloadError {
+        guard error.code != .superseded, await self.writePermitted() else {
+            session.file.close()
+            var failure = error
+            failure.resumable = false
+            return failure
+        }
         let keep =
             session.remoteFile.isSegmentable && (session.completedBytes > 0 || machine.hasEarlierBytes)
             && error.code != .remoteChanged && error.code != .remoteMisbehaved
@@ -101,9 +113,14 @@ extension DownloadEngine {
         return failure
     }
 
-    /// Removes the `.part` file and its journal, and closes the file.
+    /// Removes the `.part` file and its journal, and closes the file; only closes it without a write permit any
+    /// more (what is on disk is the new writer's).
     private func remove(_ output: PreparedOutput) async {
         let (journal, file) = (output.journal, output.file)
+        guard await self.writePermitted() else {
+            file.close()
+            return
+        }
         try? await BlockingIO.runEvenIfCancelled {
             journal.remove()
             FileOperations.remove(file.path)

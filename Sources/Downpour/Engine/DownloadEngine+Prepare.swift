@@ -79,6 +79,8 @@ extension DownloadEngine {
         let firstBytes = probed.outcome.firstBytes
         let isWholeFile =
             firstBytes.map { remote.isSegmentable ? Int64($0.readableBytes) == remote.length : true } ?? false
+        // Nothing is written before this: the `.part` file may be another writer's now.
+        try await self.checkWritePermit()
         // Committed to finishing here (a cancel that came first leaves it to the way below, which stops).
         let finishesAtOnce =
             expected == nil && configuration.pieceChecksums == nil && probed.product == .file && isWholeFile

@@ -96,6 +96,12 @@ extension DownloadEngine {
                 self.hub.emit(.resumed)
                 actions.removeFirst()
             case .fallBackToStream:
+                // The journal goes: only while this run may still write.
+                do throws(DownloadError) {
+                    try await self.checkWritePermit()
+                } catch {
+                    throw await self.abandon(session, output, error: error, machine: machine)
+                }
                 self.logger.info("The server ignores ranges; downloading as one stream")
                 self.hub.emit(.notice("The server ignores range requests; downloading as one stream."))
                 try? await BlockingIO.runEvenIfCancelled { journal.remove() }
@@ -139,6 +145,7 @@ extension DownloadEngine {
                 self.hub.emit(.notice(notice))
                 let (file, remote) = (output.file, session.remoteFile)
                 do throws(DownloadError) {
+                    try await self.checkWritePermit()
                     try await BlockingIO.run { () throws(DownloadError) in
                         journal.remove()
                         try file.startOver(length: remote.isSegmentable ? remote.length : nil)

@@ -17,6 +17,7 @@ extension DownloadEngine {
         session: TransferSession,
         done: ByteRangeSet
     ) async throws(DownloadError) {
+        try await self.checkWritePermit()
         let remote = session.remoteFile
         guard let length = remote.length else { return }
         let record = ResumeJournal(

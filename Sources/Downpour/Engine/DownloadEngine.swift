@@ -28,6 +28,23 @@ struct DownloadEngine: Sendable {
     let mayFinish: @Sendable () -> Bool
     /// Awaited once the download is committed to finishing.
     let willFinish: (@Sendable () async -> Void)?
+    /// Asked before each write that matters (``checkWritePermit()``); `nil`: always allowed.
+    let writePermit: (@Sendable () async -> Bool)?
+
+    /// Whether the download may still write (always, without a permit).
+    func writePermitted() async -> Bool {
+        await self.writePermit?() ?? true
+    }
+
+    /// Throws ``DownloadError/Code/superseded`` when the write permit was withdrawn: before a journal save, a start
+    /// over, a fall-back that drops the journal, and the final name.
+    func checkWritePermit() async throws(DownloadError) {
+        guard !(await self.writePermitted()) else { return }
+        throw DownloadError(
+            code: .superseded,
+            message: "Another writer took this download over; this run stopped and wrote nothing more."
+        )
+    }
 
     func run() async throws(DownloadError) -> DownloadResult {
         do {

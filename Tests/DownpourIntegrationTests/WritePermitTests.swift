@@ -1,0 +1,116 @@
+import Downpour
+import DownpourTestSupport
+import Foundation
+import NIOConcurrencyHelpers
+import Testing
+
+/// A download with a write permit (``Downloader/download(_:id:logger:writePermit:)``), as a daemon of a fleet runs
+/// one under a lease: once the permit is withdrawn, the download stops and writes nothing more, and what is on
+/// disk stays for the writer that took over.
+@Suite("Write permits")
+struct WritePermitTests {
+    /// A permit a test withdraws; it notes how often it was asked, and what the journal held when it first said no.
+    final class Permit: Sendable {
+        struct State {
+            var asked = 0
+            var withdrawn = false
+            var journalAtRefusal: Data??
+        }
+
+        let state = NIOLockedValueBox(State())
+        let journalPath: String
+        /// Withdrawn once this holds (asked at every check until then).
+        let withdrawWhen: @Sendable () -> Bool
+
+        init(journalPath: String, withdrawWhen: @escaping @Sendable () -> Bool) {
+            self.journalPath = journalPath
+            self.withdrawWhen = withdrawWhen
+        }
+
+        @Sendable func allows() -> Bool {
+            let withdraw = self.withdrawWhen()
+            return self.state.withLockedValue { state in
+                state.asked += 1
+                if withdraw && !state.withdrawn {
+                    state.withdrawn = true
+                    // The download asks before each save and waits for the answer: no save of its runs now.
+                    state.journalAtRefusal = .some(FileManager.default.contents(atPath: self.journalPath))
+                }
+                return !state.withdrawn
+            }
+        }
+    }
+
+    @Test("withdrawn mid-transfer: the download stops at its next write, and the .part and journal stay as they were")
+    func withdrawnMidTransfer() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let content = makeTestContent(count: 4 * 1024 * 1024, seed: 31)
+        // About 2 s at 2 MiB/s, with journal saves every 50 ms: the permit is asked many times before and after.
+        try await withServer(content: content, faults: [.throttle(bytesPerSecond: 512 * 1024)]) { server in
+            let path = directory.file("leased.bin")
+            let permit = Permit(journalPath: path + ".part.downpour") {
+                server.statistics().bodyBytesSent >= 1024 * 1024
+            }
+            var configuration = testConfiguration(connections: 4)
+            configuration.journalInterval = .milliseconds(50)
+            let request = try DownloadRequest(url: server.url(), destination: .file(path), configuration: configuration)
+            let outcome = await collect(testDownloader.download(request, writePermit: permit.allows))
+            #expect(outcome.error?.code == .superseded, "\(String(describing: outcome.error))")
+            #expect(outcome.error?.resumable == false)
+            #expect(!FileManager.default.fileExists(atPath: path), "the file got its final name")
+            #expect(FileManager.default.fileExists(atPath: path + ".part"), "the .part file was removed")
+            let state = permit.state.withLockedValue { $0 }
+            let atRefusal = try #require(state.journalAtRefusal, "the permit was never withdrawn")
+            #expect(
+                FileManager.default.contents(atPath: path + ".part.downpour") == atRefusal,
+                "the journal changed after the permit was withdrawn"
+            )
+            #expect(atRefusal != nil, "no journal was saved while the permit held")
+            #expect(state.asked >= 3)
+            // Stopped at a journal save mid-transfer, not at the end: the rest was never fetched.
+            #expect(server.statistics().bodyBytesSent < content.count)
+        }
+    }
+
+    @Test("withdrawn before the first write: nothing is written at all")
+    func withdrawnBeforeAnyWrite() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        // Small enough to be finished by the probe's own request, in the trip that writes its bytes.
+        let content = makeTestContent(count: 20_000, seed: 32)
+        try await withServer(content: content) { server in
+            let path = directory.file("small.bin")
+            let permit = Permit(journalPath: path + ".part.downpour") { true }
+            let request = try DownloadRequest(
+                url: server.url(),
+                destination: .file(path),
+                configuration: testConfiguration()
+            )
+            let outcome = await collect(testDownloader.download(request, writePermit: permit.allows))
+            #expect(outcome.error?.code == .superseded, "\(String(describing: outcome.error))")
+            #expect(directory.contents().isEmpty, "written: \(directory.contents())")
+            #expect(permit.state.withLockedValue { $0.asked } == 1)
+        }
+    }
+
+    @Test("a permit that holds changes nothing, and is asked before the writes")
+    func heldPermit() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let content = makeTestContent(count: 2 * 1024 * 1024, seed: 33)
+        try await withServer(content: content) { server in
+            let path = directory.file("kept.bin")
+            let permit = Permit(journalPath: path + ".part.downpour") { false }
+            let request = try DownloadRequest(
+                url: server.url(),
+                destination: .file(path),
+                configuration: testConfiguration()
+            )
+            _ = try await collect(testDownloader.download(request, writePermit: permit.allows)).value
+            try expectFile(path, equals: content, in: directory)
+            // Before the .part file is written, and before the final name at least.
+            #expect(permit.state.withLockedValue { $0.asked } >= 2)
+        }
+    }
+}
