@@ -253,7 +253,9 @@ public final class Download: Sendable, Identifiable {
         case .failure(var error):
             let control = self.control.withLockedValue { $0 }
             if control.cancelRequested, error.code == .cancelled || error.resumable {
-                if !control.keepPartialFile, let partPath = control.partPath {
+                // Without its write permit any more, what is on disk is another writer's: kept whatever was asked.
+                let mayRemove = await self.writePermit?() ?? true
+                if !control.keepPartialFile, mayRemove, let partPath = control.partPath {
                     JournalStore(partPath: partPath).remove()
                     FileOperations.remove(partPath)
                     error = DownloadError(

@@ -25,19 +25,25 @@ public struct FleetLeases: Sendable {
         /// ``claimed(_:sentAt:)`` or ``claimFailed()``.
         case claim(count: Int)
         /// Renew these leases (``FleetQueue/renew(node:fences:lease:)``), and report with
-        /// ``renewed(_:asked:sentAt:)`` or ``renewFailed(asked:)``.
+        /// ``renewed(_:asked:sentAt:)`` or ``renewFailed()``.
         case renew([DownloadID: Int64])
         /// Run this download, with ``mayWrite(_:fence:at:)`` as its write permit.
         case start(FleetQueue.Claim)
-        /// Stop this run at once and write nothing more for it: its lease is lost or may have run out.
-        case stop(DownloadID)
+        /// Stop the run with this fence at once and write nothing more for it (cancel it keeping its files): its
+        /// lease is lost or may have run out.
+        case stop(DownloadID, fence: Int64)
     }
 
-    /// How many downloads the node runs at once (its `max-concurrent-downloads`).
-    public var capacity: Int
+    /// How many downloads the node runs at once (its `max-concurrent-downloads`, at least 1).
+    public var capacity: Int {
+        didSet { self.capacity = max(1, self.capacity) }
+    }
     public let leaseDuration: Duration
     /// How often leases are renewed: a third of the duration, so that two renewals may fail before one runs out.
     public var renewInterval: Duration { self.leaseDuration / 3 }
+    /// How long before a lease may run out ``mayWrite(_:fence:at:)`` says no already (a third of the duration): a
+    /// write it allowed (a sync, then the final rename) has that long to land.
+    public var writeMargin: Duration { self.leaseDuration / 3 }
 
     public private(set) var held: [DownloadID: Held] = [:]
     private var claiming = false
@@ -50,10 +56,10 @@ public struct FleetLeases: Sendable {
     }
 
     /// Whether the run with `fence` may still write for `gid` at `now`: the node holds it with that fence and the
-    /// lease is sure not to have run out.
+    /// lease is sure to last ``writeMargin`` more.
     public func mayWrite(_ gid: DownloadID, fence: Int64, at now: ContinuousClock.Instant) -> Bool {
         guard let held = self.held[gid], held.fence == fence else { return false }
-        return now < held.sureUntil
+        return now + self.writeMargin < held.sureUntil
     }
 
     /// Called every so often (a second, say): stops runs whose lease may have run out, asks for a renewal when one
@@ -62,7 +68,7 @@ public struct FleetLeases: Sendable {
         var actions: [Action] = []
         for (gid, held) in self.held.sorted(by: { $0.value.fence < $1.value.fence }) where now >= held.sureUntil {
             self.held[gid] = nil
-            actions.append(.stop(gid))
+            actions.append(.stop(gid, fence: held.fence))
         }
         // Due when a lease was last confirmed a renewal interval ago or more; all are renewed in one statement.
         let confirmedBefore = now + self.leaseDuration - self.renewInterval
@@ -78,14 +84,19 @@ public struct FleetLeases: Sendable {
         return actions
     }
 
-    /// The claim sent at `sentAt` came back with these downloads: each starts. A download this node holds
-    /// already (it cannot be claimed twice) is taken with its new fence.
+    /// The claim sent at `sentAt` came back with these downloads: each starts. A download this node still runs
+    /// under an older fence (its lease ran out in the database before this node noticed, and the claim took it
+    /// back) stops first.
     public mutating func claimed(_ claims: [FleetQueue.Claim], sentAt: ContinuousClock.Instant) -> [Action] {
         self.claiming = false
-        return claims.map { claim in
-            self.held[claim.entry.gid] = Held(fence: claim.fence, sureUntil: sentAt + self.leaseDuration)
-            return .start(claim)
+        var actions: [Action] = []
+        for claim in claims {
+            let gid = claim.entry.gid
+            if let old = self.held[gid], old.fence != claim.fence { actions.append(.stop(gid, fence: old.fence)) }
+            self.held[gid] = Held(fence: claim.fence, sureUntil: sentAt + self.leaseDuration)
+            actions.append(.start(claim))
         }
+        return actions
     }
 
     public mutating func claimFailed() {
@@ -108,7 +119,7 @@ public struct FleetLeases: Sendable {
                 self.held[gid]?.sureUntil = max(held.sureUntil, sentAt + self.leaseDuration)
             } else {
                 self.held[gid] = nil
-                actions.append(.stop(gid))
+                actions.append(.stop(gid, fence: fence))
             }
         }
         return actions

@@ -92,13 +92,27 @@ enum FleetSQL {
     ) async throws(FleetError) -> sending Value {
         do {
             return try await body()
-        } catch let error as FleetError {
-            throw error
-        } catch let error as PSQLError {
-            let detail = error.serverInfo?[.message] ?? "\(error.code)"
-            throw FleetError("PostgreSQL failed while \(doing): \(detail).")
         } catch {
-            throw FleetError("PostgreSQL failed while \(doing): \(error).")
+            throw Self.explained(error, doing: doing)
+        }
+    }
+
+    /// What went wrong, in a sentence: a ``FleetError`` as it is, the server's own message, and for a transaction
+    /// the error that ended it (its body's, or the `BEGIN`'s or `COMMIT`'s).
+    static func explained(_ error: any Error, doing: String) -> FleetError {
+        switch error {
+        case let error as FleetError:
+            return error
+        case let error as PostgresTransactionError:
+            if let cause = error.closureError ?? error.beginError ?? error.commitError {
+                return Self.explained(cause, doing: doing)
+            }
+            return FleetError("PostgreSQL failed while \(doing): the transaction did not complete.")
+        case let error as PSQLError:
+            let detail = error.serverInfo?[.message] ?? "\(error.code)"
+            return FleetError("PostgreSQL failed while \(doing): \(detail).")
+        default:
+            return FleetError("PostgreSQL failed while \(doing): \(error).")
         }
     }
 }

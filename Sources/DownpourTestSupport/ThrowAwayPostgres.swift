@@ -46,18 +46,22 @@ public struct ThrowAwayPostgres: Sendable {
         }
         let directory = try ScratchDirectory().path
         if let user { chown(directory, user.uid, user.gid) }
+        let data = directory + "/data"
+        do {
+            try await ThrowAwayPostgres(directory: directory, port: 0, binaries: binaries, user: user).run(
+                "initdb",
+                ["-D", data, "-U", "downpour", "-A", "trust", "-E", "UTF8", "--no-sync"]
+            )
+        } catch {
+            try? FileManager.default.removeItem(atPath: directory)
+            throw error
+        }
         var lastError = ""
         // A free port can be taken between finding it and the server binding it: try a few.
         for _ in 0..<5 {
             let port = try Self.freePort()
             let server = ThrowAwayPostgres(directory: directory, port: port, binaries: binaries, user: user)
             do {
-                if !FileManager.default.fileExists(atPath: directory + "/data/PG_VERSION") {
-                    try await server.run(
-                        "initdb",
-                        ["-D", directory + "/data", "-U", "downpour", "-A", "trust", "-E", "UTF8", "--no-sync"]
-                    )
-                }
                 try await server.run(
                     "pg_ctl",
                     [
@@ -69,6 +73,8 @@ public struct ThrowAwayPostgres: Sendable {
                 return server
             } catch {
                 lastError = "\(error)"
+                // A server that started after all (pg_ctl gave up waiting) holds the directory: stopped first.
+                try? await server.run("pg_ctl", ["-D", data, "-m", "immediate", "-w", "stop"])
             }
         }
         try? FileManager.default.removeItem(atPath: directory)
@@ -114,7 +120,9 @@ public struct ThrowAwayPostgres: Sendable {
         )
         // Only a guard against a hang: initdb and a start take seconds.
         guard let status = await child.waitForExit(within: .seconds(300)) else {
-            child.signal(SIGKILL)
+            // The child leads a process group of its own; as root it is runuser, with the program under it.
+            kill(-child.pid, SIGKILL)
+            _ = await child.waitForExit(within: .seconds(30))
             throw Failure(description: "\(program) did not end")
         }
         guard status == 0 else {

@@ -39,8 +39,11 @@ import Testing
         var leases = FleetLeases(capacity: 1, leaseDuration: .seconds(15))
         _ = leases.tick(at: Self.at(0))
         _ = leases.claimed([Self.claim(1, fence: 7)], sentAt: Self.at(0))
-        #expect(leases.mayWrite(Self.gid(1), fence: 7, at: Self.at(14.9)))
-        #expect(!leases.mayWrite(Self.gid(1), fence: 7, at: Self.at(15)), "counted from when the claim was sent")
+        #expect(leases.mayWrite(Self.gid(1), fence: 7, at: Self.at(9.9)))
+        #expect(
+            !leases.mayWrite(Self.gid(1), fence: 7, at: Self.at(10)),
+            "counted from when the claim was sent, with a third of the lease to spare for a write it allowed"
+        )
         #expect(!leases.mayWrite(Self.gid(1), fence: 6, at: Self.at(1)), "an older claim's run")
         #expect(!leases.mayWrite(Self.gid(2), fence: 7, at: Self.at(1)))
     }
@@ -57,9 +60,9 @@ import Testing
         #expect(leases.tick(at: Self.at(10)) == [.renew(asked)])
         #expect(leases.tick(at: Self.at(11)) == [], "a renewal is in flight")
         // Download 2 was taken by another node after a stall: it stops; download 1 is sure for another lease.
-        #expect(leases.renewed([Self.gid(1)], asked: asked, sentAt: Self.at(10)) == [.stop(Self.gid(2))])
-        #expect(leases.mayWrite(Self.gid(1), fence: 1, at: Self.at(24.9)))
-        #expect(!leases.mayWrite(Self.gid(1), fence: 1, at: Self.at(25)))
+        #expect(leases.renewed([Self.gid(1)], asked: asked, sentAt: Self.at(10)) == [.stop(Self.gid(2), fence: 2)])
+        #expect(leases.mayWrite(Self.gid(1), fence: 1, at: Self.at(19.9)))
+        #expect(!leases.mayWrite(Self.gid(1), fence: 1, at: Self.at(20)))
         #expect(!leases.mayWrite(Self.gid(2), fence: 2, at: Self.at(11)))
         #expect(leases.tick(at: Self.at(11)) == [.claim(count: 1)])
     }
@@ -72,8 +75,11 @@ import Testing
         leases.renewFailed()
         #expect(leases.tick(at: Self.at(6)) == [.renew([Self.gid(1): 3])], "tried again at the next tick")
         leases.renewFailed()
-        #expect(leases.mayWrite(Self.gid(1), fence: 3, at: Self.at(14.9)))
-        #expect(leases.tick(at: Self.at(15)) == [.stop(Self.gid(1)), .claim(count: 1)])
+        #expect(leases.mayWrite(Self.gid(1), fence: 3, at: Self.at(9.9)))
+        #expect(!leases.mayWrite(Self.gid(1), fence: 3, at: Self.at(10)))
+        #expect(leases.tick(at: Self.at(14.9)) == [.renew([Self.gid(1): 3])])
+        leases.renewFailed()
+        #expect(leases.tick(at: Self.at(15)) == [.stop(Self.gid(1), fence: 3), .claim(count: 1)])
         #expect(!leases.mayWrite(Self.gid(1), fence: 3, at: Self.at(15)))
     }
 
@@ -83,11 +89,16 @@ import Testing
         _ = leases.claimed([Self.claim(1, fence: 1), Self.claim(2, fence: 2)], sentAt: Self.at(0))
         let asked: [DownloadID: Int64] = [Self.gid(1): 1, Self.gid(2): 2]
         #expect(leases.tick(at: Self.at(5)) == [.renew(asked)])
-        // Meanwhile 1 ended and 2 was claimed again (a restart of the node's own) with a new fence.
+        // Meanwhile 1 ended, and 2 was claimed again with a new fence (its lease had run out in the database): the
+        // run under the old fence stops before the new one starts.
         leases.ended(Self.gid(1), fence: 1)
-        _ = leases.claimed([Self.claim(2, fence: 9)], sentAt: Self.at(6))
+        #expect(
+            leases.claimed([Self.claim(2, fence: 9)], sentAt: Self.at(6))
+                == [.stop(Self.gid(2), fence: 2), .start(Self.claim(2, fence: 9))]
+        )
         #expect(leases.renewed([], asked: asked, sentAt: Self.at(5)) == [])
         #expect(leases.mayWrite(Self.gid(2), fence: 9, at: Self.at(7)))
+        #expect(!leases.mayWrite(Self.gid(2), fence: 2, at: Self.at(7)))
         leases.ended(Self.gid(2), fence: 2)
         #expect(leases.held.count == 1, "an end reported with an old fence frees nothing")
     }

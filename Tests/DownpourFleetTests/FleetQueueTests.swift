@@ -54,6 +54,19 @@ struct FleetQueueTests {
         }
     }
 
+    @Test func aDatabaseMigratedByANewerDownpourIsRefusedWithAClearError() async throws {
+        try await Self.withQueue { queue in
+            try await queue.client.query("INSERT INTO downpour_schema (version) VALUES (99)")
+            do throws(FleetError) {
+                try await FleetSchema.migrate(queue.client, logger: Self.logger)
+                Issue.record("a newer database was taken")
+            } catch {
+                #expect(error.message.hasPrefix("The fleet's database is at version 99"), "\(error.message)")
+                #expect(error.message.contains("same downpour on every node"), "\(error.message)")
+            }
+        }
+    }
+
     @Test func claimsTakeWaitingDownloadsInQueueOrderAndNeverPausedOnes() async throws {
         try await Self.withQueue { queue in
             for value in 1...5 as ClosedRange<UInt64> { try await queue.add(Self.entry(value), paused: value == 2) }

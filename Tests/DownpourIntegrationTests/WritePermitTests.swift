@@ -79,6 +79,37 @@ struct WritePermitTests {
         }
     }
 
+    @Test("a cancel after the permit was withdrawn removes nothing: the files are the new writer's")
+    func cancelAfterWithdrawal() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let content = makeTestContent(count: 4 * 1024 * 1024, seed: 34)
+        // Connections 2 and 4 crawl: the download is still running when the test cancels it.
+        try await withServer(
+            content: content,
+            faults: [.throttle(bytesPerSecond: 8 * 1024, everyNthConnection: 2)]
+        ) { server in
+            let path = directory.file("taken.bin")
+            let journalPath = path + ".part.downpour"
+            let withdrawn = NIOLockedValueBox(false)
+            var configuration = testConfiguration(connections: 4, minimumSplitSize: 1024 * 1024)
+            configuration.racesTail = false
+            configuration.slowConnections = .init(shareOfMedian: nil)
+            configuration.journalInterval = .milliseconds(50)
+            let request = try DownloadRequest(url: server.url(), destination: .file(path), configuration: configuration)
+            let download = testDownloader.download(request) { !withdrawn.withLockedValue { $0 } }
+            async let outcome = collect(download)
+            try await waitUntil("a journal save") { FileManager.default.fileExists(atPath: journalPath) }
+            withdrawn.withLockedValue { $0 = true }
+            let journal = FileManager.default.contents(atPath: journalPath)
+            download.cancel()
+            let error = await outcome.error
+            #expect(error != nil)
+            #expect(FileManager.default.fileExists(atPath: path + ".part"), "the .part file was removed")
+            #expect(FileManager.default.contents(atPath: journalPath) == journal, "the journal changed or went")
+        }
+    }
+
     @Test("withdrawn before the first write: nothing is written at all")
     func withdrawnBeforeAnyWrite() async throws {
         let directory = try ScratchDirectory()

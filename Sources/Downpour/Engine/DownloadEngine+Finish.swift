@@ -131,6 +131,10 @@ extension DownloadEngine {
     /// After a failure to ready the `.part` file: keeps it while an earlier run's journal vouches for its bytes
     /// (a segmentable file), else removes it; closes it. Returns whether it was kept.
     func removeUnlessJournaled(_ file: OutputFile, journal: JournalStore, segmentable: Bool) async -> Bool {
+        guard await self.writePermitted() else {
+            file.close()
+            return true
+        }
         let kept =
             (try? await BlockingIO.runEvenIfCancelled { () -> Bool in
                 let kept: Bool

@@ -50,7 +50,7 @@ struct DownloadEngine: Sendable {
         do {
             return try await self.perform()
         } catch {
-            if Task.isCancelled && error.code != .localIO {
+            if Task.isCancelled && error.code != .localIO && error.code != .superseded {
                 throw DownloadError(
                     code: .cancelled,
                     message: error.resumable
