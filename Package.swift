@@ -109,6 +109,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: upcomingFeatures
         ),
@@ -148,7 +149,8 @@ let package = Package(
         .executableTarget(
             name: "DownpourCLI",
             dependencies: [
-                "Downpour", "DownpourQueue", "DownpourRPC", "DownpourSpawn",
+                "Downpour", "DownpourQueue", "DownpourRPC", "DownpourSpawn", "DownpourFleet",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -1,11 +1,13 @@
 import ArgumentParser
 import Downpour
+import DownpourFleet
 import DownpourQueue
 import DownpourRPC
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOPosix
+import PostgresNIO
 import ServiceLifecycle
 import UnixSignals
 
@@ -220,18 +222,11 @@ struct DaemonCommand: AsyncParsableCommand {
             )
             throw ExitCode(ExitStatus.localIO)
         }
-        let store: QueueStore
-        do {
-            store = try QueueStore(directory: stateDirectory)
-        } catch {
-            writeError("downpour daemon: \(error.message)")
-            throw ExitCode(ExitStatus.localIO)
-        }
-
-        // Every option but the secret is a global option clients read (`aria2.getGlobalOption`); the downloads'
-        // and the queue's are their defaults.
+        // Every option but the secrets (the RPC's, a password in the fleet's URL) is a global option clients read
+        // (`aria2.getGlobalOption`); the downloads' and the queue's are their defaults.
         let options = settings.options.filter {
             $0.name != Aria2Option.rpcSecret.name && $0.name != Aria2Option.dir.name
+                && $0.name != Aria2Option.queue.name
         }
         let base = Self.base(directory: directory)
 
@@ -243,30 +238,56 @@ struct DaemonCommand: AsyncParsableCommand {
         )
         // The queue and the RPC server on one loop, as aria2 runs on one thread: a read (`tellStatus`, ...) is
         // answered as its request is read, and a change reaches the queue with no hop.
-        let manager = DownloadManager(
-            downloader: downloader,
-            store: store,
-            defaults: DownloadManager.Defaults(
-                directory: base.directory,
-                configuration: base.configuration,
-                options: options
-            ),
-            eventLoop: MultiThreadedEventLoopGroup.singleton.next(),
-            logger: logger
+        let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
+        let defaults = DownloadManager.Defaults(
+            directory: base.directory,
+            configuration: base.configuration,
+            options: options
         )
-        do {
-            try await manager.start()
-        } catch {
-            writeError("downpour daemon: \(error.message)")
-            await downloader.shutdown()
-            throw ExitCode(error.reason == .storage ? ExitStatus.localIO : ExitStatus.usage)
+        let service: any DownloadQueueService & Service
+        let whereKept: String
+        var fleet: Fleet?
+        if let url = settings.value(.queue) {
+            let name = settings.value(.nodeName) ?? Self.defaultNodeName(port: port)
+            let started = try await Fleet.start(
+                url: url,
+                nodeName: name,
+                stateDirectory: stateDirectory,
+                downloader: downloader,
+                defaults: defaults,
+                eventLoop: eventLoop,
+                logger: logger
+            )
+            fleet = started
+            service = started.node
+            whereKept = "PostgreSQL at \(started.url), shared by the fleet (this node: \(name))"
+        } else {
+            let store: QueueStore
+            let manager: DownloadManager
+            do {
+                store = try QueueStore(directory: stateDirectory)
+                manager = DownloadManager(
+                    downloader: downloader,
+                    store: store,
+                    defaults: defaults,
+                    eventLoop: eventLoop,
+                    logger: logger
+                )
+                try await manager.start()
+            } catch {
+                writeError("downpour daemon: \(error.message)")
+                await downloader.shutdown()
+                throw ExitCode(error.reason == .storage ? ExitStatus.localIO : ExitStatus.usage)
+            }
+            service = manager
+            whereKept = store.path
         }
 
         if let inputFile = settings.value(.inputFile) {
-            await Self.load(inputFile, into: manager)
+            await Self.load(inputFile, into: service)
         }
         let hooks = Hooks(settings)
-        let hookTask = hooks.isEmpty ? nil : Task { await hooks.follow(manager, logger: logger) }
+        let hookTask = hooks.isEmpty ? nil : Task { await hooks.follow(service, logger: logger) }
         defer { hookTask?.cancel() }
 
         let shutdown = ShutdownTrigger()
@@ -274,7 +295,7 @@ struct DaemonCommand: AsyncParsableCommand {
         let server: RPCServer
         do {
             server = try RPCServer(
-                service: manager,
+                service: service,
                 configuration: RPCServerConfiguration(
                     port: port,
                     listenAll: listenAll,
@@ -286,28 +307,29 @@ struct DaemonCommand: AsyncParsableCommand {
                     requestTimeout: .seconds(self.requestTimeout),
                     idleTimeout: .seconds(self.idleTimeout)
                 ),
-                eventLoopGroup: manager.eventLoop,
+                eventLoopGroup: eventLoop,
                 logger: logger,
                 onShutdown: { _ in shutdown.trigger() },
-                onServerRunning: { [store] port in
+                onServerRunning: { port in
                     let host = address == "0.0.0.0" ? "127.0.0.1" : address
                     var lines = "downpour daemon: JSON-RPC at http://\(host):\(port)/jsonrpc"
                     if address == "0.0.0.0" { lines += " (and every other interface)" }
                     lines += "\ndownpour daemon: dashboard at http://\(host):\(port)/"
-                    lines += "\ndownpour daemon: queue in \(store.path), downloads to \(directory)\n"
+                    lines += "\ndownpour daemon: queue in \(whereKept), downloads to \(directory)\n"
                     FileHandle.standardOutput.write(Data(lines.utf8))
                 }
             )
         } catch {
             writeError("downpour daemon: \(error)")
-            await manager.shutdown()
+            await service.shutdown()
             await downloader.shutdown()
+            await fleet?.stop()
             throw ExitCode(ExitStatus.usage)
         }
 
         var configuration = ServiceGroupConfiguration(
             services: [
-                .init(service: manager),
+                .init(service: service),
                 .init(service: server),
                 .init(service: shutdown, successTerminationBehavior: .gracefullyShutdownGroup),
             ],
@@ -322,8 +344,9 @@ struct DaemonCommand: AsyncParsableCommand {
         } catch {
             failure = error
         }
-        await manager.shutdown()
+        await service.shutdown()
         await downloader.shutdown()
+        await fleet?.stop()
         if let failure {
             writeError("downpour daemon: stopped by an error: \(failure)")
             throw ExitCode(ExitStatus.internalError)
@@ -334,7 +357,7 @@ struct DaemonCommand: AsyncParsableCommand {
     /// with a `gid` the queue knows is passed over (the queue is the record of truth, and a session file saved at
     /// every exit is loaded at every start); one without is given a GID made from the file, its line and its URIs,
     /// so that it is added once, not at every start. A bad entry is named in a notice and passed over.
-    static func load(_ path: String, into manager: DownloadManager) async {
+    static func load(_ path: String, into manager: any DownloadQueueService) async {
         let input: InputFile
         do {
             input = try InputFile(parsing: try String(contentsOfFile: path, encoding: .utf8))

@@ -6,9 +6,12 @@ import PostgresNIO
 /// Why the fleet's database refused or failed: a message that says what happened and what to do.
 public struct FleetError: Error, Sendable, Hashable, CustomStringConvertible {
     public var message: String
+    /// Whether the database refused a download because its GID is taken (not a failure of the database).
+    public var isGIDTaken: Bool
 
-    public init(_ message: String) {
+    public init(_ message: String, isGIDTaken: Bool = false) {
         self.message = message
+        self.isGIDTaken = isGIDTaken
     }
 
     public var description: String { self.message }

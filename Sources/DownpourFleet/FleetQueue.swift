@@ -28,7 +28,8 @@ public struct FleetQueue: Sendable {
 
     /// A download as the fleet's queue shows it.
     public struct Row: Sendable, Hashable {
-        public var gid: DownloadID
+        public var entry: QueueEntry
+        public var gid: DownloadID { self.entry.gid }
         public var status: QueueStatus
         /// The node whose lease it is (active ones only).
         public var node: String?
@@ -38,44 +39,91 @@ public struct FleetQueue: Sendable {
         public var completedLength: Int64
         public var errorCode: Int?
         public var errorMessage: String?
+        /// Bytes per second, as its node last recorded (active ones only).
+        public var downloadSpeed: Int64
+        /// A change asked through another node that the running node has not carried out yet.
+        public var request: Request?
+    }
+
+    /// A change asked for a download that runs on some node, for that node to carry out.
+    public enum Request: String, Sendable, Hashable {
+        case pause, remove
     }
 
     public let client: PostgresClient
     public let logger: Logger
+    /// How long a statement may take before it counts as failed (``FleetSQL/run(_:timeout:_:)``).
+    public let statementTimeout: Duration
 
     /// A queue over `client`, which must be running (``PostgresClient/run()``) and migrated
-    /// (``FleetSchema/migrate(_:logger:)``).
-    public init(client: PostgresClient, logger: Logger) {
+    /// (``FleetSchema/migrate(_:logger:timeout:)``). A statement that takes longer than `statementTimeout` fails
+    /// with a ``FleetError`` that says the database cannot be reached (PostgreSQL's client itself waits for as long
+    /// as the server is away).
+    public init(client: PostgresClient, logger: Logger, statementTimeout: Duration = .seconds(5)) {
         self.client = client
         self.logger = logger
+        self.statementTimeout = statementTimeout
+    }
+
+    func sql<Value: Sendable>(
+        _ doing: String,
+        _ body: @escaping @Sendable () async throws -> Value
+    ) async throws(FleetError) -> Value {
+        try await FleetSQL.run(doing, timeout: self.statementTimeout, body)
     }
 
     // MARK: - Adding
 
-    /// Appends a download to the waiting queue (paused or not).
+    /// Appends a download to the waiting queue (paused or not), and wakes the nodes.
     ///
-    /// - Throws: ``FleetError`` when the GID is taken, or the server refuses.
+    /// - Throws: ``FleetError`` when the GID is taken (``FleetError/isGIDTaken``), or the server refuses.
     public func add(_ entry: QueueEntry, paused: Bool = false) async throws(FleetError) {
-        let gid = entry.gid.description
-        let uris = try Self.encode(entry.uris)
-        let options = try Self.encode(entry.options.map { [$0.name, $0.value] })
-        let state = paused ? "paused" : "waiting"
-        let inserted = try await FleetSQL.run("adding \(gid)") {
-            let rows = try await self.client.query(
-                """
-                INSERT INTO downpour_downloads (gid, uris, options, state, position)
-                VALUES (\(gid), \(uris), \(options), \(state), nextval('downpour_order'))
-                ON CONFLICT (gid) DO NOTHING
-                RETURNING gid
-                """,
-                logger: self.logger
+        guard try await self.add([(entry, paused)]) == [true] else {
+            throw FleetError(
+                "The GID \(entry.gid) is in use already in the fleet; give another one or none.",
+                isGIDTaken: true
             )
-            var count = 0
-            for try await _ in rows { count += 1 }
-            return count
         }
-        guard inserted == 1 else {
-            throw FleetError("The GID \(gid) is in use already in the fleet; give another one or none.")
+    }
+
+    /// Appends downloads in their order, in one transaction, and wakes the nodes once. Returns for each whether it
+    /// was added: `false` when its GID is taken.
+    ///
+    /// - Throws: ``FleetError`` when the server refuses; then none is added.
+    public func add(_ entries: [(QueueEntry, paused: Bool)]) async throws(FleetError) -> [Bool] {
+        guard !entries.isEmpty else { return [] }
+        var rows: [(gid: String, uris: String, options: String, state: String)] = []
+        for (entry, paused) in entries {
+            rows.append(
+                (
+                    entry.gid.description, try Self.encode(entry.uris), try Self.encode(entry.options),
+                    paused ? "paused" : "waiting"
+                )
+            )
+        }
+        let values = rows
+        return try await self.sql("adding \(entries.count == 1 ? rows[0].gid : "\(entries.count) downloads")") {
+            try await self.client.withTransaction(logger: self.logger) { connection in
+                var added: [Bool] = []
+                added.reserveCapacity(values.count)
+                for row in values {
+                    var count = 0
+                    for try await _ in try await connection.query(
+                        """
+                        INSERT INTO downpour_downloads (gid, uris, options, state, position)
+                        VALUES (\(row.gid), \(row.uris), \(row.options), \(row.state), nextval('downpour_order'))
+                        ON CONFLICT (gid) DO NOTHING
+                        RETURNING gid
+                        """,
+                        logger: self.logger
+                    ) { count += 1 }
+                    added.append(count == 1)
+                }
+                if added.contains(true) {
+                    try await connection.query("SELECT pg_notify(\(Self.wakeChannel), '*')", logger: self.logger)
+                }
+                return added
+            }
         }
     }
 
@@ -86,7 +134,7 @@ public struct FleetQueue: Sendable {
     /// another node is claiming at this moment are passed over, not waited for.
     public func claim(node: String, count: Int, lease: Duration) async throws(FleetError) -> [Claim] {
         guard count > 0 else { return [] }
-        return try await FleetSQL.run("claiming downloads for \(node)") {
+        return try await self.sql("claiming downloads for \(node)") {
             try await self.client.withConnection { connection in
                 try await Self.claim(node: node, count: count, lease: lease, on: connection, logger: self.logger)
             }
@@ -135,7 +183,7 @@ public struct FleetQueue: Sendable {
     /// runs again what it ran, at once, without waiting for its leases to run out).
     public func reclaim(node: String, lease: Duration) async throws(FleetError) -> [Claim] {
         let seconds = Self.seconds(lease)
-        return try await FleetSQL.run("taking back the downloads of \(node)") {
+        return try await self.sql("taking back the downloads of \(node)") {
             let rows = try await self.client.query(
                 """
                 UPDATE downpour_downloads
@@ -165,7 +213,7 @@ public struct FleetQueue: Sendable {
         guard !fences.isEmpty else { return [] }
         let seconds = Self.seconds(lease)
         let numbers = Array(fences.values)
-        return try await FleetSQL.run("renewing the leases of \(node)") {
+        return try await self.sql("renewing the leases of \(node)") {
             let rows = try await self.client.query(
                 """
                 UPDATE downpour_downloads SET lease_until = now() + make_interval(secs => \(seconds))
@@ -184,7 +232,7 @@ public struct FleetQueue: Sendable {
     /// and before the final rename.
     public func holds(_ gid: DownloadID, fence: Int64) async throws(FleetError) -> Bool {
         let text = gid.description
-        return try await FleetSQL.run("checking the lease of \(text)") {
+        return try await self.sql("checking the lease of \(text)") {
             let rows = try await self.client.query(
                 """
                 SELECT lease_until > now() FROM downpour_downloads
@@ -213,14 +261,16 @@ public struct FleetQueue: Sendable {
                 "complete", Aria2ErrorCode.finished.rawValue, nil, finalPath, finalLength
             )
         case .failed(let failure, let reason):
-            (state, code, message, path, length) = ("error", failure.rawValue, reason, nil, nil)
+            (state, code, message, path, length) = (
+                failure == .removed ? "removed" : "error", failure.rawValue, reason, nil, nil
+            )
         }
-        return try await FleetSQL.run("recording the end of \(text)") {
+        return try await self.sql("recording the end of \(text)") {
             try await self.changedOne(
                 """
                 UPDATE downpour_downloads
-                SET state = \(state), node = NULL, lease_until = NULL, fence = NULL,
-                    position = nextval('downpour_order'), error_code = \(code), error_message = \(message),
+                SET state = \(state), node = NULL, lease_until = NULL, fence = NULL, download_speed = 0,
+                    request = NULL, position = nextval('downpour_order'), error_code = \(code), error_message = \(message),
                     path = coalesce(\(path), path), total_length = coalesce(\(length), total_length),
                     completed_length = coalesce(\(length), completed_length)
                 WHERE gid = \(text) AND fence = \(fence) AND state = 'active'
@@ -235,12 +285,12 @@ public struct FleetQueue: Sendable {
     public func release(_ gid: DownloadID, fence: Int64, paused: Bool) async throws(FleetError) -> Bool {
         let text = gid.description
         let state = paused ? "paused" : "waiting"
-        return try await FleetSQL.run("giving back \(text)") {
+        return try await self.sql("giving back \(text)") {
             try await self.changedOne(
                 """
                 UPDATE downpour_downloads
-                SET state = \(state), node = NULL, lease_until = NULL, fence = NULL,
-                    position = -nextval('downpour_order')
+                SET state = \(state), node = NULL, lease_until = NULL, fence = NULL, download_speed = 0,
+                    request = NULL, position = -nextval('downpour_order')
                 WHERE gid = \(text) AND fence = \(fence) AND state = 'active'
                 RETURNING gid
                 """
@@ -254,15 +304,16 @@ public struct FleetQueue: Sendable {
         fence: Int64,
         path: String?,
         totalLength: Int64,
-        completedLength: Int64
+        completedLength: Int64,
+        downloadSpeed: Int64 = 0
     ) async throws(FleetError) -> Bool {
         let text = gid.description
-        return try await FleetSQL.run("recording the progress of \(text)") {
+        return try await self.sql("recording the progress of \(text)") {
             try await self.changedOne(
                 """
                 UPDATE downpour_downloads
                 SET path = coalesce(\(path), path), total_length = \(totalLength),
-                    completed_length = \(completedLength)
+                    completed_length = \(completedLength), download_speed = \(downloadSpeed)
                 WHERE gid = \(text) AND fence = \(fence) AND state = 'active'
                 RETURNING gid
                 """
@@ -275,10 +326,11 @@ public struct FleetQueue: Sendable {
     /// Every download of the fleet: active ones by GID's claim order, then waiting and paused ones in queue order,
     /// then results in the order they stopped.
     public func rows() async throws(FleetError) -> [Row] {
-        try await FleetSQL.run("reading the queue") {
+        try await self.sql("reading the queue") {
             let rows = try await self.client.query(
                 """
-                SELECT gid, state, node, fence, path, total_length, completed_length, error_code, error_message
+                SELECT gid, uris, options, state, node, fence, path, total_length, completed_length, error_code,
+                    error_message, download_speed, request
                 FROM downpour_downloads
                 ORDER BY CASE state WHEN 'active' THEN 0 WHEN 'waiting' THEN 1 WHEN 'paused' THEN 1 ELSE 2 END,
                     CASE state WHEN 'active' THEN fence ELSE 0 END, position
@@ -286,15 +338,22 @@ public struct FleetQueue: Sendable {
                 logger: self.logger
             )
             var result: [Row] = []
-            for try await (gid, state, node, fence, path, total, completed, code, message) in rows.decode(
-                (String, String, String?, Int64?, String?, Int64, Int64, Int?, String?).self
-            ) {
+            for try await (
+                gid, uris, options, state, node, fence, path, total, completed, code, message, speed, request
+            )
+                in rows.decode(
+                    (
+                        String, String, String, String, String?, Int64?, String?, Int64, Int64, Int?, String?, Int64,
+                        String?
+                    ).self
+                )
+            {
                 guard let status = QueueStatus(rawValue: state) else {
                     throw FleetError("The fleet's database holds a download in the unknown state '\(state)'.")
                 }
                 result.append(
                     Row(
-                        gid: try Self.gid(gid),
+                        entry: try Self.entry(gid, uris, options),
                         status: status,
                         node: node,
                         fence: fence,
@@ -302,7 +361,9 @@ public struct FleetQueue: Sendable {
                         totalLength: total,
                         completedLength: completed,
                         errorCode: code,
-                        errorMessage: message
+                        errorMessage: message,
+                        downloadSpeed: speed,
+                        request: request.flatMap(Request.init(rawValue:))
                     )
                 )
             }
@@ -312,13 +373,18 @@ public struct FleetQueue: Sendable {
 
     // MARK: - Internals
 
-    private func changedOne(_ query: PostgresQuery) async throws -> Bool {
+    /// Runs a statement and reads its rows to the end.
+    func execute(_ query: PostgresQuery) async throws {
+        for try await _ in try await self.client.query(query, logger: self.logger) {}
+    }
+
+    func changedOne(_ query: PostgresQuery) async throws -> Bool {
         var count = 0
         for try await _ in try await self.client.query(query, logger: self.logger) { count += 1 }
         return count == 1
     }
 
-    private static func seconds(_ duration: Duration) -> Double {
+    static func seconds(_ duration: Duration) -> Double {
         let (seconds, attoseconds) = duration.components
         return max(0, Double(seconds) + Double(attoseconds) / 1e18)
     }
@@ -330,19 +396,26 @@ public struct FleetQueue: Sendable {
         _ fence: Int64,
         _ previous: String?
     ) throws -> Claim {
+        Claim(entry: try Self.entry(gid, uris, options), fence: fence, previousNode: previous)
+    }
+
+    static func entry(_ gid: String, _ uris: String, _ options: String) throws(FleetError) -> QueueEntry {
         let pairs = try Self.decode([[String]].self, options)
-        let entry = QueueEntry(
+        return QueueEntry(
             gid: try Self.gid(gid),
             uris: try Self.decode([String].self, uris),
-            options: try pairs.map { pair in
+            options: try pairs.map { pair throws(FleetError) in
                 guard pair.count == 2 else { throw FleetError("The fleet's database holds a malformed option.") }
                 return QueueOption(name: pair[0], value: pair[1])
             }
         )
-        return Claim(entry: entry, fence: fence, previousNode: previous)
     }
 
-    private static func gid(_ text: String) throws(FleetError) -> DownloadID {
+    static func encode(_ options: [QueueOption]) throws(FleetError) -> String {
+        try Self.encode(options.map { [$0.name, $0.value] })
+    }
+
+    static func gid(_ text: String) throws(FleetError) -> DownloadID {
         guard let gid = DownloadID(text) else { throw FleetError("The fleet's database holds the bad GID '\(text)'.") }
         return gid
     }

@@ -33,19 +33,31 @@ public enum FleetSchema {
             )
             """,
             "CREATE INDEX downpour_downloads_queue ON downpour_downloads (state, position)",
-        ]
+        ],
+        [
+            // The speed its node last recorded for an active download.
+            "ALTER TABLE downpour_downloads ADD COLUMN download_speed bigint NOT NULL DEFAULT 0",
+            // A change asked through another node, for the node that runs the download to carry out.
+            "ALTER TABLE downpour_downloads ADD COLUMN request text CHECK (request IN ('pause', 'remove'))",
+        ],
     ]
 
     /// The number of the newest migration.
     public static var version: Int { self.migrations.count }
 
-    /// Applies the migrations this database has not had, in one transaction; returns the version it has now.
+    /// Applies the migrations this database has not had, in one transaction; returns the version it has now. The
+    /// first statement of a node may wait for its first connection: `timeout` allows for a server that is slow to
+    /// answer at start.
     ///
     /// - Throws: ``FleetError`` when the database is newer than this program (a newer node migrated it), or the
     ///   server refuses.
     @discardableResult
-    public static func migrate(_ client: PostgresClient, logger: Logger) async throws(FleetError) -> Int {
-        try await FleetSQL.run("migrating the fleet's tables") {
+    public static func migrate(
+        _ client: PostgresClient,
+        logger: Logger,
+        timeout: Duration = .seconds(30)
+    ) async throws(FleetError) -> Int {
+        try await FleetSQL.run("migrating the fleet's tables", timeout: timeout) {
             try await client.withTransaction(logger: logger) { connection in
                 try await connection.query("SELECT pg_advisory_xact_lock(hashtext('downpour_schema'))", logger: logger)
                 try await connection.query(
@@ -86,12 +98,29 @@ public enum FleetSchema {
 /// Runs SQL and turns what the server or the connection throws into a ``FleetError`` that says what was being
 /// done.
 enum FleetSQL {
-    static func run<Value>(
+    /// Runs `body`, which fails when it takes longer than `timeout`: PostgreSQL's client waits for a connection as
+    /// long as the server cannot be reached, and a node must go on (its runs, its reads) and say so instead.
+    static func run<Value: Sendable>(
         _ doing: String,
-        _ body: () async throws -> sending Value
-    ) async throws(FleetError) -> sending Value {
+        timeout: Duration,
+        _ body: @escaping @Sendable () async throws -> Value
+    ) async throws(FleetError) -> Value {
         do {
-            return try await body()
+            return try await withThrowingTaskGroup(of: Value?.self) { group in
+                group.addTask { try await body() }
+                group.addTask {
+                    try await Task.sleep(for: timeout)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next(), let value = first else {
+                    throw FleetError(
+                        "PostgreSQL did not answer within \(timeout.components.seconds) s while \(doing): it cannot "
+                            + "be reached, or is overloaded."
+                    )
+                }
+                return value
+            }
         } catch {
             throw Self.explained(error, doing: doing)
         }

@@ -44,7 +44,12 @@ extension DownloadManager {
         logger[metadataKey: "gid"] = "\(gid)"
         var willFinish: (@Sendable () async -> Void)?
         if let runFinishing = self.runFinishing { willFinish = { await runFinishing(gid) } }
-        let download = self.downloader.download(request, id: gid, logger: logger, willFinish: willFinish)
+        let download =
+            if let permit = self.writePermit?(gid) {
+                self.downloader.download(request, id: gid, logger: logger, writePermit: permit)
+            } else {
+                self.downloader.download(request, id: gid, logger: logger, willFinish: willFinish)
+            }
         let task = Task {
             // A run stopped for a pause or a restart must let go of the file before the next one takes it.
             await previous?.value
@@ -183,7 +188,11 @@ extension DownloadManager {
                     totalLength: progress.totalBytes,
                     completedLength: progress.completedBytes
                 )
-                if run.stopRequested {
+                if error.code == .superseded {
+                    // Its download is another writer's now: the owner drops it (``orphans()``).
+                    self.superseded.insert(gid)
+                    actions = []
+                } else if run.stopRequested {
                     actions = []
                 } else {
                     let code = Aria2ErrorCode(error)

@@ -70,12 +70,16 @@ public actor DownloadManager: DownloadQueueService {
     /// ``Defaults/options`` with ``overrides`` over them.
     private(set) var effectiveGlobals: [QueueOption] = []
     var runs: [DownloadID: Run] = [:]
+    /// Active downloads whose run stopped because its write permit was withdrawn (``orphans()``).
+    var superseded: Set<DownloadID> = []
     var nextToken = 0
     private var isStarted = false
     var isShutDown = false
     let recordDelay: Duration
     nonisolated let runEnding: (@Sendable (DownloadID) async -> Void)?
     nonisolated let runFinishing: (@Sendable (DownloadID) async -> Void)?
+    let fillsFreeSlots: Bool
+    let writePermit: WritePermitSource?
     /// Stores a run's record (see ``runStarted(_:token:start:)``) once `recordDelay` is over; `nil` while none
     /// waits. Whatever stores the queue's changes first takes the record with them and cancels it.
     var recordTimer: Task<Void, Never>?
@@ -94,12 +98,18 @@ public actor DownloadManager: DownloadQueueService {
     ///     reads the queue gives its connections this loop, and its reads are answered right there
     ///     (``readIfIsolated(_:)``).
     ///   - logger: For what the queue does (info and below).
+    ///   - fillsFreeSlots: `false` for a queue whose downloads start only when told (``run(_:)``): a fleet node's,
+    ///     which runs what it claimed (``DownloadQueue/fillsFreeSlots``).
+    ///   - writePermit: Gives each run, as it starts, the write permit it asks before every write that matters
+    ///     (``Downloader/download(_:id:logger:writePermit:)``); `nil` for runs that always may write.
     public init(
         downloader: Downloader,
         store: QueueStore,
         defaults: Defaults = Defaults(),
         eventLoop: (any EventLoop)? = nil,
-        logger: Logger
+        logger: Logger,
+        fillsFreeSlots: Bool = true,
+        writePermit: WritePermitSource? = nil
     ) {
         self.init(
             downloader: downloader,
@@ -107,9 +117,14 @@ public actor DownloadManager: DownloadQueueService {
             defaults: defaults,
             eventLoop: eventLoop,
             logger: logger,
-            recordDelay: .milliseconds(100)
+            recordDelay: .milliseconds(100),
+            fillsFreeSlots: fillsFreeSlots,
+            writePermit: writePermit
         )
     }
+
+    /// Gives a run of the download with this GID its write permit, as the run starts.
+    public typealias WritePermitSource = @Sendable (DownloadID) -> @Sendable () async -> Bool
 
     /// - Parameters:
     ///   - recordDelay: How long a run's record (its path and length) may wait for the next change before it is
@@ -126,8 +141,12 @@ public actor DownloadManager: DownloadQueueService {
         logger: Logger,
         recordDelay: Duration,
         runFinishing: (@Sendable (DownloadID) async -> Void)? = nil,
-        runEnding: (@Sendable (DownloadID) async -> Void)? = nil
+        runEnding: (@Sendable (DownloadID) async -> Void)? = nil,
+        fillsFreeSlots: Bool = true,
+        writePermit: WritePermitSource? = nil
     ) {
+        self.fillsFreeSlots = fillsFreeSlots
+        self.writePermit = writePermit
         self.runFinishing = runFinishing
         self.runEnding = runEnding
         self.downloader = downloader
@@ -161,7 +180,8 @@ public actor DownloadManager: DownloadQueueService {
                 stoppedTotal: contents.stoppedTotal,
                 maxConcurrentDownloads: maxConcurrent,
                 maxDownloadResult: maxResults,
-                positions: contents.positions
+                positions: contents.positions,
+                fillsFreeSlots: self.fillsFreeSlots
             )
             if let limit = Self.lastValue(.maxOverallDownloadLimit, in: globals) {
                 try self.setOverallLimit(limit)

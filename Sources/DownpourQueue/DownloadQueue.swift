@@ -88,9 +88,14 @@ public struct DownloadQueue: Sendable {
         stoppedTotal: Int,
         maxConcurrentDownloads: Int = 5,
         maxDownloadResult: Int = 1000,
-        positions: [DownloadID: Double] = [:]
+        positions: [DownloadID: Double] = [:],
+        fillsFreeSlots: Bool = true
     ) {
-        self.init(maxConcurrentDownloads: maxConcurrentDownloads, maxDownloadResult: maxDownloadResult)
+        self.init(
+            maxConcurrentDownloads: maxConcurrentDownloads,
+            maxDownloadResult: maxDownloadResult,
+            fillsFreeSlots: fillsFreeSlots
+        )
         func ordered(_ gids: [DownloadID]) -> Bool {
             var previous = -Double.infinity
             for gid in gids {
@@ -186,6 +191,29 @@ public struct DownloadQueue: Sendable {
     /// - Throws: ``QueueError`` `invalidGID` (empty, longer than 16 or not hexadecimal), `notUnique` (a prefix of
     ///   several), `notFound`.
     public func resolve(_ text: String) throws(QueueError) -> DownloadID {
+        try Self.resolve(text) { prefix in
+            // A whole GID is looked up, not searched for.
+            if prefix.utf8.count == 16, let gid = DownloadID(prefix) { return self.contains(gid) ? [gid] : [] }
+            var matches: Set<DownloadID> = []
+            for gid in self.downloads.keys where gid.description.hasPrefix(prefix) { matches.insert(gid) }
+            for gid in self.resultGIDs where gid.description.hasPrefix(prefix) { matches.insert(gid) }
+            return matches
+        }
+    }
+
+    /// ``resolve(_:)`` for a queue kept elsewhere: `matching` gives the GIDs that start with a prefix (in lower
+    /// case); two of them are enough to know it is not unique.
+    public static func resolve(
+        _ text: String,
+        matching: (String) throws(QueueError) -> Set<DownloadID>
+    ) throws(QueueError) -> DownloadID {
+        try Self.unique(matching(try Self.gidPrefix(text)), for: text)
+    }
+
+    /// `text` as a GID prefix to look up (lower case).
+    ///
+    /// - Throws: ``QueueError`` `invalidGID` when it is empty, longer than 16 or not hexadecimal.
+    public static func gidPrefix(_ text: String) throws(QueueError) -> String {
         let isHex = text.utf8.allSatisfy { byte in
             (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
                 || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
@@ -198,16 +226,13 @@ public struct DownloadQueue: Sendable {
                 message: "'\(text)' is not a GID: give 1 to 16 hexadecimal digits."
             )
         }
-        if text.utf8.count == 16, let gid = DownloadID(text) {
-            guard self.contains(gid) else {
-                throw QueueError(.notFound, gid: text, message: "No download has the GID \(text).")
-            }
-            return gid
-        }
-        let prefix = text.lowercased()
-        var matches: Set<DownloadID> = []
-        for gid in self.downloads.keys where gid.description.hasPrefix(prefix) { matches.insert(gid) }
-        for gid in self.resultGIDs where gid.description.hasPrefix(prefix) { matches.insert(gid) }
+        return text.lowercased()
+    }
+
+    /// The one GID among `matches`, the downloads whose GID starts with `text`.
+    ///
+    /// - Throws: ``QueueError`` `notFound` for none, `notUnique` for more than one.
+    public static func unique(_ matches: Set<DownloadID>, for text: String) throws(QueueError) -> DownloadID {
         guard let match = matches.first else {
             throw QueueError(.notFound, gid: text, message: "No download has the GID \(text).")
         }

@@ -47,6 +47,8 @@ public struct DownloadStatus: Sendable, Hashable {
     public var following: DownloadID?
     /// The downloads of the files of the Metalink document this download turned out to be (aria2's `followedBy`).
     public var followedBy: [DownloadID]
+    /// In a fleet, the node that runs this download (active ones only); `nil` outside a fleet.
+    public var node: String?
 
     public init(
         gid: DownloadID,
@@ -64,7 +66,8 @@ public struct DownloadStatus: Sendable, Hashable {
         errorCode: Int? = nil,
         errorMessage: String? = nil,
         following: DownloadID? = nil,
-        followedBy: [DownloadID] = []
+        followedBy: [DownloadID] = [],
+        node: String? = nil
     ) {
         self.gid = gid
         self.status = status
@@ -82,6 +85,7 @@ public struct DownloadStatus: Sendable, Hashable {
         self.errorMessage = errorMessage
         self.following = following
         self.followedBy = followedBy
+        self.node = node
     }
 }
 

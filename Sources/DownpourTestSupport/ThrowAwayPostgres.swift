@@ -62,14 +62,7 @@ public struct ThrowAwayPostgres: Sendable {
             let port = try Self.freePort()
             let server = ThrowAwayPostgres(directory: directory, port: port, binaries: binaries, user: user)
             do {
-                try await server.run(
-                    "pg_ctl",
-                    [
-                        "-D", directory + "/data", "-l", directory + "/server.log", "-w", "-t", "120", "-o",
-                        "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off "
-                            + "-c synchronous_commit=off -c full_page_writes=off", "start",
-                    ]
-                )
+                try await server.startServer()
                 return server
             } catch {
                 lastError = "\(error)"
@@ -92,6 +85,27 @@ public struct ThrowAwayPostgres: Sendable {
             await server.stop()
             throw error
         }
+    }
+
+    /// Stops the server (its clients lose their connections) and keeps its cluster, for ``resume()``.
+    public func halt() async throws {
+        try await self.run("pg_ctl", ["-D", self.directory + "/data", "-m", "immediate", "-w", "stop"])
+    }
+
+    /// Starts a server ``halt()`` stopped, on the same port.
+    public func resume() async throws {
+        try await self.startServer()
+    }
+
+    private func startServer() async throws {
+        try await self.run(
+            "pg_ctl",
+            [
+                "-D", self.directory + "/data", "-l", self.directory + "/server.log", "-w", "-t", "120", "-o",
+                "-p \(self.port) -k \(self.directory) -c listen_addresses=127.0.0.1 -c fsync=off "
+                    + "-c synchronous_commit=off -c full_page_writes=off", "start",
+            ]
+        )
     }
 
     /// Stops the server at once (no checkpoint) and removes its directory.

@@ -34,8 +34,9 @@ struct FleetQueueTests {
             let client = PostgresClient(configuration: url.configuration, backgroundLogger: Self.logger)
             try await withThrowingDiscardingTaskGroup { group in
                 group.addTask { await client.run() }
-                try await FleetSchema.migrate(client, logger: Self.logger)
-                try await body(FleetQueue(client: client, logger: Self.logger))
+                // Long time-outs: they only guard against a hang, whatever the machine's load.
+                try await FleetSchema.migrate(client, logger: Self.logger, timeout: Self.hour)
+                try await body(FleetQueue(client: client, logger: Self.logger, statementTimeout: Self.hour))
                 group.cancelAll()
             }
         }

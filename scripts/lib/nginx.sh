@@ -120,7 +120,8 @@ make_test_certificate() {
 }
 
 # nginx_conf_head WORK CONNECTIONS: the top of an interop script's nginx.conf up to and including the common http
-# settings and an access log in WORK; nginx_interop_conf adds the servers and the closing brace.
+# settings and the access logs in WORK (access.log, combined; timed.log); nginx_interop_conf adds the servers and
+# the closing brace.
 nginx_conf_head() {
     local work=$1 connections=$2
     cat <<EOF
@@ -134,6 +135,10 @@ events {
 http {
 $(nginx_http_common "$work")
     access_log $work/access.log;
+    # When each response ended and how long it took, with the client's user agent (the fleet's test names its
+    # daemons by it): timed.log.
+    log_format timed '\$msec \$request_time "\$request" \$status \$body_bytes_sent "\$http_user_agent"';
+    access_log $work/timed.log timed;
     keepalive_requests 10000;
 EOF
 }

@@ -245,7 +245,8 @@ extension Aria2Option {
         .httpProxy, .httpsProxy, .noProxy, .checksum, .followMetalink, .metalinkLocation, .forceSave, .slowWindow,
         .noRestartSlow, .journalInterval, .gid, .pause, .maxConcurrentDownloads, .maxDownloadResult,
         .maxOverallDownloadLimit, .saveSession, .saveSessionInterval, .enableRPC, .rpcListenPort, .rpcListenAll,
-        .rpcSecret, .rpcAllowOriginAll, .inputFile, .confPath, .noConf, .metalinkFile, .verbose, .quiet, .netrcPath,
+        .rpcSecret, .rpcAllowOriginAll, .queue, .nodeName, .inputFile, .confPath, .noConf, .metalinkFile, .verbose,
+        .quiet, .netrcPath,
         .loadCookies,
         .saveCookies, .onDownloadStart, .onDownloadPause, .onDownloadStop, .onDownloadComplete, .onDownloadError,
     ]
@@ -771,6 +772,24 @@ extension Aria2Option {
         .flag,
         default: "false",
         help: "Let web pages of any origin call the daemon (Access-Control-Allow-Origin: *); needs a secret."
+    )
+    public static let queue = Aria2Option(
+        "queue",
+        .startup,
+        .text,
+        valueName: "url",
+        isAria2s: false,
+        help: "Keep the queue in PostgreSQL at this URL (postgresql://USER@HOST:PORT/DB), shared by every daemon "
+            + "given it: a fleet. Without it the queue is kept in the state directory (SQLite)."
+    )
+    public static let nodeName = Aria2Option(
+        "node-name",
+        .startup,
+        .text,
+        valueName: "name",
+        isAria2s: false,
+        help: "This daemon's name in a fleet (default: the host name and the RPC port); a daemon restarted with "
+            + "its name takes back at once the downloads it ran."
     )
     public static let inputFile = Aria2Option(
         "input-file",

@@ -5,7 +5,8 @@ import DownpourQueue
 /// A ``DownloadStatus`` as aria2's status struct (§2.3 of the reference, for downloads that are not
 /// BitTorrent): every number a decimal string, no JSON `null`, and exactly the keys aria2 has for such a
 /// download: `errorCode` and `errorMessage` only for stopped ones, `bitfield` only once the length is known,
-/// `followedBy` and `following` only for a Metalink URL's download and the downloads of its files.
+/// `followedBy` and `following` only for a Metalink URL's download and the downloads of its files; and, in a fleet,
+/// Downpour's `node` for an active one.
 enum StatusStruct {
     /// The piece size used for `pieceLength`, `numPieces` and `bitfield`. Downpour has no pieces (it tracks
     /// byte ranges), so this is a fixed size for display: 1 MiB, aria2's default `piece-length`.
@@ -49,6 +50,8 @@ enum StatusStruct {
         if wants("following"), let following = status.following {
             object.append("following", .string(following.description))
         }
+        // Downpour's own, in a fleet: aria2's clients ignore keys they do not know.
+        if wants("node"), let node = status.node { object.append("node", .string(node)) }
         if wants("dir") { object.append("dir", .string(status.directory)) }
         if wants("files") { object.append("files", Self.files(status)) }
         return .object(object)

@@ -1,0 +1,428 @@
+import Downpour
+import DownpourQueue
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import PostgresNIO
+
+/// One daemon of a fleet: the queue it shows and changes is the fleet's (``FleetQueue``, in PostgreSQL); the
+/// downloads it runs are those it claimed, run by a ``DownloadManager`` of its own that starts nothing by itself.
+///
+/// The node's loop, once a second or when woken (a change through this node, a notification on
+/// ``FleetQueue/wakeChannel``, a run's end):
+/// 1. carries out what ``FleetLeases`` asks: claims while there is room, renews the leases, starts what it
+///    claimed (each run's write permit is ``FleetLeases/mayWrite(_:fence:at:)``), stops what it lost;
+/// 2. carries out the requests other nodes stored for the downloads it runs (pause, remove);
+/// 3. reports each run to the database: its progress while it runs, its end (a result), a pause (given back,
+///    paused); a run that lost its write permit is dropped and left to the node that takes it.
+///
+/// Reads (`tellActive`, ...) show the whole fleet: the database's rows, with this node's own runs as they are now.
+/// When the database cannot be reached, the runs go on until their leases may have run out, reads show the fleet
+/// as last read, and changes are refused with ``QueueError`` `storage`; the loop keeps trying.
+public actor FleetNode {
+    /// The node's name in the fleet (`node` in a status, the lease holder in the database).
+    public nonisolated let name: String
+    public nonisolated let queue: FleetQueue
+    /// Runs this node's downloads.
+    public nonisolated let manager: DownloadManager
+    /// Where files go when a download names no `dir` (for statuses of downloads not run here).
+    nonisolated let directory: String
+    nonisolated let leases: NIOLockedValueBox<FleetLeases>
+    nonisolated let broadcaster = QueueEventBroadcaster()
+    nonisolated let logger: Logger
+    nonisolated let tick: Duration
+    private let wakes: AsyncStream<Void>
+    nonisolated let waker: AsyncStream<Void>.Continuation
+
+    private var tasks: [Task<Void, Never>] = []
+    private var isStarted = false
+    private var isShutDown = false
+    /// What was last recorded in the database for each run (path, total, completed, speed).
+    private var recorded: [DownloadID: Progress] = [:]
+    /// The fleet as last read: reads show it while the database cannot be reached.
+    var lastRows: [FleetQueue.Row] = []
+    /// Whether the last statement failed: changes are refused until one succeeds.
+    var databaseLost = false
+
+    struct Progress: Hashable {
+        var path: String?
+        var total: Int64
+        var completed: Int64
+        var speed: Int64
+    }
+
+    /// - Parameters:
+    ///   - name: The node's name in the fleet; a node restarted with the same name takes its leases back at once.
+    ///   - queue: The fleet's queue (a running, migrated client).
+    ///   - downloader: Runs the downloads.
+    ///   - store: This node's own store for the downloads it runs; the fleet's queue is the record of truth, so
+    ///     it should start empty.
+    ///   - defaults: As a ``DownloadManager``'s.
+    ///   - leaseDuration: How long a claim holds a download without renewal (15 s).
+    ///   - tick: How often the loop runs when nothing wakes it (1 s).
+    public init(
+        name: String,
+        queue: FleetQueue,
+        downloader: Downloader,
+        store: QueueStore,
+        defaults: DownloadManager.Defaults,
+        eventLoop: (any EventLoop)? = nil,
+        logger: Logger,
+        leaseDuration: Duration = .seconds(15),
+        tick: Duration = .seconds(1)
+    ) {
+        self.name = name
+        self.queue = queue
+        self.directory = defaults.directory
+        self.logger = logger
+        self.tick = tick
+        let leases = NIOLockedValueBox(FleetLeases(capacity: 1, leaseDuration: leaseDuration))
+        self.leases = leases
+        self.manager = DownloadManager(
+            downloader: downloader,
+            store: store,
+            defaults: defaults,
+            eventLoop: eventLoop,
+            logger: logger,
+            fillsFreeSlots: false,
+            writePermit: { gid in
+                // The fence of the claim this run was started for: a later claim's run is not this one's.
+                let fence = leases.withLockedValue { $0.held[gid]?.fence }
+                return {
+                    guard let fence else { return false }
+                    return leases.withLockedValue { $0.mayWrite(gid, fence: fence, at: .now) }
+                }
+            }
+        )
+        (self.wakes, self.waker) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    // MARK: - Starting and stopping
+
+    /// Starts the node's manager, takes back the downloads this node held before it stopped (a crash: their
+    /// leases may not have run out yet), and starts the loop.
+    ///
+    /// - Throws: ``QueueError`` `storage` when the database cannot be reached or the manager's store read.
+    public func start() async throws(QueueError) {
+        guard !self.isStarted else { return }
+        try await self.manager.start()
+        let globals = await self.manager.globalOptions()
+        let capacity = globals.last { $0.name == Aria2Option.maxConcurrentDownloads.name }.flatMap { Int($0.value) }
+        self.leases.withLockedValue { $0.capacity = capacity ?? 5 }
+        let sentAt = ContinuousClock.now
+        let duration = self.leases.withLockedValue { $0.leaseDuration }
+        let claims: [FleetQueue.Claim]
+        do {
+            claims = try await self.queue.reclaim(node: self.name, lease: duration)
+            self.lastRows = try await self.queue.rows()
+        } catch {
+            await self.manager.shutdown()
+            throw Self.refusal(error)
+        }
+        self.isStarted = true
+        // Listening before the first run starts, so that no notification is missed.
+        let events = self.manager.events
+        let actions = self.leases.withLockedValue { $0.claimed(claims, sentAt: sentAt) }
+        await self.perform(actions)
+        self.logger.notice(
+            "Fleet node started",
+            metadata: ["node": "\(self.name)", "resumed": "\(claims.count)", "downloads": "\(self.lastRows.count)"]
+        )
+        self.tasks = [
+            Task { await self.runLoop() },
+            Task { await self.listen() },
+            Task { await self.forward(events) },
+            Task { [tick, waker] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: tick)
+                    waker.yield()
+                }
+            },
+        ]
+    }
+
+    /// Stops the loop, pauses the runs (their bytes and journals kept) and gives their downloads back to the fleet,
+    /// at the front of the queue, for whichever node claims them next.
+    public func shutdown() async {
+        guard self.isStarted, !self.isShutDown else { return }
+        self.isShutDown = true
+        for task in self.tasks { task.cancel() }
+        self.waker.finish()
+        for task in self.tasks { await task.value }
+        await self.manager.shutdown()
+        let held = self.leases.withLockedValue { $0.held.mapValues(\.fence) }
+        for (gid, fence) in held.sorted(by: { $0.value < $1.value }) {
+            do {
+                _ = try await self.queue.release(gid, fence: fence, paused: false)
+            } catch {
+                // Its lease runs out, and another node takes it then.
+                self.logger.notice("Download not given back", metadata: ["gid": "\(gid)", "error": "\(error)"])
+            }
+        }
+        self.broadcaster.finish()
+        self.logger.notice("Fleet node stopped", metadata: ["node": "\(self.name)", "gave back": "\(held.count)"])
+    }
+
+    // MARK: - The loop
+
+    private func runLoop() async {
+        for await _ in self.wakes {
+            guard !Task.isCancelled else { return }
+            await self.step()
+        }
+    }
+
+    /// One turn of the loop (see the type's description).
+    func step() async {
+        let actions = self.leases.withLockedValue { $0.tick(at: .now) }
+        await self.perform(actions)
+        await self.carryOutRequests()
+        await self.report()
+    }
+
+    /// Carries out what the leases asked, and what their answers ask in turn.
+    private func perform(_ actions: [FleetLeases.Action]) async {
+        var pending = actions
+        while !pending.isEmpty {
+            let action = pending.removeFirst()
+            switch action {
+            case .claim(let count):
+                let sentAt = ContinuousClock.now
+                let duration = self.leases.withLockedValue { $0.leaseDuration }
+                do {
+                    let claims = try await self.queue.claim(node: self.name, count: count, lease: duration)
+                    self.databaseLost = false
+                    pending += self.leases.withLockedValue { $0.claimed(claims, sentAt: sentAt) }
+                } catch {
+                    self.leases.withLockedValue { $0.claimFailed() }
+                    self.lost(error)
+                }
+            case .renew(let fences):
+                let sentAt = ContinuousClock.now
+                let duration = self.leases.withLockedValue { $0.leaseDuration }
+                do {
+                    let kept = try await self.queue.renew(node: self.name, fences: fences, lease: duration)
+                    self.databaseLost = false
+                    pending += self.leases.withLockedValue { $0.renewed(kept, asked: fences, sentAt: sentAt) }
+                } catch {
+                    self.leases.withLockedValue { $0.renewFailed() }
+                    self.lost(error)
+                }
+            case .start(let claim):
+                await self.startRun(claim)
+            case .stop(let gid, let fence):
+                self.logger.notice(
+                    "Download stopped: its lease ran out or was taken",
+                    metadata: ["gid": "\(gid)", "fence": "\(fence)"]
+                )
+                self.recorded[gid] = nil
+                await self.manager.forget(gid)
+            }
+        }
+    }
+
+    private func startRun(_ claim: FleetQueue.Claim) async {
+        let gid = claim.entry.gid
+        if let previous = claim.previousNode {
+            // The `.part` and journal are resumed when this node sees the storage the other one wrote to (one
+            // machine, NFS); otherwise the download starts over.
+            let message: Logger.Message =
+                previous == self.name
+                ? "Download taken back after a restart: resumes from its .part file"
+                : "Download taken over from another node: resumes from its .part file where this node sees it, starts over otherwise"
+            self.logger.notice(message, metadata: ["gid": "\(gid)", "from": "\(previous)"])
+        }
+        do {
+            try await self.manager.run(claim.entry)
+        } catch {
+            // An option that no longer applies (this node's defaults differ): a result, as a local queue gives.
+            self.logger.notice("Download cannot run here", metadata: ["gid": "\(gid)", "error": "\(error.message)"])
+            _ = try? await self.queue.finish(
+                gid,
+                fence: claim.fence,
+                outcome: .failed(code: error.reason == .storage ? .fileIO : .badOption, message: error.message)
+            )
+            self.leases.withLockedValue { $0.ended(gid, fence: claim.fence) }
+        }
+    }
+
+    /// Carries out what other nodes asked of this one's runs.
+    private func carryOutRequests() async {
+        let requests: [(DownloadID, fence: Int64, FleetQueue.Request)]
+        do {
+            requests = try await self.queue.requests(for: self.name)
+            self.databaseLost = false
+        } catch {
+            self.lost(error)
+            return
+        }
+        for (gid, fence, request) in requests {
+            guard self.leases.withLockedValue({ $0.held[gid]?.fence }) == fence else { continue }
+            do {
+                switch request {
+                case .pause: _ = try await self.manager.pause(gid.description, force: false)
+                case .remove: _ = try await self.manager.remove(gid.description, force: false)
+                }
+            } catch {
+                // It ended meanwhile: its end is reported below, and the request goes with it.
+                self.logger.debug("Request not carried out", metadata: ["gid": "\(gid)", "error": "\(error.message)"])
+            }
+        }
+    }
+
+    /// Tells the database how each run stands, and gives back what ended.
+    private func report() async {
+        let held = self.leases.withLockedValue { $0.held.mapValues(\.fence) }
+        guard !held.isEmpty else { return }
+        let orphans = await self.manager.orphans()
+        let statuses = await self.manager.read { reader in
+            held.keys.map { gid in (gid, try? reader.status(of: gid.description)) }
+        }
+        for (gid, status) in statuses {
+            guard let fence = held[gid] else { continue }
+            do {
+                if orphans.contains(gid) {
+                    // Its permit was withdrawn: another node may hold it now. Nothing is written for it.
+                    self.leases.withLockedValue { $0.ended(gid, fence: fence) }
+                    self.recorded[gid] = nil
+                    await self.manager.forget(gid)
+                    continue
+                }
+                guard let status else {
+                    try await self.giveBack(gid, fence: fence, paused: false)
+                    continue
+                }
+                switch status.status {
+                case .active:
+                    try await self.record(status, fence: fence)
+                    continue
+                case .complete:
+                    // A Metalink URL: the files it lists join the fleet's queue before its end is recorded (a
+                    // second try after a failure finds them added already).
+                    try await self.handOver(status.followedBy)
+                    _ = try await self.queue.finish(
+                        gid,
+                        fence: fence,
+                        outcome: .complete(path: status.path ?? "", length: status.totalLength)
+                    )
+                case .error, .removed:
+                    let code = status.errorCode.flatMap(Aria2ErrorCode.init(rawValue:)) ?? .unknown
+                    _ = try await self.queue.finish(
+                        gid,
+                        fence: fence,
+                        outcome: .failed(
+                            code: status.status == .removed ? .removed : code,
+                            message: status.errorMessage ?? ""
+                        )
+                    )
+                case .paused, .waiting:
+                    try await self.giveBack(gid, fence: fence, paused: status.status == .paused)
+                    continue
+                }
+                self.leases.withLockedValue { $0.ended(gid, fence: fence) }
+                self.recorded[gid] = nil
+                await self.manager.forget(gid)
+                self.waker.yield()
+            } catch {
+                self.lost(error)
+                return
+            }
+        }
+    }
+
+    /// Moves the downloads this node's manager added (the files of a Metalink document) into the fleet's queue.
+    private func handOver(_ gids: [DownloadID]) async throws(FleetError) {
+        guard !gids.isEmpty else { return }
+        let entries = await self.manager.read { reader in
+            gids.compactMap { gid in
+                (try? reader.status(of: gid.description)).map {
+                    QueueEntry(gid: $0.gid, uris: $0.uris, options: $0.options)
+                }
+            }
+        }
+        _ = try await self.queue.add(entries.map { ($0, paused: false) })
+        for entry in entries {
+            await self.manager.forget(entry.gid)
+            self.broadcaster.send(.added(entry.gid))
+        }
+    }
+
+    private func giveBack(_ gid: DownloadID, fence: Int64, paused: Bool) async throws(FleetError) {
+        _ = try await self.queue.release(gid, fence: fence, paused: paused)
+        self.leases.withLockedValue { $0.ended(gid, fence: fence) }
+        self.recorded[gid] = nil
+        await self.manager.forget(gid)
+        self.waker.yield()
+    }
+
+    private func record(_ status: DownloadStatus, fence: Int64) async throws(FleetError) {
+        let progress = Progress(
+            path: status.path,
+            total: status.totalLength,
+            completed: status.completedLength,
+            speed: status.downloadSpeed
+        )
+        guard self.recorded[status.gid] != progress else { return }
+        _ = try await self.queue.record(
+            status.gid,
+            fence: fence,
+            path: status.path,
+            totalLength: status.totalLength,
+            completedLength: status.completedLength,
+            downloadSpeed: status.downloadSpeed
+        )
+        self.recorded[status.gid] = progress
+    }
+
+    private func lost(_ error: FleetError) {
+        if !self.databaseLost {
+            self.logger.error(
+                "The fleet's database cannot be reached; running downloads go on, changes are refused",
+                metadata: ["error": "\(error.message)"]
+            )
+        }
+        self.databaseLost = true
+    }
+
+    // MARK: - Waking
+
+    /// Listens on ``FleetQueue/wakeChannel`` and wakes the loop for work to claim or a request for this node;
+    /// connects again after a failure.
+    private nonisolated func listen() async {
+        while !Task.isCancelled {
+            do {
+                try await self.queue.client.withConnection { connection in
+                    try await connection.listen(on: FleetQueue.wakeChannel) { notifications in
+                        for try await notification in notifications {
+                            if notification.payload == "*" || notification.payload == self.name { self.waker.yield() }
+                        }
+                    }
+                }
+            } catch {
+                if Task.isCancelled { return }
+                self.logger.debug("Listening for the fleet again", metadata: ["error": "\(error)"])
+            }
+            try? await Task.sleep(for: self.tick)
+        }
+    }
+
+    /// Passes on aria2's notifications for this node's runs, and wakes the loop when a run ends.
+    private nonisolated func forward(_ events: AsyncStream<QueueEvent>) async {
+        for await event in events {
+            switch event {
+            case .started, .paused, .stopped, .completed, .failed:
+                self.broadcaster.send(event)
+                self.waker.yield()
+            case .added, .changed, .resultsRemoved, .optionsChanged:
+                break
+            }
+        }
+    }
+
+    static func refusal(_ error: FleetError) -> QueueError {
+        QueueError(
+            .storage,
+            message: "The fleet's database cannot be reached (\(error.message)); nothing was changed. Try again."
+        )
+    }
+}

@@ -1,0 +1,90 @@
+import Downpour
+import DownpourQueue
+
+/// The fleet's queue at one moment, as aria2's reads show it (``QueueReader``): the database's rows, with the
+/// downloads the reading node runs as they are now, and `node` naming where each active one runs.
+struct FleetView: QueueReader {
+    var active: [DownloadStatus] = []
+    var waiting: [DownloadStatus] = []
+    var stopped: [DownloadStatus] = []
+    var byGID: [DownloadID: DownloadStatus] = [:]
+    var globals: [QueueOption]
+    var shaper: OptionShaper
+
+    /// - Parameters:
+    ///   - rows: The database's rows, in ``FleetQueue/rows()``'s order.
+    ///   - local: This node's active downloads, as its manager shows them.
+    init(rows: [FleetQueue.Row], local: [DownloadStatus], node: String, globals: [QueueOption], shaper: OptionShaper) {
+        self.globals = globals
+        self.shaper = shaper
+        let ownRuns = Dictionary(local.map { ($0.gid, $0) }, uniquingKeysWith: { first, _ in first })
+        for row in rows {
+            var status: DownloadStatus
+            if row.status == .active, row.node == node, var own = ownRuns[row.gid] {
+                own.node = node
+                status = own
+            } else {
+                status = DownloadStatus(
+                    gid: row.gid,
+                    status: row.status,
+                    uris: row.entry.uris,
+                    options: row.entry.options,
+                    directory: shaper.directory(row.entry.options),
+                    path: row.path,
+                    totalLength: row.totalLength,
+                    completedLength: row.completedLength,
+                    downloadSpeed: row.status == .active ? row.downloadSpeed : 0,
+                    completedRanges: row.status == .complete && row.totalLength > 0 ? [0..<row.totalLength] : [],
+                    errorCode: row.errorCode,
+                    errorMessage: row.errorMessage,
+                    node: row.status == .active ? row.node : nil
+                )
+            }
+            status.status = row.status
+            switch row.status {
+            case .active: self.active.append(status)
+            case .waiting, .paused: self.waiting.append(status)
+            case .complete, .error, .removed: self.stopped.append(status)
+            }
+            self.byGID[row.gid] = status
+        }
+    }
+
+    func status(of gid: String) throws(QueueError) -> DownloadStatus {
+        let id = try self.resolve(gid)
+        return self.byGID[id]!
+    }
+
+    func activeDownloads() -> [DownloadStatus] { self.active }
+
+    func waitingDownloads(_ range: Range<Int>) -> [DownloadStatus] {
+        Array(self.waiting[range.clamped(to: self.waiting.indices)])
+    }
+
+    func stoppedDownloads(_ range: Range<Int>) -> [DownloadStatus] {
+        Array(self.stopped[range.clamped(to: self.stopped.indices)])
+    }
+
+    func globalStat() -> GlobalStat {
+        GlobalStat(
+            downloadSpeed: self.active.reduce(0) { $0 + $1.downloadSpeed },
+            numActive: self.active.count,
+            numWaiting: self.waiting.count,
+            numStopped: self.stopped.count,
+            numStoppedTotal: self.stopped.count
+        )
+    }
+
+    func options(of gid: String) throws(QueueError) -> [QueueOption] {
+        self.shaper.optionsInEffect(try self.status(of: gid).options)
+    }
+
+    func globalOptions() -> [QueueOption] { self.globals }
+
+    private func resolve(_ text: String) throws(QueueError) -> DownloadID {
+        try DownloadQueue.resolve(text) { prefix in
+            if prefix.utf8.count == 16, let gid = DownloadID(prefix) { return self.byGID[gid] == nil ? [] : [gid] }
+            return Set(self.byGID.keys.filter { $0.description.hasPrefix(prefix) })
+        }
+    }
+}

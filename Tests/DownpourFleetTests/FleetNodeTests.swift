@@ -1,0 +1,290 @@
+import Downpour
+import DownpourQueue
+import DownpourTestSupport
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import PostgresNIO
+import Testing
+
+@testable import DownpourFleet
+
+/// Nodes of a fleet in one process: each with its own manager, downloader and store, all on one PostgreSQL server
+/// of the test's own and one download directory (storage every node sees), fetching from the fault-injecting test
+/// server. The test server holds its bodies (``RangeTestServer/holdBodies()``) while a test needs downloads to
+/// stay active, so that what a test sees never depends on how fast the machine is.
+@Suite(.enabled(if: postgresWanted, "PostgreSQL is not installed (apt-get install postgresql)"))
+struct FleetNodeTests {
+    static let logger = Logger(label: "downpour.fleet.tests", factory: { _ in SwiftLogNoOpLogHandler() })
+    static let content = makeTestContent(count: 1 << 20, seed: 28)
+
+    struct Fleet {
+        var server: ThrowAwayPostgres
+        var queue: FleetQueue
+        var nodes: [FleetNode]
+        var directory: ScratchDirectory
+
+        /// Waits until the fleet's rows satisfy `condition`.
+        func waitForRows(
+            _ what: @autoclosure () -> String,
+            _ condition: ([FleetQueue.Row]) -> Bool
+        ) async throws {
+            try await waitUntil(what()) { (try? await self.queue.rows()).map(condition) ?? false }
+        }
+    }
+
+    /// `count` started nodes (`node0`, `node1`, ...) running up to `capacity` downloads each, for `body`. The
+    /// statements' time-out only guards against a hang, unless a test asks for the daemon's own.
+    static func withFleet(
+        nodes count: Int,
+        capacity: Int,
+        leaseDuration: Duration = .seconds(3600),
+        statementTimeout: Duration = .seconds(3600),
+        _ body: (Fleet) async throws -> Void
+    ) async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await ThrowAwayPostgres.with { server in
+            let url = try FleetDatabaseURL(server.url)
+            let client = PostgresClient(configuration: url.configuration, backgroundLogger: Self.logger)
+            try await withThrowingDiscardingTaskGroup { group in
+                group.addTask { await client.run() }
+                try await FleetSchema.migrate(client, logger: Self.logger, timeout: .seconds(3600))
+                let queue = FleetQueue(client: client, logger: Self.logger, statementTimeout: statementTimeout)
+                var nodes: [FleetNode] = []
+                var downloaders: [Downloader] = []
+                for index in 0..<count {
+                    let downloader = Downloader(
+                        configuration: .init(maximumConnections: 10_000, maximumConnectionsPerHost: 10_000)
+                    )
+                    downloaders.append(downloader)
+                    let node = FleetNode(
+                        name: "node\(index)",
+                        queue: queue,
+                        downloader: downloader,
+                        store: try QueueStore(path: directory.file("node\(index).sqlite")),
+                        defaults: .init(
+                            directory: directory.path,
+                            configuration: Self.configuration,
+                            options: [QueueOption(name: "max-concurrent-downloads", value: "\(capacity)")]
+                        ),
+                        logger: Self.logger,
+                        leaseDuration: leaseDuration,
+                        tick: .milliseconds(20)
+                    )
+                    try await node.start()
+                    nodes.append(node)
+                }
+                do {
+                    try await body(Fleet(server: server, queue: queue, nodes: nodes, directory: directory))
+                } catch {
+                    for node in nodes { await node.shutdown() }
+                    for downloader in downloaders { await downloader.shutdown() }
+                    throw error
+                }
+                for node in nodes { await node.shutdown() }
+                for downloader in downloaders { await downloader.shutdown() }
+                group.cancelAll()
+            }
+        }
+    }
+
+    static var configuration: DownloadConfiguration {
+        var configuration = DownloadManager.Defaults.configuration
+        configuration.connections = 2
+        configuration.minimumSplitSize = 256 * 1024
+        configuration.retry = .init(maximumTries: 5, wait: .milliseconds(10), maximumWait: .seconds(2))
+        configuration.progressInterval = .milliseconds(20)
+        configuration.journalInterval = .milliseconds(50)
+        return configuration
+    }
+
+    static func add(_ count: Int, through node: FleetNode, server: RangeTestServer) async throws -> [DownloadID] {
+        var gids: [DownloadID] = []
+        for index in 0..<count {
+            gids.append(
+                try await node.add(
+                    uris: [server.url("/file\(index).bin")],
+                    options: [QueueOption(name: "out", value: "file\(index).bin")],
+                    position: nil
+                )
+            )
+        }
+        return gids
+    }
+
+    @Test func downloadsAddedThroughOneNodeRunOnEveryNode() async throws {
+        let server = try await RangeTestServer.start(content: Self.content)
+        defer { Task { try? await server.shutdown() } }
+        server.holdBodies()
+        try await Self.withFleet(nodes: 3, capacity: 2) { fleet in
+            let gids = try await Self.add(6, through: fleet.nodes[0], server: server)
+            // Six at once only when every node runs two: each claimed its share.
+            try await fleet.waitForRows("six active downloads") { rows in
+                rows.filter { $0.status == .active }.count == 6
+            }
+            let rows = try await fleet.queue.rows()
+            #expect(Set(rows.compactMap(\.node)) == ["node0", "node1", "node2"])
+            // Any node answers for the fleet, naming where each runs.
+            let shown = try await fleet.nodes[2].read { $0.activeDownloads() }
+            #expect(Set(shown.map(\.gid)) == Set(gids))
+            #expect(Set(shown.compactMap(\.node)) == ["node0", "node1", "node2"])
+            #expect(await fleet.nodes[1].globalStat().numActive == 6)
+
+            server.releaseBodies()
+            try await fleet.waitForRows("every download complete") { rows in
+                rows.count == 6 && rows.allSatisfy { $0.status == .complete }
+            }
+            for index in 0..<6 {
+                let bytes = try Data(contentsOf: URL(fileURLWithPath: fleet.directory.file("file\(index).bin")))
+                #expect(Array(bytes) == Self.content, "file\(index).bin")
+            }
+            let stopped = try await fleet.nodes[1].read { $0.stoppedDownloads(0..<100) }
+            #expect(Set(stopped.map(\.gid)) == Set(gids))
+            #expect(stopped.allSatisfy { $0.status == .complete && $0.node == nil })
+        }
+    }
+
+    @Test func aPauseOrRemoveThroughOneNodeReachesTheNodeThatRunsIt() async throws {
+        let server = try await RangeTestServer.start(content: Self.content)
+        defer { Task { try? await server.shutdown() } }
+        server.holdBodies()
+        try await Self.withFleet(nodes: 2, capacity: 1) { fleet in
+            let gids = try await Self.add(2, through: fleet.nodes[0], server: server)
+            try await fleet.waitForRows("both active") { rows in rows.filter { $0.status == .active }.count == 2 }
+            let rows = try await fleet.queue.rows()
+            let onNode1 = try #require(rows.first { $0.node == "node1" }).gid
+            let onNode0 = try #require(rows.first { $0.node == "node0" }).gid
+
+            // Paused through node0, run by node1: node1 stops it and gives it back, paused.
+            #expect(try await fleet.nodes[0].pause(onNode1.description, force: false) == onNode1)
+            try await waitUntil("paused") { try await fleet.nodes[0].status(of: onNode1.description).status == .paused }
+            #expect(await fleet.nodes[1].manager.activeDownloads().isEmpty)
+
+            // Removed through node1, run by node0: a removed result, its partial file gone.
+            #expect(try await fleet.nodes[1].remove(onNode0.description, force: false) == onNode0)
+            try await waitUntil("removed") {
+                try await fleet.nodes[1].status(of: onNode0.description).status == .removed
+            }
+            let removed = try await fleet.nodes[0].status(of: onNode0.description)
+            #expect(removed.errorCode == Aria2ErrorCode.removed.rawValue)
+            let index = gids.firstIndex(of: onNode0)!
+            #expect(!FileManager.default.fileExists(atPath: fleet.directory.file("file\(index).bin.part")))
+
+            // Unpaused: it runs again (on either node) and completes from what it had.
+            _ = try await fleet.nodes[1].unpause(onNode1.description)
+            server.releaseBodies()
+            try await waitUntil("complete") {
+                try await fleet.nodes[0].status(of: onNode1.description).status == .complete
+            }
+            let other = gids.firstIndex(of: onNode1)!
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: fleet.directory.file("file\(other).bin")))
+            #expect(Array(bytes) == Self.content)
+        }
+    }
+
+    /// A run whose lease another node took stops and writes nothing more; the download completes once it is
+    /// given back, resumed from the `.part` file the first run left.
+    @Test func aRunWhoseLeaseWasTakenStopsAndTheDownloadCompletesElsewhere() async throws {
+        let server = try await RangeTestServer.start(content: Self.content)
+        defer { Task { try? await server.shutdown() } }
+        server.holdBodies(afterSending: Self.content.count / 2)
+        try await Self.withFleet(nodes: 1, capacity: 1, leaseDuration: .seconds(3)) { fleet in
+            let gid = try #require(try await Self.add(1, through: fleet.nodes[0], server: server).first)
+            try await fleet.waitForRows("active") { rows in rows.first?.status == .active }
+            try await waitUntil("a journal on disk") {
+                FileManager.default.fileExists(atPath: fleet.directory.file("file0.bin.part.downpour"))
+            }
+            // Another claimer takes it as if node0's lease had run out.
+            for try await _ in try await fleet.queue.client.query(
+                "UPDATE downpour_downloads SET lease_until = now() - interval '1 second'",
+                logger: Self.logger
+            ) {}
+            let taken = try await fleet.queue.claim(node: "thief", count: 1, lease: .seconds(3600))
+            #expect(taken.map(\.entry.gid) == [gid])
+            #expect(taken.first?.previousNode == "node0")
+            // node0's next renewal finds the lease gone: its run stops, keeping the files for the new holder.
+            try await waitUntil("node0 dropped the run") { await fleet.nodes[0].manager.activeDownloads().isEmpty }
+            #expect(FileManager.default.fileExists(atPath: fleet.directory.file("file0.bin.part")))
+            #expect(try await fleet.queue.rows().first?.node == "thief")
+
+            // Given back: node0 claims it again and finishes it.
+            let thief = try #require(taken.first)
+            #expect(try await fleet.queue.release(gid, fence: thief.fence, paused: false))
+            server.releaseBodies()
+            try await fleet.waitForRows("complete") { rows in rows.first?.status == .complete }
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: fleet.directory.file("file0.bin")))
+            #expect(Array(bytes) == Self.content)
+        }
+    }
+
+    /// A Metalink URL run by one node: the files it lists join the fleet's queue (and may run on any node).
+    @Test func theFilesOfAMetalinkJoinTheFleetsQueue() async throws {
+        let files = try await RangeTestServer.start(content: Self.content)
+        defer { Task { try? await files.shutdown() } }
+        let document = Array(
+            """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <metalink xmlns="urn:ietf:params:xml:ns:metalink">
+              <file name="one.bin"><size>\(Self.content.count)</size><url>\(files.url("/one.bin"))</url></file>
+              <file name="two.bin"><size>\(Self.content.count)</size><url>\(files.url("/two.bin"))</url></file>
+            </metalink>
+            """.utf8
+        )
+        let server = try await RangeTestServer.start(content: document)
+        defer { Task { try? await server.shutdown() } }
+        try await Self.withFleet(nodes: 2, capacity: 1) { fleet in
+            let gid = try await fleet.nodes[0].add(uris: [server.url("/release.meta4")], options: [], position: nil)
+            try await fleet.waitForRows("three downloads complete") { rows in
+                rows.count == 3 && rows.allSatisfy { $0.status == .complete }
+            }
+            let rows = try await fleet.queue.rows()
+            #expect(
+                Set(rows.filter { $0.gid != gid }.map(\.entry.uris)) == [
+                    [files.url("/one.bin")], [files.url("/two.bin")],
+                ]
+            )
+            for name in ["one.bin", "two.bin"] {
+                let bytes = try Data(contentsOf: URL(fileURLWithPath: fleet.directory.file(name)))
+                #expect(Array(bytes) == Self.content, "\(name)")
+            }
+            // Nothing is left behind in the nodes' own queues.
+            for node in fleet.nodes {
+                #expect(await node.manager.read { $0.globalStat().numWaiting } == 0)
+            }
+        }
+    }
+
+    @Test func whileTheDatabaseIsLostChangesAreRefusedAndReadsShowTheLastState() async throws {
+        let server = try await RangeTestServer.start(content: Self.content)
+        defer { Task { try? await server.shutdown() } }
+        server.holdBodies()
+        // The daemon's own time-out (5 s): a statement to a server that went away fails after it. The client's
+        // connection is made before the node starts (by the migration), so the node's first statements need not
+        // wait for one.
+        try await Self.withFleet(nodes: 1, capacity: 1, statementTimeout: .seconds(5)) { fleet in
+            let gid = try #require(try await Self.add(1, through: fleet.nodes[0], server: server).first)
+            try await fleet.waitForRows("active") { rows in rows.first?.status == .active }
+            _ = try await fleet.nodes[0].status(of: gid.description)
+
+            try await fleet.server.halt()
+            await #expect {
+                _ = try await fleet.nodes[0].add(uris: [server.url("/other.bin")], options: [], position: nil)
+            } throws: { error in
+                let error = try #require(error as? QueueError)
+                return error.reason == .storage && error.message.contains("cannot be reached")
+            }
+            // Reads answer with the fleet as it was; the run goes on meanwhile.
+            #expect(try await fleet.nodes[0].status(of: gid.description).status == .active)
+            #expect(await fleet.nodes[0].manager.activeDownloads().map(\.gid) == [gid])
+
+            try await fleet.server.resume()
+            server.releaseBodies()
+            try await waitUntil("complete once the database is back") {
+                (try? await fleet.queue.rows().first?.status) == .complete
+            }
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: fleet.directory.file("file0.bin")))
+            #expect(Array(bytes) == Self.content)
+        }
+    }
+}

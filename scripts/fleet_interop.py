@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""A fleet of three `downpour daemon` processes on one PostgreSQL queue, against a real nginx.
+
+A throw-away PostgreSQL cluster (initdb into a temporary directory, a random loopback port, as the unprivileged
+user postgres when run as root) and an nginx on loopback. Three daemons share the queue (--queue) and one download
+directory (one machine: storage every node sees); nginx sends each connection at a fixed rate:
+1. 30 downloads added through one node run on all three (tellActive through any node names three nodes);
+2. a pause through one node reaches a download another node runs, and an unpause through a third starts it again;
+3. nodes are killed with SIGKILL at random moments, several times, and restarted (one of them only after its
+   leases ran out, so that the others take its downloads over);
+4. in the end every file is SHA-256-identical to the served one, every GID appears once among the results (all
+   complete), and no file was fetched by two nodes at the same time (nginx's log, each node by its user agent): no
+   download ran on two nodes at once.
+
+Usage: fleet_interop.py BINARY [SEED]     Every wait has a deadline; the seed of the kill moments is printed.
+"""
+
+import glob
+import hashlib
+import json
+import os
+import pwd
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+FILES = 30
+SIZE = 6 << 20
+# nginx sends each connection at this rate, slower than a daemon reads: what nginx counts as sent is what the
+# daemons received (a client that reads slower leaves bytes in socket buffers that a kill throws away).
+CONNECTION_RATE = "200k"
+LEASE_WAIT = 20  # s: longer than a lease (15 s), so that a node kept down loses its downloads to the others
+
+
+def log(message):
+    print(f"fleet-interop: {message}", flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(what, condition, limit=120):
+    deadline = time.monotonic() + limit
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"gave up waiting for {what}")
+        time.sleep(0.1)
+
+
+def call(port, method, *params):
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": list(params)}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/jsonrpc", data=body)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            answer = json.load(response)
+    except urllib.error.HTTPError as error:
+        answer = json.load(error)
+    if "error" in answer:
+        raise RuntimeError(f"{method}: {answer['error']}")
+    return answer["result"]
+
+
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class Postgres:
+    """initdb into `directory`, started on a free loopback port; as the user postgres when run as root."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+        self.bin = os.path.dirname(found[-1]) if found else os.path.dirname(shutil.which("initdb") or "")
+        if not self.bin:
+            raise RuntimeError("no PostgreSQL server here (apt-get install postgresql)")
+        self.prefix = []
+        if os.getuid() == 0:
+            entry = pwd.getpwnam("postgres")
+            os.chown(directory, entry.pw_uid, entry.pw_gid)
+            self.prefix = ["runuser", "-u", "postgres", "--"]
+        self.run("initdb", "-D", f"{directory}/data", "-U", "downpour", "-A", "trust", "--no-sync")
+        for _ in range(5):
+            self.port = free_port()
+            options = f"-p {self.port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off"
+            result = self.run("pg_ctl", "-D", f"{directory}/data", "-l", f"{directory}/log", "-w", "-o", options,
+                              "start", check=False)
+            if result.returncode == 0:
+                self.url = f"postgresql://downpour@127.0.0.1:{self.port}/postgres?sslmode=disable"
+                return
+        raise RuntimeError("PostgreSQL did not start")
+
+    def run(self, program, *arguments, check=True):
+        return subprocess.run(self.prefix + [f"{self.bin}/{program}", *arguments], check=check,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+
+    def stop(self):
+        self.run("pg_ctl", "-D", f"{self.directory}/data", "-m", "immediate", "-w", "stop", check=False)
+
+
+class Nginx:
+    """nginx serving `www` at CONNECTION_RATE per connection, its configuration from scripts/lib/nginx.sh."""
+
+    def __init__(self, work, www, here):
+        self.work = work
+        os.makedirs(f"{work}/tmp", exist_ok=True)
+        self.port = free_port()
+        conf = subprocess.run(
+            ["bash", f"{here}/lib/nginx.sh", "interop-conf", f"dir={work}", f"www={www}",
+             f"listen=127.0.0.1:{self.port}", "limit_path=/", f"limit_rate={CONNECTION_RATE}"],
+            check=True, capture_output=True, text=True).stdout
+        with open(f"{work}/nginx.conf", "w") as file:
+            file.write(conf)
+        self.process = subprocess.Popen(
+            ["nginx", "-p", f"{work}/", "-c", f"{work}/nginx.conf", "-e", f"{work}/error.log", "-g", "daemon off;"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for("nginx", lambda: self.answers(), limit=10)
+
+    def answers(self):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{self.port}/f0.bin", timeout=2).close()
+            return True
+        except OSError:
+            return False
+
+    def requests(self):
+        """Every response from timed.log: (path, start, end, bytes, user agent)."""
+        entries = []
+        with open(f"{self.work}/timed.log") as file:
+            for line in file:
+                fields = line.split('"')
+                if len(fields) < 5:
+                    continue
+                end, duration = (float(value) for value in fields[0].split())
+                request = fields[1].split()
+                status = fields[2].split()
+                if len(request) >= 2 and len(status) >= 2 and status[1].isdigit():
+                    entries.append((request[1], end - duration, end, int(status[1]), fields[3]))
+        return entries
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+class Node:
+    def __init__(self, binary, name, database, work, downloads):
+        self.binary, self.name, self.database, self.downloads = binary, name, database, downloads
+        self.state = f"{work}/{name}-state"
+        self.log = open(f"{work}/{name}.log", "ab")
+        self.port = free_port()
+        self.process = None
+
+    def start(self):
+        self.process = subprocess.Popen(
+            [self.binary, "daemon", "--queue", self.database, "--node-name", self.name, "--rpc-listen-port",
+             str(self.port), "--state-dir", self.state, "--dir", self.downloads, "--max-concurrent-downloads", "3",
+             "--user-agent", self.name, "--no-conf"],
+            stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
+        wait_for(f"{self.name} to answer", lambda: self.answers(), limit=60)
+
+    def answers(self):
+        if self.process.poll() is not None:
+            raise RuntimeError(f"{self.name} exited with {self.process.returncode}")
+        try:
+            call(self.port, "aria2.getVersion")
+            return True
+        except OSError:
+            return False
+
+    def kill(self):
+        self.process.kill()
+        self.process.wait(timeout=10)
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def main():
+    binary = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".build/release/downpour")
+    seed = int(sys.argv[2]) if len(sys.argv) > 2 else random.randrange(1 << 30)
+    rng = random.Random(seed)
+    log(f"seed {seed}")
+    here = os.path.dirname(os.path.abspath(__file__))
+    work = tempfile.mkdtemp(prefix="downpour-fleet-")
+    os.chmod(work, 0o755)
+    www, downloads = f"{work}/www", f"{work}/downloads"
+    os.makedirs(www)
+    os.makedirs(downloads)
+    expected = {}
+    for index in range(FILES):
+        data = os.urandom(SIZE)
+        with open(f"{www}/f{index}.bin", "wb") as file:
+            file.write(data)
+        expected[f"f{index}.bin"] = hashlib.sha256(data).hexdigest()
+    postgres = nginx = None
+    nodes = []
+    try:
+        pg_dir = f"{work}/pg"
+        os.makedirs(pg_dir)
+        postgres = Postgres(pg_dir)
+        nginx = Nginx(f"{work}/nginx", www, here)
+        nodes = [Node(binary, f"node{index}", postgres.url, work, downloads) for index in range(3)]
+        for node in nodes:
+            node.start()
+
+        # 1. Added through one node (one multicall), run on all three.
+        calls = [{"methodName": "aria2.addUri", "params": [[f"http://127.0.0.1:{nginx.port}/f{index}.bin"]]}
+                 for index in range(FILES)]
+        gids = [answer[0] for answer in call(nodes[0].port, "system.multicall", calls)]
+        assert len(set(gids)) == FILES, gids
+
+        def running_nodes():
+            active = call(nodes[2].port, "aria2.tellActive", ["gid", "node"])
+            return {entry.get("node") for entry in active} == {"node0", "node1", "node2"} and active
+
+        active = wait_for("downloads on all three nodes", running_nodes)
+        log(f"1. {FILES} added through node0; active on {sorted({entry['node'] for entry in active})}: ok")
+
+        # 2. A pause through node0 reaches a download node1 runs; an unpause through node2 starts it again.
+        target = next(entry["gid"] for entry in active if entry["node"] == "node1")
+        call(nodes[0].port, "aria2.pause", target)
+        wait_for("the pause to reach node1",
+                 lambda: call(nodes[2].port, "aria2.tellStatus", target, ["status"])["status"] == "paused")
+        call(nodes[2].port, "aria2.unpause", target)
+        log("2. paused through node0 while node1 ran it, unpaused through node2: ok")
+
+        # 3. SIGKILL at random moments, restarted; node2 once stays down past its leases.
+        for round_ in range(4):
+            time.sleep(rng.uniform(1.0, 4.0))
+            victim = nodes[rng.randrange(3)] if round_ != 2 else nodes[2]
+            victim.kill()
+            down = LEASE_WAIT if round_ == 2 else rng.uniform(0.2, 2.0)
+            log(f"3. killed {victim.name} (-9), down {down:.1f} s")
+            if round_ == 2:
+                # The others take its downloads once its leases run out.
+                survivor = nodes[0]
+
+                def taken_over():
+                    active = call(survivor.port, "aria2.tellActive", ["node"])
+                    return all(entry.get("node") != "node2" for entry in active)
+
+                wait_for("node2's downloads to be taken over", taken_over, limit=60)
+            else:
+                time.sleep(down)
+            victim.start()
+
+        # 4. Everything complete, once, and identical.
+        def finished():
+            stat = call(nodes[1].port, "aria2.getGlobalStat")
+            return stat["numActive"] == "0" and stat["numWaiting"] == "0"
+
+        wait_for("every download to end", finished, limit=600)
+        stopped = call(nodes[0].port, "aria2.tellStopped", 0, 1000, ["gid", "status", "errorMessage"])
+        listed = [entry["gid"] for entry in stopped]
+        assert sorted(listed) == sorted(gids), f"results {len(listed)} for {len(gids)} GIDs"
+        bad = [entry for entry in stopped if entry["status"] != "complete"]
+        assert not bad, f"not complete: {bad}"
+        names = sorted(os.listdir(downloads))
+        assert names == sorted(expected), f"files in the directory: {names}"
+        for name, digest in expected.items():
+            assert sha256(f"{downloads}/{name}") == digest, f"{name} differs from the served file"
+        requests = nginx.requests()
+        served = {}
+        for path, _, _, sent, _ in requests:
+            served[path] = served.get(path, 0) + sent
+        ratios = {path: served.get(f"/{path}", 0) / SIZE for path in expected}
+        worst = max(ratios, key=ratios.get)
+        total = sum(served.get(f"/{path}", 0) for path in expected) / (SIZE * FILES)
+        log(f"4. all {FILES} complete, once each, SHA-256-identical; bytes served: {total:.2f}x in all, "
+            f"at most {ratios[worst]:.2f}x ({worst})")
+        # No download ran on two nodes at once: no two nodes (the user agents) fetched one file at the same time.
+        # A killed node's responses end when nginx finds its connections gone, at once; another node takes its
+        # downloads a lease later.
+        by_file = {}
+        for path, start, end, _, agent in requests:
+            by_file.setdefault(path, []).append((start, end, agent))
+        for path, spans in by_file.items():
+            spans.sort()
+            for index, (start, end, agent) in enumerate(spans):
+                for other_start, _, other_agent in spans[index + 1:]:
+                    if other_start >= end - 0.2:
+                        break
+                    assert other_agent == agent, (
+                        f"{path} was fetched by {agent} and {other_agent} at once "
+                        f"({start:.2f}-{end:.2f} and from {other_start:.2f})")
+        log("   no file was fetched by two nodes at once")
+        # A resume after a kill fetches again only what its last journal did not record.
+        assert total < 1.5, f"the files were served {total:.2f} times over"
+        log("ok")
+    except Exception:
+        log(f"FAILED (seed {seed}); the nodes' logs:")
+        for node in nodes:
+            node.log.flush()
+            with open(f"{work}/{node.name}.log", errors="replace") as file:
+                print("".join(file.readlines()[-15:]), file=sys.stderr)
+        raise
+    finally:
+        for node in nodes:
+            node.stop()
+        if nginx:
+            nginx.stop()
+        if postgres:
+            postgres.stop()
+        if os.environ.get("FLEET_KEEP"):
+            log(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
