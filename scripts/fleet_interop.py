@@ -15,19 +15,16 @@ directory (one machine: storage every node sees); nginx sends each connection at
 Usage: fleet_interop.py BINARY [SEED]     Every wait has a deadline; the seed of the kill moments is printed.
 """
 
-import glob
 import hashlib
-import json
 import os
-import pwd
 import random
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from fleet import Nginx, Node, Postgres, call, sha256, wait_for  # noqa: E402
 
 FILES = 30
 SIZE = 6 << 20
@@ -41,167 +38,11 @@ def log(message):
     print(f"fleet-interop: {message}", flush=True)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(what, condition, limit=120):
-    deadline = time.monotonic() + limit
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"gave up waiting for {what}")
-        time.sleep(0.1)
-
-
-def call(port, method, *params):
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": list(params)}).encode()
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/jsonrpc", data=body)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            answer = json.load(response)
-    except urllib.error.HTTPError as error:
-        answer = json.load(error)
-    if "error" in answer:
-        raise RuntimeError(f"{method}: {answer['error']}")
-    return answer["result"]
-
-
-def sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-class Postgres:
-    """initdb into `directory`, started on a free loopback port; as the user postgres when run as root."""
-
-    def __init__(self, directory):
-        self.directory = directory
-        found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-        self.bin = os.path.dirname(found[-1]) if found else os.path.dirname(shutil.which("initdb") or "")
-        if not self.bin:
-            raise RuntimeError("no PostgreSQL server here (apt-get install postgresql)")
-        self.prefix = []
-        if os.getuid() == 0:
-            entry = pwd.getpwnam("postgres")
-            os.chown(directory, entry.pw_uid, entry.pw_gid)
-            self.prefix = ["runuser", "-u", "postgres", "--"]
-        self.run("initdb", "-D", f"{directory}/data", "-U", "downpour", "-A", "trust", "--no-sync")
-        for _ in range(5):
-            self.port = free_port()
-            options = f"-p {self.port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off"
-            result = self.run("pg_ctl", "-D", f"{directory}/data", "-l", f"{directory}/log", "-w", "-o", options,
-                              "start", check=False)
-            if result.returncode == 0:
-                self.url = f"postgresql://downpour@127.0.0.1:{self.port}/postgres?sslmode=disable"
-                return
-        raise RuntimeError("PostgreSQL did not start")
-
-    def run(self, program, *arguments, check=True):
-        return subprocess.run(self.prefix + [f"{self.bin}/{program}", *arguments], check=check,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-
-    def stop(self):
-        self.run("pg_ctl", "-D", f"{self.directory}/data", "-m", "immediate", "-w", "stop", check=False)
-
-
-class Nginx:
-    """nginx serving `www` at CONNECTION_RATE per connection, its configuration from scripts/lib/nginx.sh."""
-
-    def __init__(self, work, www, here):
-        self.work = work
-        os.makedirs(f"{work}/tmp", exist_ok=True)
-        self.port = free_port()
-        conf = subprocess.run(
-            ["bash", f"{here}/lib/nginx.sh", "interop-conf", f"dir={work}", f"www={www}",
-             f"listen=127.0.0.1:{self.port}", "limit_path=/", f"limit_rate={CONNECTION_RATE}"],
-            check=True, capture_output=True, text=True).stdout
-        with open(f"{work}/nginx.conf", "w") as file:
-            file.write(conf)
-        self.process = subprocess.Popen(
-            ["nginx", "-p", f"{work}/", "-c", f"{work}/nginx.conf", "-e", f"{work}/error.log", "-g", "daemon off;"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for("nginx", lambda: self.answers(), limit=10)
-
-    def answers(self):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{self.port}/f0.bin", timeout=2).close()
-            return True
-        except OSError:
-            return False
-
-    def requests(self):
-        """Every response from timed.log: (path, start, end, bytes, user agent)."""
-        entries = []
-        with open(f"{self.work}/timed.log") as file:
-            for line in file:
-                fields = line.split('"')
-                if len(fields) < 5:
-                    continue
-                end, duration = (float(value) for value in fields[0].split())
-                request = fields[1].split()
-                status = fields[2].split()
-                if len(request) >= 2 and len(status) >= 2 and status[1].isdigit():
-                    entries.append((request[1], end - duration, end, int(status[1]), fields[3]))
-        return entries
-
-    def stop(self):
-        self.process.terminate()
-        self.process.wait(timeout=10)
-
-
-class Node:
-    def __init__(self, binary, name, database, work, downloads):
-        self.binary, self.name, self.database, self.downloads = binary, name, database, downloads
-        self.state = f"{work}/{name}-state"
-        self.log = open(f"{work}/{name}.log", "ab")
-        self.port = free_port()
-        self.process = None
-
-    def start(self):
-        self.process = subprocess.Popen(
-            [self.binary, "daemon", "--queue", self.database, "--node-name", self.name, "--rpc-listen-port",
-             str(self.port), "--state-dir", self.state, "--dir", self.downloads, "--max-concurrent-downloads", "3",
-             "--user-agent", self.name, "--no-conf"],
-            stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
-        wait_for(f"{self.name} to answer", lambda: self.answers(), limit=60)
-
-    def answers(self):
-        if self.process.poll() is not None:
-            raise RuntimeError(f"{self.name} exited with {self.process.returncode}")
-        try:
-            call(self.port, "aria2.getVersion")
-            return True
-        except OSError:
-            return False
-
-    def kill(self):
-        self.process.kill()
-        self.process.wait(timeout=10)
-
-    def stop(self):
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
 def main():
     binary = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".build/release/downpour")
     seed = int(sys.argv[2]) if len(sys.argv) > 2 else random.randrange(1 << 30)
     rng = random.Random(seed)
     log(f"seed {seed}")
-    here = os.path.dirname(os.path.abspath(__file__))
     work = tempfile.mkdtemp(prefix="downpour-fleet-")
     os.chmod(work, 0o755)
     www, downloads = f"{work}/www", f"{work}/downloads"
@@ -219,8 +60,9 @@ def main():
         pg_dir = f"{work}/pg"
         os.makedirs(pg_dir)
         postgres = Postgres(pg_dir)
-        nginx = Nginx(f"{work}/nginx", www, here)
-        nodes = [Node(binary, f"node{index}", postgres.url, work, downloads) for index in range(3)]
+        nginx = Nginx(f"{work}/nginx", www, CONNECTION_RATE)
+        nodes = [Node(binary, f"node{index}", postgres.url, work, downloads, ["--max-concurrent-downloads", "3"])
+                 for index in range(3)]
         for node in nodes:
             node.start()
 

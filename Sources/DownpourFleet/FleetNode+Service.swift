@@ -15,26 +15,59 @@ extension FleetNode: DownloadQueueService {
         try body(await self.view())
     }
 
-    /// The fleet now: the database's rows (or the last ones read, when it cannot be reached) with this node's
-    /// runs as they are.
+    /// The fleet now: the database's rows, read again when the last read is older than
+    /// ``FleetNode/readInterval`` or a change came since, with this node's runs as they are. While the database is
+    /// lost (the loop tries it every tick), reads answer with what was last read.
     func view() async -> FleetView {
-        // While the database is lost (the loop tries it every tick), reads answer at once with what was last read.
-        if !self.databaseLost {
-            do {
-                self.lastRows = try await self.queue.rows()
-            } catch {
-                self.databaseLost = true
-                self.logger.debug("The fleet is shown as last read", metadata: ["error": "\(error.message)"])
-            }
+        let local = await self.manager.read { reader in reader.activeDownloads() }
+        let fresh = self.lastRowsReadAt.map { ContinuousClock.now - $0 < Self.readInterval } ?? false
+        if !self.databaseLost, !fresh {
+            await self.refresh()
         }
-        let (local, globals) = await self.manager.read { reader in (reader.activeDownloads(), reader.globalOptions()) }
-        return FleetView(
-            rows: self.lastRows,
-            local: local,
-            node: self.name,
-            globals: globals,
-            shaper: await self.manager.optionShaper()
-        )
+        if self.cachedView == nil {
+            self.cachedView = FleetView(
+                rows: self.lastRows,
+                globals: await self.manager.globalOptions(),
+                shaper: await self.manager.optionShaper()
+            )
+        }
+        return self.cachedView!.overlaid(local, node: self.name)
+    }
+
+    /// Reads the fleet's rows and makes them into a view, away from the node's executor; reads that come meanwhile
+    /// share it.
+    func refresh() async {
+        if let pending = self.pendingRead {
+            _ = try? await pending.task.value
+            return
+        }
+        let startedAt = ContinuousClock.now
+        let globals = await self.manager.globalOptions()
+        let shaper = await self.manager.optionShaper()
+        if let pending = self.pendingRead {
+            _ = try? await pending.task.value
+            return
+        }
+        let task = Task { [queue] () throws -> ([FleetQueue.Row], FleetView) in
+            let rows = try await queue.rows()
+            return (rows, FleetView(rows: rows, globals: globals, shaper: shaper))
+        }
+        self.pendingRead = (task, startedAt)
+        do {
+            let (rows, view) = try await task.value
+            // Shown unless a later read was shown already; fresh unless a change through this node came meanwhile
+            // (which dropped this read: the next read reads again).
+            if startedAt >= self.lastRowsStartedAt {
+                self.lastRows = rows
+                self.cachedView = view
+                self.lastRowsStartedAt = startedAt
+            }
+            if self.pendingRead?.task == task { self.lastRowsReadAt = startedAt }
+        } catch {
+            self.databaseLost = true
+            self.logger.debug("The fleet is shown as last read", metadata: ["error": "\(error)"])
+        }
+        if self.pendingRead?.task == task { self.pendingRead = nil }
     }
 
     public func add(uris: [String], options: [QueueOption], position: Int?) async throws(QueueError) -> DownloadID {
@@ -58,6 +91,7 @@ extension FleetNode: DownloadQueueService {
         }
         do {
             let added = try await self.queue.add(prepared.map { ($0.entry, $0.paused) })
+            self.rowsChanged()
             for (item, wasAdded) in zip(prepared, added) {
                 if wasAdded {
                     self.broadcaster.send(.added(item.entry.gid))
@@ -189,6 +223,7 @@ extension FleetNode: DownloadQueueService {
     /// This node's own options (`max-concurrent-downloads`, limits, defaults): each node has its own.
     public func changeGlobalOptions(_ options: [QueueOption]) async throws(QueueError) {
         try await self.manager.changeGlobalOptions(options)
+        self.cachedView = nil
         let globals = await self.manager.globalOptions()
         let capacity = globals.last { $0.name == Aria2Option.maxConcurrentDownloads.name }.flatMap { Int($0.value) }
         if let capacity { self.leases.withLockedValue { $0.capacity = capacity } }
@@ -240,6 +275,7 @@ extension FleetNode: DownloadQueueService {
         do {
             let value = try await body()
             self.databaseLost = false
+            self.rowsChanged()
             return value
         } catch {
             self.databaseLost = true

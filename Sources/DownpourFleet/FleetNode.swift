@@ -35,12 +35,28 @@ public actor FleetNode {
     nonisolated let waker: AsyncStream<Void>.Continuation
 
     private var tasks: [Task<Void, Never>] = []
+    /// Holds the node's name (an advisory lock on a connection of its own) while the node runs.
+    private var nameHolder: Task<Void, Never>?
     private var isStarted = false
     private var isShutDown = false
     /// What was last recorded in the database for each run (path, total, completed, speed).
     private var recorded: [DownloadID: Progress] = [:]
-    /// The fleet as last read: reads show it while the database cannot be reached.
-    var lastRows: [FleetQueue.Row] = []
+    /// The fleet as last read: reads within ``readInterval`` of it show it (unless this node changed the queue
+    /// since), and so do all reads while the database cannot be reached.
+    var lastRows: [FleetQueue.Row] = [] {
+        didSet { self.cachedView = nil }
+    }
+    /// ``lastRows`` made into a view, made at the first read that needs it.
+    var cachedView: FleetView?
+    /// When ``lastRows`` was read; `nil` once a change through this node made it stale.
+    var lastRowsReadAt: ContinuousClock.Instant?
+    /// When the read that gave ``lastRows`` began.
+    var lastRowsStartedAt = ContinuousClock.now
+    /// The read under way, which reads that come meanwhile share.
+    var pendingRead: (task: Task<([FleetQueue.Row], FleetView), any Error>, startedAt: ContinuousClock.Instant)?
+    /// How long a read of the fleet serves the reads after it: a client polling `tellStatus` and `tellActive`
+    /// many times a second costs the database a few reads a second. Changes through this node are seen at once.
+    static let readInterval: Duration = .milliseconds(250)
     /// Whether the last statement failed: changes are refused until one succeeds.
     var databaseLost = false
 
@@ -105,6 +121,7 @@ public actor FleetNode {
     /// - Throws: ``QueueError`` `storage` when the database cannot be reached or the manager's store read.
     public func start() async throws(QueueError) {
         guard !self.isStarted else { return }
+        try await self.holdName()
         try await self.manager.start()
         let globals = await self.manager.globalOptions()
         let capacity = globals.last { $0.name == Aria2Option.maxConcurrentDownloads.name }.flatMap { Int($0.value) }
@@ -115,8 +132,10 @@ public actor FleetNode {
         do {
             claims = try await self.queue.reclaim(node: self.name, lease: duration)
             self.lastRows = try await self.queue.rows()
+            self.lastRowsReadAt = .now
         } catch {
             await self.manager.shutdown()
+            self.nameHolder?.cancel()
             throw Self.refusal(error)
         }
         self.isStarted = true
@@ -124,6 +143,8 @@ public actor FleetNode {
         let events = self.manager.events
         let actions = self.leases.withLockedValue { $0.claimed(claims, sentAt: sentAt) }
         await self.perform(actions)
+        // A shutdown that came meanwhile found no loop to stop: none starts.
+        guard !self.isShutDown else { return }
         self.logger.notice(
             "Fleet node started",
             metadata: ["node": "\(self.name)", "resumed": "\(claims.count)", "downloads": "\(self.lastRows.count)"]
@@ -141,8 +162,9 @@ public actor FleetNode {
         ]
     }
 
-    /// Stops the loop, pauses the runs (their bytes and journals kept) and gives their downloads back to the fleet,
-    /// at the front of the queue, for whichever node claims them next.
+    /// Stops the loop, pauses the runs (their bytes and journals kept), records what ended meanwhile as it ended,
+    /// and gives the other downloads back to the fleet, at the front of the queue, for whichever node claims them
+    /// next (paused, when a pause was asked for them).
     public func shutdown() async {
         guard self.isStarted, !self.isShutDown else { return }
         self.isShutDown = true
@@ -150,17 +172,73 @@ public actor FleetNode {
         self.waker.finish()
         for task in self.tasks { await task.value }
         await self.manager.shutdown()
-        let held = self.leases.withLockedValue { $0.held.mapValues(\.fence) }
-        for (gid, fence) in held.sorted(by: { $0.value < $1.value }) {
-            do {
-                _ = try await self.queue.release(gid, fence: fence, paused: false)
-            } catch {
-                // Its lease runs out, and another node takes it then.
-                self.logger.notice("Download not given back", metadata: ["gid": "\(gid)", "error": "\(error)"])
-            }
-        }
+        defer { self.nameHolder?.cancel() }
+        // Not cancelled with the caller (a service group that ran out of patience): these statements are what
+        // keeps the downloads from waiting a lease for nobody.
+        let given = await Task { await self.giveBackAll() }.value
         self.broadcaster.finish()
-        self.logger.notice("Fleet node stopped", metadata: ["node": "\(self.name)", "gave back": "\(held.count)"])
+        self.logger.notice("Fleet node stopped", metadata: ["node": "\(self.name)", "gave back": "\(given)"])
+    }
+
+    private func giveBackAll() async -> Int {
+        await self.report()
+        let held = self.leases.withLockedValue { $0.held.mapValues(\.fence) }
+        guard !held.isEmpty else { return 0 }
+        do {
+            return try await self.queue.release(Array(held.values))
+        } catch {
+            // Their leases run out, and other nodes take them then.
+            self.logger.notice("Downloads not given back", metadata: ["count": "\(held.count)", "error": "\(error)"])
+            return 0
+        }
+    }
+
+    /// Takes the node's name for as long as it runs: a second daemon started with the same name (the same
+    /// configuration on another machine, say) would take this one's downloads back as its own while they run.
+    /// The lock lives with its connection: a database restart frees it.
+    private func holdName() async throws(QueueError) {
+        let (answers, answer) = AsyncStream<Result<Bool, FleetError>>.makeStream()
+        let holder = Task { [queue, name, logger] in
+            do {
+                try await queue.client.withConnection { connection in
+                    let key: PostgresQuery = "SELECT pg_try_advisory_lock(hashtext('downpour-node'), hashtext(\(name)))"
+                    var held = false
+                    for try await value in try await connection.query(key, logger: logger).decode(Bool.self) {
+                        held = value
+                    }
+                    answer.yield(.success(held))
+                    guard held else { return }
+                    while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+                    _ = try? await connection.query(
+                        "SELECT pg_advisory_unlock(hashtext('downpour-node'), hashtext(\(name)))",
+                        logger: logger
+                    )
+                }
+            } catch {
+                answer.yield(.failure(FleetSQL.explained(error, doing: "taking the node's name")))
+            }
+            answer.finish()
+        }
+        let first = try? await FleetSQL.run("taking the node's name", timeout: self.queue.statementTimeout) {
+            var iterator = answers.makeAsyncIterator()
+            return await iterator.next()
+        }
+        switch first {
+        case .success(true)?:
+            self.nameHolder = holder
+        case .success(false)?:
+            holder.cancel()
+            throw QueueError(
+                .invalidRequest,
+                message: "A node named '\(self.name)' runs already on this fleet: give this one another --node-name."
+            )
+        case .failure(let error)?:
+            holder.cancel()
+            throw Self.refusal(error)
+        case nil:
+            holder.cancel()
+            throw Self.refusal(FleetError("PostgreSQL did not answer while the node took its name."))
+        }
     }
 
     // MARK: - The loop
@@ -192,6 +270,7 @@ public actor FleetNode {
                 do {
                     let claims = try await self.queue.claim(node: self.name, count: count, lease: duration)
                     self.databaseLost = false
+                    if !claims.isEmpty { self.rowsChanged() }
                     pending += self.leases.withLockedValue { $0.claimed(claims, sentAt: sentAt) }
                 } catch {
                     self.leases.withLockedValue { $0.claimFailed() }
@@ -235,13 +314,19 @@ public actor FleetNode {
         do {
             try await self.manager.run(claim.entry)
         } catch {
-            // An option that no longer applies (this node's defaults differ): a result, as a local queue gives.
             self.logger.notice("Download cannot run here", metadata: ["gid": "\(gid)", "error": "\(error.message)"])
-            _ = try? await self.queue.finish(
-                gid,
-                fence: claim.fence,
-                outcome: .failed(code: error.reason == .storage ? .fileIO : .badOption, message: error.message)
-            )
+            if error.reason == .invalidRequest {
+                // An option that cannot apply: a result, as a queue of one daemon gives.
+                _ = try? await self.queue.finish(
+                    gid,
+                    fence: claim.fence,
+                    outcome: .failed(code: .badOption, message: error.message)
+                )
+            } else {
+                // This node cannot run it (its own store, or it is stopping): another may.
+                _ = try? await self.queue.release(gid, fence: claim.fence, paused: false)
+            }
+            self.rowsChanged()
             self.leases.withLockedValue { $0.ended(gid, fence: claim.fence) }
         }
     }
@@ -275,8 +360,16 @@ public actor FleetNode {
         let held = self.leases.withLockedValue { $0.held.mapValues(\.fence) }
         guard !held.isEmpty else { return }
         let orphans = await self.manager.orphans()
-        let statuses = await self.manager.read { reader in
+        let read = { @Sendable (reader: any QueueReader) in
             held.keys.map { gid in (gid, try? reader.status(of: gid.description)) }
+        }
+        var statuses = await self.manager.read(read)
+        // A run that was stopped or ended lets go of its file first (a removed one deletes its .part, a paused one
+        // saves its journal; each asks its write permit, which ends with the lease): then it is told as it is now.
+        let ending = statuses.filter { $0.1.map { $0.status != .active } ?? false }.map(\.0)
+        if !ending.isEmpty {
+            for gid in ending { await self.manager.waitForRun(gid) }
+            statuses = await self.manager.read(read)
         }
         for (gid, status) in statuses {
             guard let fence = held[gid] else { continue }
@@ -322,6 +415,7 @@ public actor FleetNode {
                 self.leases.withLockedValue { $0.ended(gid, fence: fence) }
                 self.recorded[gid] = nil
                 await self.manager.forget(gid)
+                self.rowsChanged()
                 self.waker.yield()
             } catch {
                 self.lost(error)
@@ -349,6 +443,7 @@ public actor FleetNode {
 
     private func giveBack(_ gid: DownloadID, fence: Int64, paused: Bool) async throws(FleetError) {
         _ = try await self.queue.release(gid, fence: fence, paused: paused)
+        self.rowsChanged()
         self.leases.withLockedValue { $0.ended(gid, fence: fence) }
         self.recorded[gid] = nil
         await self.manager.forget(gid)
@@ -372,6 +467,13 @@ public actor FleetNode {
             downloadSpeed: status.downloadSpeed
         )
         self.recorded[status.gid] = progress
+    }
+
+    /// A change through this node (a client's, or the loop's: a claim, an end): the next read reads the fleet
+    /// again first.
+    func rowsChanged() {
+        self.lastRowsReadAt = nil
+        self.pendingRead = nil
     }
 
     private func lost(_ error: FleetError) {

@@ -92,7 +92,9 @@ extension FleetQueue {
                 for try await _ in try await connection.query(
                     """
                     WITH asked AS (
-                        UPDATE downpour_downloads SET request = 'pause' WHERE state = 'active' RETURNING node
+                        UPDATE downpour_downloads SET request = 'pause'
+                        WHERE state = 'active' AND request IS NULL
+                        RETURNING node
                     )
                     SELECT pg_notify(\(Self.wakeChannel), node) FROM (SELECT DISTINCT node FROM asked) AS nodes
                     """,

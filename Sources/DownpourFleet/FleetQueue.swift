@@ -92,39 +92,44 @@ public struct FleetQueue: Sendable {
     /// - Throws: ``FleetError`` when the server refuses; then none is added.
     public func add(_ entries: [(QueueEntry, paused: Bool)]) async throws(FleetError) -> [Bool] {
         guard !entries.isEmpty else { return [] }
-        var rows: [(gid: String, uris: String, options: String, state: String)] = []
+        var gids: [String] = []
+        var uris: [String] = []
+        var options: [String] = []
+        var states: [String] = []
         for (entry, paused) in entries {
-            rows.append(
-                (
-                    entry.gid.description, try Self.encode(entry.uris), try Self.encode(entry.options),
-                    paused ? "paused" : "waiting"
+            gids.append(entry.gid.description)
+            uris.append(try Self.encode(entry.uris))
+            options.append(try Self.encode(entry.options))
+            states.append(paused ? "paused" : "waiting")
+        }
+        let (gidList, uriList, optionList, stateList) = (gids, uris, options, states)
+        // One statement for the lot, in their order (the subquery keeps it for nextval); a GID taken already, or
+        // twice in the batch, is passed over.
+        let inserted = try await self.sql("adding \(entries.count == 1 ? gids[0] : "\(entries.count) downloads")") {
+            var inserted: Set<String> = []
+            for try await gid in try await self.client.query(
+                """
+                WITH added AS (
+                    INSERT INTO downpour_downloads (gid, uris, options, state, position)
+                    SELECT gid, uris, options, state, nextval('downpour_order')
+                    FROM (
+                        SELECT DISTINCT ON (gid) gid, uris, options, state, n
+                        FROM unnest(\(gidList)::text[], \(uriList)::text[], \(optionList)::text[], \(stateList)::text[])
+                            WITH ORDINALITY AS input(gid, uris, options, state, n)
+                        ORDER BY gid, n
+                    ) AS firsts
+                    ORDER BY n
+                    ON CONFLICT (gid) DO NOTHING
+                    RETURNING gid
                 )
-            )
+                SELECT gid, pg_notify(\(Self.wakeChannel), '*') FROM added
+                """,
+                logger: self.logger
+            ).decode(String.self) { inserted.insert(gid) }
+            return inserted
         }
-        let values = rows
-        return try await self.sql("adding \(entries.count == 1 ? rows[0].gid : "\(entries.count) downloads")") {
-            try await self.client.withTransaction(logger: self.logger) { connection in
-                var added: [Bool] = []
-                added.reserveCapacity(values.count)
-                for row in values {
-                    var count = 0
-                    for try await _ in try await connection.query(
-                        """
-                        INSERT INTO downpour_downloads (gid, uris, options, state, position)
-                        VALUES (\(row.gid), \(row.uris), \(row.options), \(row.state), nextval('downpour_order'))
-                        ON CONFLICT (gid) DO NOTHING
-                        RETURNING gid
-                        """,
-                        logger: self.logger
-                    ) { count += 1 }
-                    added.append(count == 1)
-                }
-                if added.contains(true) {
-                    try await connection.query("SELECT pg_notify(\(Self.wakeChannel), '*')", logger: self.logger)
-                }
-                return added
-            }
-        }
+        var seen: Set<String> = []
+        return gids.map { gid in inserted.contains(gid) && seen.insert(gid).inserted }
     }
 
     // MARK: - Leases
@@ -282,6 +287,9 @@ public struct FleetQueue: Sendable {
 
     /// Gives a download back: it waits again (paused, with `paused`) at the front of the queue. Returns `false`,
     /// and changes nothing, when the claim with `fence` no longer holds it.
+    ///
+    /// A pause asked through another node makes it paused; a remove asked stays asked, for the node that claims it
+    /// next.
     public func release(_ gid: DownloadID, fence: Int64, paused: Bool) async throws(FleetError) -> Bool {
         let text = gid.description
         let state = paused ? "paused" : "waiting"
@@ -289,12 +297,36 @@ public struct FleetQueue: Sendable {
             try await self.changedOne(
                 """
                 UPDATE downpour_downloads
-                SET state = \(state), node = NULL, lease_until = NULL, fence = NULL, download_speed = 0,
-                    request = NULL, position = -nextval('downpour_order')
+                SET state = CASE WHEN request = 'pause' THEN 'paused' ELSE \(state) END,
+                    request = CASE WHEN request = 'pause' THEN NULL ELSE request END,
+                    node = NULL, lease_until = NULL, fence = NULL, download_speed = 0,
+                    position = -nextval('downpour_order')
                 WHERE gid = \(text) AND fence = \(fence) AND state = 'active'
                 RETURNING gid
                 """
             )
+        }
+    }
+
+    /// Gives back every download held with one of `fences`, in one statement, as ``release(_:fence:paused:)``
+    /// does (not paused); returns how many it gave back.
+    public func release(_ fences: [Int64]) async throws(FleetError) -> Int {
+        guard !fences.isEmpty else { return 0 }
+        return try await self.sql("giving back \(fences.count) downloads") {
+            var count = 0
+            for try await _ in try await self.client.query(
+                """
+                UPDATE downpour_downloads
+                SET state = CASE WHEN request = 'pause' THEN 'paused' ELSE 'waiting' END,
+                    request = CASE WHEN request = 'pause' THEN NULL ELSE request END,
+                    node = NULL, lease_until = NULL, fence = NULL, download_speed = 0,
+                    position = -nextval('downpour_order')
+                WHERE fence = ANY(\(fences)) AND state = 'active'
+                RETURNING gid
+                """,
+                logger: self.logger
+            ) { count += 1 }
+            return count
         }
     }
 

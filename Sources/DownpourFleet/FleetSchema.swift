@@ -1,4 +1,5 @@
 import Logging
+import NIOConcurrencyHelpers
 import PostgresNIO
 
 /// The fleet's tables, made and changed by numbered migrations. Every node runs ``migrate(_:logger:)`` when it
@@ -99,29 +100,57 @@ public enum FleetSchema {
 /// done.
 enum FleetSQL {
     /// Runs `body`, which fails when it takes longer than `timeout`: PostgreSQL's client waits for a connection as
-    /// long as the server cannot be reached, and a node must go on (its runs, its reads) and say so instead.
+    /// long as the server cannot be reached, and a query sent on a connection that stops answering waits until TCP
+    /// gives up; a node must go on (its runs, its reads) and say so instead. The answer does not wait for `body`:
+    /// one that overran is cancelled and left to end in the background.
     static func run<Value: Sendable>(
         _ doing: String,
         timeout: Duration,
         _ body: @escaping @Sendable () async throws -> Value
     ) async throws(FleetError) -> Value {
+        let outcome = NIOLockedValueBox<CheckedContinuation<Value, any Error>?>(nil)
+        let finish = { @Sendable (result: Result<Value, any Error>) -> Bool in
+            guard
+                let continuation = outcome.withLockedValue({ box in
+                    defer { box = nil }
+                    return box
+                })
+            else {
+                return false
+            }
+            continuation.resume(with: result)
+            return true
+        }
+        var work: Task<Void, Never>?
+        var timer: Task<Void, Never>?
+        defer { timer?.cancel() }
         do {
-            return try await withThrowingTaskGroup(of: Value?.self) { group in
-                group.addTask { try await body() }
-                group.addTask {
-                    try await Task.sleep(for: timeout)
-                    return nil
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
+                    outcome.withLockedValue { $0 = continuation }
+                    let started = Task {
+                        do {
+                            _ = finish(.success(try await body()))
+                        } catch {
+                            _ = finish(.failure(error))
+                        }
+                    }
+                    work = started
+                    timer = Task {
+                        try? await Task.sleep(for: timeout)
+                        guard !Task.isCancelled else { return }
+                        let late = FleetError(
+                            "PostgreSQL did not answer within \(timeout.components.seconds) s while \(doing): it "
+                                + "cannot be reached, or is overloaded."
+                        )
+                        if finish(.failure(late)) { started.cancel() }
+                    }
                 }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let value = first else {
-                    throw FleetError(
-                        "PostgreSQL did not answer within \(timeout.components.seconds) s while \(doing): it cannot "
-                            + "be reached, or is overloaded."
-                    )
-                }
-                return value
+            } onCancel: {
+                _ = finish(.failure(CancellationError()))
             }
         } catch {
+            work?.cancel()
             throw Self.explained(error, doing: doing)
         }
     }

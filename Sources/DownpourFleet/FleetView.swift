@@ -3,44 +3,40 @@ import DownpourQueue
 
 /// The fleet's queue at one moment, as aria2's reads show it (``QueueReader``): the database's rows, with the
 /// downloads the reading node runs as they are now, and `node` naming where each active one runs.
+///
+/// The rows' part is made once a read of the database (``init(rows:globals:shaper:)``) and kept while it serves;
+/// each read lays the node's own runs over it (``overlaid(_:node:)``), which costs what they number.
 struct FleetView: QueueReader {
     var active: [DownloadStatus] = []
     var waiting: [DownloadStatus] = []
     var stopped: [DownloadStatus] = []
     var byGID: [DownloadID: DownloadStatus] = [:]
+    /// This node's runs as they are now, over ``byGID``.
+    var own: [DownloadID: DownloadStatus] = [:]
     var globals: [QueueOption]
     var shaper: OptionShaper
 
-    /// - Parameters:
-    ///   - rows: The database's rows, in ``FleetQueue/rows()``'s order.
-    ///   - local: This node's active downloads, as its manager shows them.
-    init(rows: [FleetQueue.Row], local: [DownloadStatus], node: String, globals: [QueueOption], shaper: OptionShaper) {
+    /// - Parameter rows: The database's rows, in ``FleetQueue/rows()``'s order.
+    init(rows: [FleetQueue.Row], globals: [QueueOption], shaper: OptionShaper) {
         self.globals = globals
         self.shaper = shaper
-        let ownRuns = Dictionary(local.map { ($0.gid, $0) }, uniquingKeysWith: { first, _ in first })
+        self.byGID.reserveCapacity(rows.count)
         for row in rows {
-            var status: DownloadStatus
-            if row.status == .active, row.node == node, var own = ownRuns[row.gid] {
-                own.node = node
-                status = own
-            } else {
-                status = DownloadStatus(
-                    gid: row.gid,
-                    status: row.status,
-                    uris: row.entry.uris,
-                    options: row.entry.options,
-                    directory: shaper.directory(row.entry.options),
-                    path: row.path,
-                    totalLength: row.totalLength,
-                    completedLength: row.completedLength,
-                    downloadSpeed: row.status == .active ? row.downloadSpeed : 0,
-                    completedRanges: row.status == .complete && row.totalLength > 0 ? [0..<row.totalLength] : [],
-                    errorCode: row.errorCode,
-                    errorMessage: row.errorMessage,
-                    node: row.status == .active ? row.node : nil
-                )
-            }
-            status.status = row.status
+            let status = DownloadStatus(
+                gid: row.gid,
+                status: row.status,
+                uris: row.entry.uris,
+                options: row.entry.options,
+                directory: shaper.directory(row.entry.options),
+                path: row.path,
+                totalLength: row.totalLength,
+                completedLength: row.completedLength,
+                downloadSpeed: row.status == .active ? row.downloadSpeed : 0,
+                completedRanges: row.status == .complete && row.totalLength > 0 ? [0..<row.totalLength] : [],
+                errorCode: row.errorCode,
+                errorMessage: row.errorMessage,
+                node: row.status == .active ? row.node : nil
+            )
             switch row.status {
             case .active: self.active.append(status)
             case .waiting, .paused: self.waiting.append(status)
@@ -50,9 +46,22 @@ struct FleetView: QueueReader {
         }
     }
 
+    /// This view with `local`, the active downloads of `node`'s manager, in place of what the rows say of them.
+    func overlaid(_ local: [DownloadStatus], node: String) -> FleetView {
+        var view = self
+        for var status in local where self.byGID[status.gid].map({ $0.status == .active && $0.node == node }) ?? false {
+            status.node = node
+            view.own[status.gid] = status
+        }
+        if !view.own.isEmpty {
+            view.active = self.active.map { view.own[$0.gid] ?? $0 }
+        }
+        return view
+    }
+
     func status(of gid: String) throws(QueueError) -> DownloadStatus {
         let id = try self.resolve(gid)
-        return self.byGID[id]!
+        return self.own[id] ?? self.byGID[id]!
     }
 
     func activeDownloads() -> [DownloadStatus] { self.active }

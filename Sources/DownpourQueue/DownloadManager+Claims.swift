@@ -75,6 +75,12 @@ extension DownloadManager {
         }
     }
 
+    /// Returns once the run of `gid` under way now (if any) has ended and let go of its file.
+    public func waitForRun(_ gid: DownloadID) async {
+        guard let run = self.runs[gid] else { return }
+        await run.task.value
+    }
+
     /// The active downloads whose run stopped because its write permit was withdrawn
     /// (``Downpour/DownloadError/Code/superseded``): they wait for their owner to ``forget(_:)`` them.
     public func orphans() -> Set<DownloadID> {

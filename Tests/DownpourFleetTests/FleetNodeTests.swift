@@ -166,7 +166,7 @@ struct FleetNodeTests {
             try await waitUntil("removed") {
                 try await fleet.nodes[1].status(of: onNode0.description).status == .removed
             }
-            let removed = try await fleet.nodes[0].status(of: onNode0.description)
+            let removed = try await fleet.nodes[1].status(of: onNode0.description)
             #expect(removed.errorCode == Aria2ErrorCode.removed.rawValue)
             let index = gids.firstIndex(of: onNode0)!
             #expect(!FileManager.default.fileExists(atPath: fleet.directory.file("file\(index).bin.part")))
@@ -195,14 +195,20 @@ struct FleetNodeTests {
             try await waitUntil("a journal on disk") {
                 FileManager.default.fileExists(atPath: fleet.directory.file("file0.bin.part.downpour"))
             }
-            // Another claimer takes it as if node0's lease had run out.
-            for try await _ in try await fleet.queue.client.query(
-                "UPDATE downpour_downloads SET lease_until = now() - interval '1 second'",
+            // Another claimer takes it, with a fence of its own, as a claim after node0's lease ran out would.
+            var taken: [(fence: Int64, previous: String?)] = []
+            for try await row in try await fleet.queue.client.query(
+                """
+                UPDATE downpour_downloads AS d
+                SET state = 'active', node = 'thief', fence = nextval('downpour_fence'),
+                    lease_until = now() + interval '1 hour'
+                FROM (SELECT gid, node FROM downpour_downloads) AS before
+                WHERE d.gid = before.gid
+                RETURNING d.fence, before.node
+                """,
                 logger: Self.logger
-            ) {}
-            let taken = try await fleet.queue.claim(node: "thief", count: 1, lease: .seconds(3600))
-            #expect(taken.map(\.entry.gid) == [gid])
-            #expect(taken.first?.previousNode == "node0")
+            ).decode((Int64, String?).self) { taken.append(row) }
+            #expect(taken.count == 1 && taken.first?.previous == "node0")
             // node0's next renewal finds the lease gone: its run stops, keeping the files for the new holder.
             try await waitUntil("node0 dropped the run") { await fleet.nodes[0].manager.activeDownloads().isEmpty }
             #expect(FileManager.default.fileExists(atPath: fleet.directory.file("file0.bin.part")))
@@ -215,6 +221,70 @@ struct FleetNodeTests {
             try await fleet.waitForRows("complete") { rows in rows.first?.status == .complete }
             let bytes = try Data(contentsOf: URL(fileURLWithPath: fleet.directory.file("file0.bin")))
             #expect(Array(bytes) == Self.content)
+        }
+    }
+
+    /// A node that stops gives its downloads back to the fleet, and a pause asked of it meanwhile stays asked.
+    @Test func aNodeThatStopsGivesItsDownloadsBack() async throws {
+        let server = try await RangeTestServer.start(content: Self.content)
+        defer { Task { try? await server.shutdown() } }
+        server.holdBodies()
+        try await Self.withFleet(nodes: 1, capacity: 2) { fleet in
+            let gids = try await Self.add(2, through: fleet.nodes[0], server: server)
+            try await fleet.waitForRows("both active") { rows in rows.filter { $0.status == .active }.count == 2 }
+            // Asked through the database (as another node asks): carried out by the node, or kept at its stop.
+            #expect(try await fleet.queue.pause(gids[0]) == .asked(node: "node0"))
+            await fleet.nodes[0].shutdown()
+            let rows = try await fleet.queue.rows()
+            #expect(rows.first { $0.gid == gids[0] }?.status == .paused)
+            #expect(rows.first { $0.gid == gids[1] }?.status == .waiting)
+            #expect(rows.allSatisfy { $0.node == nil && $0.fence == nil && $0.request == nil })
+        }
+    }
+
+    /// Two daemons with one name would each take the other's downloads as their own: the second is refused until
+    /// the first stops, and then takes back what the first ran.
+    @Test func aNodesNameIsItsOwnWhileItRuns() async throws {
+        let server = try await RangeTestServer.start(content: Self.content)
+        defer { Task { try? await server.shutdown() } }
+        server.holdBodies()
+        try await Self.withFleet(nodes: 1, capacity: 1) { fleet in
+            let gid = try #require(try await Self.add(1, through: fleet.nodes[0], server: server).first)
+            try await fleet.waitForRows("active") { rows in rows.first?.status == .active }
+            let downloader = Downloader()
+            let twin = FleetNode(
+                name: "node0",
+                queue: fleet.queue,
+                downloader: downloader,
+                store: try QueueStore(path: fleet.directory.file("twin.sqlite")),
+                defaults: .init(directory: fleet.directory.path, configuration: Self.configuration),
+                logger: Self.logger,
+                tick: .milliseconds(20)
+            )
+            await #expect {
+                try await twin.start()
+            } throws: { error in
+                (error as? QueueError)?.message.contains("runs already") == true
+            }
+            #expect(try await fleet.queue.rows().first?.node == "node0")
+
+            // Stopped, the first gives it back; the next node0 takes it (and the name).
+            await fleet.nodes[0].shutdown()
+            let again = FleetNode(
+                name: "node0",
+                queue: fleet.queue,
+                downloader: downloader,
+                store: try QueueStore(path: fleet.directory.file("again.sqlite")),
+                defaults: .init(directory: fleet.directory.path, configuration: Self.configuration),
+                logger: Self.logger,
+                tick: .milliseconds(20)
+            )
+            try await again.start()
+            server.releaseBodies()
+            try await fleet.waitForRows("complete") { rows in rows.first?.status == .complete }
+            #expect(try await again.status(of: gid.description).status == .complete)
+            await again.shutdown()
+            await downloader.shutdown()
         }
     }
 

@@ -250,6 +250,18 @@ struct FleetQueueTests {
             #expect(try await queue.rows().count == 1)
         }
     }
+
+    @Test func aBatchIsAddedInItsOrderPassingOverTakenGIDs() async throws {
+        try await Self.withQueue { queue in
+            try await queue.add(Self.entry(1))
+            let batch = [9, 1, 5, 9, 3, 7].map { (Self.entry(UInt64($0)), paused: $0 == 3) }
+            #expect(try await queue.add(batch) == [true, false, true, false, true, true])
+            let rows = try await queue.rows()
+            #expect(rows.map(\.gid.value) == [1, 9, 5, 3, 7])
+            #expect(rows.map(\.status) == [.waiting, .waiting, .waiting, .paused, .waiting])
+            #expect(rows[1].entry == Self.entry(9))
+        }
+    }
 }
 
 /// Whether the PostgreSQL tests run: when a server is installed, or when one is required (then a missing one fails).

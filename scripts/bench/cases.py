@@ -269,6 +269,11 @@ CASES = (
         script=("rpc_bench.py", "--downpour", "{binary}", "--base", "{base}", "--many-dir", "{set_dir}",
                 "--manifest", "{manifest}", "--work", "{work}", "--reps", "{reps}", "--settle", "{settle}")),
     Case(
+        "fleet", "downpour daemons on one PostgreSQL queue (fleet_bench.py): 3 nodes capped at a rate against 1 (also "
+        "with one killed); 10,000 addUri and read latency, PostgreSQL beside SQLite and aria2c",
+        default=False, tools=("aria2c",),
+        script=("fleet_bench.py", "--downpour", "{binary}", "--work", "{work}", "--reps", "{reps}")),
+    Case(
         "stalled", "downpour daemon vs aria2c --enable-rpc (stall_bench.py): 2,000 half-sent requests",
         default=False, tools=("aria2c",),
         script=("stall_bench.py", "--downpour", "{binary}", "--connections", "2000",
