@@ -29,7 +29,9 @@ from payloads import Payloads, digest, human  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 # The helper scripts' own options, given through ours (e.g. --rpc-bench-arg=--adds=1000).
-HELPER_ARG_OPTIONS = {"rpc_bench.py": "rpc_bench_arg", "stall_bench.py": "stall_bench_arg"}
+HELPER_ARG_OPTIONS = {
+    "rpc_bench.py": "rpc_bench_arg", "stall_bench.py": "stall_bench_arg", "fleet_bench.py": "fleet_bench_arg",
+}
 
 
 CLIENT_LINES = """\
@@ -94,6 +96,8 @@ def parse_args():
                         help="one more argument for rpc_bench.py in the daemon case (--rpc-bench-arg=--adds=1000)")
     parser.add_argument("--stall-bench-arg", action="append", metavar="ARG", default=[],
                         help="one more argument for stall_bench.py in the stalled case")
+    parser.add_argument("--fleet-bench-arg", action="append", metavar="ARG", default=[],
+                        help="one more argument for fleet_bench.py in the fleet case")
     args = parser.parse_args()
     if args.reps < 1:
         die(f"--reps must be a positive integer: {args.reps}")
