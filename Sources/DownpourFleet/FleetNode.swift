@@ -268,9 +268,14 @@ public actor FleetNode {
                 let sentAt = ContinuousClock.now
                 let duration = self.leases.withLockedValue { $0.leaseDuration }
                 do {
-                    let claims = try await self.queue.claim(node: self.name, count: count, lease: duration)
+                    // One at a time, and again at once while there is room: nodes woken together by new work
+                    // take turns, so a batch is shared among them rather than filling the first node that woke.
+                    let claims = try await self.queue.claim(node: self.name, count: min(count, 1), lease: duration)
                     self.databaseLost = false
-                    if !claims.isEmpty { self.rowsChanged() }
+                    if !claims.isEmpty {
+                        self.rowsChanged()
+                        if count > 1 { self.waker.yield() }
+                    }
                     pending += self.leases.withLockedValue { $0.claimed(claims, sentAt: sentAt) }
                 } catch {
                     self.leases.withLockedValue { $0.claimFailed() }
