@@ -24,6 +24,19 @@ struct FleetNodeTests {
         var nodes: [FleetNode]
         var directory: ScratchDirectory
 
+        /// Another node on this fleet's queue and directory, not started.
+        func node(_ name: String, downloader: Downloader, store: String) throws -> FleetNode {
+            FleetNode(
+                name: name,
+                queue: self.queue,
+                downloader: downloader,
+                store: try QueueStore(path: self.directory.file(store)),
+                defaults: .init(directory: self.directory.path, configuration: FleetNodeTests.configuration),
+                logger: FleetNodeTests.logger,
+                tick: .milliseconds(20)
+            )
+        }
+
         /// Waits until the fleet's rows satisfy `condition`.
         func waitForRows(
             _ what: @autoclosure () -> String,
@@ -252,15 +265,7 @@ struct FleetNodeTests {
             let gid = try #require(try await Self.add(1, through: fleet.nodes[0], server: server).first)
             try await fleet.waitForRows("active") { rows in rows.first?.status == .active }
             let downloader = Downloader()
-            let twin = FleetNode(
-                name: "node0",
-                queue: fleet.queue,
-                downloader: downloader,
-                store: try QueueStore(path: fleet.directory.file("twin.sqlite")),
-                defaults: .init(directory: fleet.directory.path, configuration: Self.configuration),
-                logger: Self.logger,
-                tick: .milliseconds(20)
-            )
+            let twin = try fleet.node("node0", downloader: downloader, store: "twin.sqlite")
             await #expect {
                 try await twin.start()
             } throws: { error in
@@ -270,15 +275,7 @@ struct FleetNodeTests {
 
             // Stopped, the first gives it back; the next node0 takes it (and the name).
             await fleet.nodes[0].shutdown()
-            let again = FleetNode(
-                name: "node0",
-                queue: fleet.queue,
-                downloader: downloader,
-                store: try QueueStore(path: fleet.directory.file("again.sqlite")),
-                defaults: .init(directory: fleet.directory.path, configuration: Self.configuration),
-                logger: Self.logger,
-                tick: .milliseconds(20)
-            )
+            let again = try fleet.node("node0", downloader: downloader, store: "again.sqlite")
             try await again.start()
             server.releaseBodies()
             try await fleet.waitForRows("complete") { rows in rows.first?.status == .complete }
