@@ -10,12 +10,16 @@ directory (one machine: storage every node sees); nginx sends each connection at
    leases ran out, so that the others take its downloads over);
 4. in the end every file is SHA-256-identical to the served one, every GID appears once among the results (all
    complete), and no file was fetched by two nodes at the same time (nginx's log, each node by its user agent): no
-   download ran on two nodes at once.
+   download ran on two nodes at once;
+5. a WebSocket client of node0 (websocket-client, which aria2p brings) is told of the start and the completion of
+   9 more downloads added through node1, 6 of which the other nodes run, and its `downpour.onProgress` lists the
+   three nodes with their addresses.
 
 Usage: fleet_interop.py BINARY [SEED]     Every wait has a deadline; the seed of the kill moments is printed.
 """
 
 import hashlib
+import json
 import os
 import random
 import shutil
@@ -36,6 +40,50 @@ LEASE_WAIT = 20  # s: longer than a lease (15 s), so that a node kept down loses
 
 def log(message):
     print(f"fleet-interop: {message}", flush=True)
+
+
+def told_of_fleet(nodes, nginx, downloads, expected):
+    import websocket  # websocket-client, which aria2p brings
+
+    socket_ = websocket.create_connection(f"ws://127.0.0.1:{nodes[0].port}/jsonrpc", timeout=2)
+    try:
+        socket_.send(json.dumps({"jsonrpc": "2.0", "id": "s", "method": "downpour.subscribe", "params": []}))
+        more = f"{downloads}/more"
+        names = [f"f{index}.bin" for index in range(9)]
+        gids = [call(nodes[1].port, "aria2.addUri", [f"http://127.0.0.1:{nginx.port}/{name}"], {"dir": more})
+                for name in names]
+
+        # Nine at once only when each node runs three: six of them on node1 and node2.
+        def all_active():
+            active = call(nodes[1].port, "aria2.tellActive", ["gid", "node"])
+            return {entry["gid"]: entry["node"] for entry in active if entry["gid"] in gids}
+
+        runs = wait_for("nine downloads active on three nodes", lambda: len(all_active()) == 9 and all_active())
+        assert sorted(runs.values()) == ["node0"] * 3 + ["node1"] * 3 + ["node2"] * 3, runs
+        started, completed, nodes_listed = set(), set(), None
+        deadline = time.monotonic() + 300
+        while not (completed >= set(gids) and nodes_listed) and time.monotonic() < deadline:
+            try:
+                message = json.loads(socket_.recv())
+            except websocket.WebSocketTimeoutException:
+                continue
+            method = message.get("method", "")
+            if method == "aria2.onDownloadStart":
+                started.add(message["params"][0]["gid"])
+            elif method == "aria2.onDownloadComplete":
+                completed.add(message["params"][0]["gid"])
+            elif method == "downpour.onProgress" and "nodes" in message["params"][0]:
+                nodes_listed = message["params"][0]["nodes"]
+        assert started >= set(gids), f"node0's client was not told of the start of {set(gids) - started}"
+        assert completed >= set(gids), f"node0's client was not told of the completion of {set(gids) - completed}"
+        listed = {entry["name"]: (entry["address"], entry["up"]) for entry in nodes_listed}
+        assert listed == {node.name: (f"127.0.0.1:{node.port}", "true") for node in nodes}, listed
+        for name in names:
+            assert sha256(f"{more}/{name}") == expected[name], f"more/{name} differs from the served file"
+        log("5. node0's WebSocket client was told of 9 starts and completions (6 run by node1 and node2); "
+            "its push lists the three nodes: ok")
+    finally:
+        socket_.close()
 
 
 def main():
@@ -149,6 +197,9 @@ def main():
         log("   no file was fetched by two nodes at once")
         # A resume after a kill fetches again only what its last journal did not record.
         assert total < 1.5, f"the files were served {total:.2f} times over"
+
+        # 5. node0's clients are told of the whole fleet's downloads; the push lists the nodes.
+        told_of_fleet(nodes, nginx, downloads, expected)
         log("ok")
     except Exception:
         log(f"FAILED (seed {seed}); the nodes' logs:")

@@ -27,6 +27,7 @@ extension FleetNode: DownloadQueueService {
         if self.cachedView == nil {
             self.cachedView = FleetView(
                 rows: self.lastRows,
+                nodes: self.lastNodes,
                 globals: await self.manager.globalOptions(),
                 shaper: await self.manager.optionShaper()
             )
@@ -48,9 +49,12 @@ extension FleetNode: DownloadQueueService {
             _ = try? await pending.task.value
             return
         }
+        // A node is up while it renews its leases (every third of a lease).
+        let upWithin = self.leases.withLockedValue { $0.leaseDuration } / 3
         let task = Task { [queue] () throws -> ([FleetQueue.Row], FleetView) in
             let rows = try await queue.rows()
-            return (rows, FleetView(rows: rows, globals: globals, shaper: shaper))
+            let nodes = try await queue.nodes(upWithin: upWithin)
+            return (rows, FleetView(rows: rows, nodes: nodes, globals: globals, shaper: shaper))
         }
         self.pendingRead = (task, startedAt)
         do {
@@ -59,6 +63,7 @@ extension FleetNode: DownloadQueueService {
             // (which dropped this read: the next read reads again).
             if startedAt >= self.lastRowsStartedAt {
                 self.lastRows = rows
+                self.lastNodes = view.fleetNodes
                 self.cachedView = view
                 self.lastRowsStartedAt = startedAt
             }
@@ -75,8 +80,8 @@ extension FleetNode: DownloadQueueService {
         return try result[0].get()
     }
 
-    /// Adds the downloads at the end of the fleet's queue, in one transaction (a `position` is not kept: the
-    /// fleet's queue is in the order downloads were added).
+    /// Adds the downloads at the end of the fleet's queue, in one transaction; one with a `position` then moves
+    /// there (unless a node claimed it meanwhile: the queue had room for it).
     public func add(batch: [AddRequest]) async -> [Result<DownloadID, QueueError>] {
         var results: [Result<DownloadID, QueueError>] = []
         var prepared: [(index: Int, entry: QueueEntry, paused: Bool)] = []
@@ -94,7 +99,11 @@ extension FleetNode: DownloadQueueService {
             self.rowsChanged()
             for (item, wasAdded) in zip(prepared, added) {
                 if wasAdded {
-                    self.broadcaster.send(.added(item.entry.gid))
+                    self.announce(.added(item.entry.gid))
+                    if let position = batch[item.index].position {
+                        // Added at the end whatever this says: the add stands.
+                        _ = try? await self.queue.move(item.entry.gid, by: position, from: .set)
+                    }
                 } else {
                     results[item.index] = .failure(
                         QueueError(
@@ -116,7 +125,7 @@ extension FleetNode: DownloadQueueService {
     public func pause(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID {
         let id = try await self.resolve(gid)
         switch try await self.database({ () throws(FleetError) in try await self.queue.pause(id) }) {
-        case .done: self.broadcaster.send(.changed(id))
+        case .done: self.announce(.changed(id))
         case .asked: self.waker.yield()
         case .refused: throw QueueError(.cannotPause, gid: gid, message: "Download \(id) cannot be paused now.")
         }
@@ -133,7 +142,7 @@ extension FleetNode: DownloadQueueService {
         guard try await self.database({ () throws(FleetError) in try await self.queue.unpause(id) }) else {
             throw QueueError(.cannotUnpause, gid: gid, message: "Download \(id) is not paused.")
         }
-        self.broadcaster.send(.changed(id))
+        self.announce(.changed(id))
         self.waker.yield()
         return id
     }
@@ -148,7 +157,7 @@ extension FleetNode: DownloadQueueService {
     public func remove(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID {
         let id = try await self.resolve(gid)
         switch try await self.database({ () throws(FleetError) in try await self.queue.remove(id) }) {
-        case .done: self.broadcaster.send(.changed(id))
+        case .done: self.announce(.changed(id))
         case .asked: self.waker.yield()
         case .refused:
             throw QueueError(
@@ -165,59 +174,91 @@ extension FleetNode: DownloadQueueService {
         by position: Int,
         from origin: PositionOrigin
     ) async throws(QueueError) -> Int {
-        _ = try await self.resolve(gid)
-        throw QueueError(
-            .invalidRequest,
-            gid: gid,
-            message: "A fleet's queue keeps the order downloads were added in; changePosition is not available yet."
-        )
+        let id = try await self.resolve(gid)
+        let moved = try await self.database { () throws(FleetError) in
+            try await self.queue.move(id, by: position, from: origin)
+        }
+        guard let index = moved else {
+            throw QueueError(
+                .notWaiting,
+                gid: gid,
+                message: "Download \(id) is not in the waiting queue, so it has no position to change."
+            )
+        }
+        self.rowsChanged()
+        self.announce(.changed(id))
+        return index
     }
 
+    /// As aria2's, for a download of any node: a waiting or paused one's URIs change in the fleet's queue; an
+    /// active one's are asked of the node that runs it, which uses them for the connections it opens from then on.
     public func changeURIs(
         _ gid: String,
         remove: [String],
         add: [String],
         position: Int?
     ) async throws(QueueError) -> (removed: Int, added: Int) {
-        _ = try await self.resolve(gid)
-        throw QueueError(
-            .invalidRequest,
-            gid: gid,
-            message: "changeUri is not available in a fleet yet: remove the download and add it with its new URIs."
-        )
-    }
-
-    /// Changes the options of a waiting or paused download. An active one's are refused: pause it, change them,
-    /// unpause it.
-    public func changeOptions(_ gid: String, _ options: [QueueOption]) async throws(QueueError) {
         let id = try await self.resolve(gid)
-        let view = await self.view()
-        let status = try view.status(of: id.description)
-        switch status.status {
-        case .waiting, .paused:
-            break
-        case .active:
+        let row = try await self.unstoppedRow(id, gid: gid, stopped: .notFound, "its URIs are fixed")
+        var uris = row.entry.uris
+        let removed = DownloadQueue.change(&uris, remove: remove, add: add, position: position)
+        guard !uris.isEmpty else {
             throw QueueError(
                 .invalidRequest,
                 gid: gid,
-                message: "Download \(id) runs on node \(status.node ?? "?"); in a fleet, pause it, change its "
-                    + "options, and unpause it."
-            )
-        case .complete, .error, .removed:
-            throw QueueError(
-                .cannotChangeOption,
-                gid: gid,
-                message: "Download \(id) has stopped; its options cannot change."
+                message: "Download \(id) would be left with no URI; add one before removing the last."
             )
         }
+        if uris != row.entry.uris {
+            try await self.change(row.entry, uris: uris, options: row.entry.options, gid: gid)
+        }
+        return (removed, add.count)
+    }
+
+    /// As aria2's, for a download of any node: a waiting or paused one's options change in the fleet's queue; an
+    /// active one's are asked of the node that runs it, which restarts the download with them where it must
+    /// (keeping its bytes), as a single daemon does.
+    public func changeOptions(_ gid: String, _ options: [QueueOption]) async throws(QueueError) {
+        let id = try await self.resolve(gid)
+        let row = try await self.unstoppedRow(id, gid: gid, stopped: .cannotChangeOption, "its options cannot change")
         let names = Set(options.map(\.name))
-        let merged = status.options.filter { !names.contains($0.name) } + options
-        // Checked as an add would check them.
-        _ = try await self.manager.prepare(uris: status.uris, options: merged)
-        guard try await self.database({ () throws(FleetError) in try await self.queue.setOptions(id, merged) }) else {
-            throw QueueError(.cannotChangeOption, gid: gid, message: "Download \(id) started or stopped meanwhile.")
+        let merged = row.entry.options.filter { !names.contains($0.name) } + options
+        try await self.change(row.entry, uris: row.entry.uris, options: merged, gid: gid)
+    }
+
+    /// The row of a download that has not stopped, as the database has it now.
+    private func unstoppedRow(
+        _ id: DownloadID,
+        gid: String,
+        stopped reason: QueueError.Reason,
+        _ consequence: String
+    ) async throws(QueueError) -> FleetQueue.Row {
+        let row = try await self.database { () throws(FleetError) in try await self.queue.row(id) }
+        guard let row else { throw QueueError(.notFound, gid: gid, message: "Download \(id) is not in the fleet.") }
+        guard [.waiting, .paused, .active].contains(row.status) else {
+            throw QueueError(reason, gid: gid, message: "Download \(id) has stopped; \(consequence).")
         }
-        self.broadcaster.send(.changed(id))
+        return row
+    }
+
+    /// Checks `uris` and `options` as an add would, and sets them (``FleetQueue/change(_:uris:options:)``).
+    private func change(_ old: QueueEntry, uris: [String], options: [QueueOption], gid: String) async throws(QueueError)
+    {
+        _ = try await self.manager.prepare(uris: uris, options: options)
+        let outcome = try await self.database { () throws(FleetError) in
+            try await self.queue.change(old, uris: uris, options: options)
+        }
+        switch outcome {
+        case .done: self.announce(.changed(old.gid))
+        case .asked: self.waker.yield()
+        case .refused:
+            throw QueueError(
+                .invalidRequest,
+                gid: gid,
+                message: "Download \(old.gid) stopped or was changed by another client meanwhile; nothing was "
+                    + "changed. Read it again and retry."
+            )
+        }
     }
 
     /// This node's own options (`max-concurrent-downloads`, limits, defaults): each node has its own.
@@ -227,13 +268,13 @@ extension FleetNode: DownloadQueueService {
         let globals = await self.manager.globalOptions()
         let capacity = globals.last { $0.name == Aria2Option.maxConcurrentDownloads.name }.flatMap { Int($0.value) }
         if let capacity { self.leases.withLockedValue { $0.capacity = capacity } }
-        self.broadcaster.send(.optionsChanged)
+        self.announce(.optionsChanged)
         self.waker.yield()
     }
 
     public func purgeResults() async throws(QueueError) {
         try await self.database { () throws(FleetError) in try await self.queue.purgeResults() }
-        self.broadcaster.send(.resultsRemoved(nil))
+        self.announce(.resultsRemoved(nil))
     }
 
     public func removeResult(_ gid: String) async throws(QueueError) {
@@ -245,18 +286,17 @@ extension FleetNode: DownloadQueueService {
                 message: "Download \(id) is not a stopped result; only those can be removed this way."
             )
         }
-        self.broadcaster.send(.resultsRemoved(id))
+        self.announce(.resultsRemoved(id))
     }
 
+    /// The changes made through this node and those of its runs (hooks follow these).
     public nonisolated var events: AsyncStream<QueueEvent> {
         self.broadcaster.subscribe()
     }
 
-    public func saveSession() async throws(QueueError) {
-        throw QueueError(
-            .invalidRequest,
-            message: "In a fleet the queue is kept in PostgreSQL, which every node shares; there is no session file."
-        )
+    /// ``events`` and the other nodes' changes: aria2's notifications of every download of the fleet.
+    public nonisolated var announcements: AsyncStream<QueueEvent> {
+        self.announcer.subscribe()
     }
 
     // MARK: - Helpers

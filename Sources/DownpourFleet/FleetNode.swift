@@ -14,7 +14,10 @@ import PostgresNIO
 ///    claimed (each run's write permit is ``FleetLeases/mayWrite(_:fence:at:)``), stops what it lost;
 /// 2. carries out the requests other nodes stored for the downloads it runs (pause, remove);
 /// 3. reports each run to the database: its progress while it runs, its end (a result), a pause (given back,
-///    paused); a run that lost its write permit is dropped and left to the node that takes it.
+///    paused); a run that lost its write permit is dropped and left to the node that takes it;
+/// 4. tells the other nodes' clients what happened here (``FleetQueue/eventChannel``: a run's start once claimed,
+///    its end once recorded, a change made through this node), and the fleet how this node stands (its row in
+///    `downpour_nodes`, for the dashboard's list of nodes).
 ///
 /// Reads (`tellActive`, ...) show the whole fleet: the database's rows, with this node's own runs as they are now.
 /// When the database cannot be reached, the runs go on until their leases may have run out, reads show the fleet
@@ -28,7 +31,10 @@ public actor FleetNode {
     /// Where files go when a download names no `dir` (for statuses of downloads not run here).
     nonisolated let directory: String
     nonisolated let leases: NIOLockedValueBox<FleetLeases>
+    /// This node's own changes: ``events``, which hooks follow.
     nonisolated let broadcaster = QueueEventBroadcaster()
+    /// This node's changes and the other nodes': ``announcements``, which clients are told of.
+    nonisolated let announcer = QueueEventBroadcaster()
     nonisolated let logger: Logger
     nonisolated let tick: Duration
     private let wakes: AsyncStream<Void>
@@ -38,6 +44,18 @@ public actor FleetNode {
     /// Holds the node's name (an advisory lock on a connection of its own) while the node runs.
     private var nameHolder: Task<Void, Never>?
     private var isStarted = false
+    /// Where this node's RPC listens, for the list of nodes (``advertise(address:)``).
+    private var address = ""
+    /// Changes to tell the other nodes of at the end of the loop's turn.
+    var unannounced: [QueueEvent] = []
+    /// The ends of runs that are not recorded yet: told to the other nodes once they are (so that a client told
+    /// of an end reads it through any node).
+    private var untoldEnds: [DownloadID: QueueEvent] = [:]
+    /// When the fleet was last told how this node stands.
+    private var lastHeartbeat: ContinuousClock.Instant?
+    /// The text last written to the session file, and when the node last looked whether it changed.
+    var savedSession: String?
+    var lastSessionCheck: ContinuousClock.Instant?
     private var isShutDown = false
     /// What was last recorded in the database for each run (path, total, completed, speed).
     private var recorded: [DownloadID: Progress] = [:]
@@ -46,6 +64,8 @@ public actor FleetNode {
     var lastRows: [FleetQueue.Row] = [] {
         didSet { self.cachedView = nil }
     }
+    /// The fleet's nodes as last read, with ``lastRows``.
+    var lastNodes: [QueueNode] = []
     /// ``lastRows`` made into a view, made at the first read that needs it.
     var cachedView: FleetView?
     /// When ``lastRows`` was read; `nil` once a change through this node made it stale.
@@ -101,6 +121,7 @@ public actor FleetNode {
             eventLoop: eventLoop,
             logger: logger,
             fillsFreeSlots: false,
+            writesSession: false,
             writePermit: { gid in
                 // The fence of the claim this run was started for: a later claim's run is not this one's.
                 let fence = leases.withLockedValue { $0.held[gid]?.fence }
@@ -149,9 +170,10 @@ public actor FleetNode {
             "Fleet node started",
             metadata: ["node": "\(self.name)", "resumed": "\(claims.count)", "downloads": "\(self.lastRows.count)"]
         )
+        let (listening, heard) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         self.tasks = [
             Task { await self.runLoop() },
-            Task { await self.listen() },
+            Task { await self.listen(whenListening: heard) },
             Task { await self.forward(events) },
             Task { [tick, waker] in
                 while !Task.isCancelled {
@@ -160,6 +182,15 @@ public actor FleetNode {
                 }
             },
         ]
+        // Started once it hears the others: what they do from now on reaches this node's clients.
+        do {
+            _ = try await FleetSQL.run("listening for the other nodes", timeout: self.queue.statementTimeout) {
+                var iterator = listening.makeAsyncIterator()
+                return await iterator.next()
+            }
+        } catch {
+            self.logger.notice("Not listening for the other nodes yet", metadata: ["error": "\(error.message)"])
+        }
     }
 
     /// Stops the loop, pauses the runs (their bytes and journals kept), records what ended meanwhile as it ended,
@@ -175,8 +206,23 @@ public actor FleetNode {
         defer { self.nameHolder?.cancel() }
         // Not cancelled with the caller (a service group that ran out of patience): these statements are what
         // keeps the downloads from waiting a lease for nobody.
-        let given = await Task { await self.giveBackAll() }.value
+        let given = await Task {
+            let given = await self.giveBackAll()
+            try? await self.queue.leave(node: self.name)
+            // As aria2 does at exit: the queue as it is now (what this node ran is waiting again).
+            let globals = await self.manager.globalOptions()
+            if globals.contains(where: { $0.name == Aria2Option.saveSession.name }) {
+                do throws(QueueError) {
+                    try await self.writeSession(onlyIfChanged: false)
+                } catch {
+                    self.logger.error("The session file could not be written", metadata: ["error": "\(error.message)"])
+                }
+            }
+            await self.announceNow()
+            return given
+        }.value
         self.broadcaster.finish()
+        self.announcer.finish()
         self.logger.notice("Fleet node stopped", metadata: ["node": "\(self.name)", "gave back": "\(given)"])
     }
 
@@ -185,7 +231,10 @@ public actor FleetNode {
         let held = self.leases.withLockedValue { $0.held.mapValues(\.fence) }
         guard !held.isEmpty else { return 0 }
         do {
-            return try await self.queue.release(Array(held.values))
+            let given = try await self.queue.release(Array(held.values))
+            // Waiting again: the other nodes' dashboards show them so.
+            self.unannounced += held.keys.map { QueueEvent.changed($0) }
+            return given
         } catch {
             // Their leases run out, and other nodes take them then.
             self.logger.notice("Downloads not given back", metadata: ["count": "\(held.count)", "error": "\(error)"])
@@ -256,6 +305,9 @@ public actor FleetNode {
         await self.perform(actions)
         await self.carryOutRequests()
         await self.report()
+        await self.announceNow()
+        await self.heartbeat()
+        await self.saveSessionIfDue()
     }
 
     /// Carries out what the leases asked, and what their answers ask in turn.
@@ -300,6 +352,7 @@ public actor FleetNode {
                     metadata: ["gid": "\(gid)", "fence": "\(fence)"]
                 )
                 self.recorded[gid] = nil
+                self.untoldEnds[gid] = nil
                 await self.manager.forget(gid)
             }
         }
@@ -333,12 +386,13 @@ public actor FleetNode {
             }
             self.rowsChanged()
             self.leases.withLockedValue { $0.ended(gid, fence: claim.fence) }
+            self.settled(gid)
         }
     }
 
     /// Carries out what other nodes asked of this one's runs.
     private func carryOutRequests() async {
-        let requests: [(DownloadID, fence: Int64, FleetQueue.Request)]
+        let requests: [(entry: QueueEntry, fence: Int64, FleetQueue.Request)]
         do {
             requests = try await self.queue.requests(for: self.name)
             self.databaseLost = false
@@ -346,17 +400,46 @@ public actor FleetNode {
             self.lost(error)
             return
         }
-        for (gid, fence, request) in requests {
+        for (entry, fence, request) in requests {
+            let gid = entry.gid
             guard self.leases.withLockedValue({ $0.held[gid]?.fence }) == fence else { continue }
             do {
                 switch request {
                 case .pause: _ = try await self.manager.pause(gid.description, force: false)
                 case .remove: _ = try await self.manager.remove(gid.description, force: false)
+                case .change: await self.apply(entry, fence: fence)
                 }
             } catch {
                 // It ended meanwhile: its end is reported below, and the request goes with it.
                 self.logger.debug("Request not carried out", metadata: ["gid": "\(gid)", "error": "\(error.message)"])
             }
+        }
+    }
+
+    /// Applies the URIs and options another node stored for a run of this node, as a single daemon applies a
+    /// client's changes (a restart, keeping the bytes, where an option needs one), and notes that it did.
+    private func apply(_ entry: QueueEntry, fence: Int64) async {
+        let gid = entry.gid.description
+        do throws(QueueError) {
+            let running = try await self.manager.status(of: gid)
+            if running.options != entry.options {
+                try await self.manager.changeOptions(gid, entry.options)
+            }
+            if running.uris != entry.uris {
+                _ = try await self.manager.changeURIs(gid, remove: running.uris, add: entry.uris, position: nil)
+            }
+        } catch {
+            // It ended meanwhile (its end is reported next), or the change cannot apply to this run: the row keeps
+            // it for the download's next run.
+            self.logger.notice(
+                "A change asked through another node was not applied to the run",
+                metadata: ["gid": "\(gid)", "error": "\(error.message)"]
+            )
+        }
+        do {
+            try await self.queue.changed(entry.gid, fence: fence, to: entry)
+        } catch {
+            self.lost(error)
         }
     }
 
@@ -376,6 +459,8 @@ public actor FleetNode {
             for gid in ending { await self.manager.waitForRun(gid) }
             statuses = await self.manager.read(read)
         }
+        var finished = false
+        defer { if finished { self.waker.yield() } }
         for (gid, status) in statuses {
             guard let fence = held[gid] else { continue }
             do {
@@ -383,6 +468,7 @@ public actor FleetNode {
                     // Its permit was withdrawn: another node may hold it now. Nothing is written for it.
                     self.leases.withLockedValue { $0.ended(gid, fence: fence) }
                     self.recorded[gid] = nil
+                    self.untoldEnds[gid] = nil
                     await self.manager.forget(gid)
                     continue
                 }
@@ -419,13 +505,26 @@ public actor FleetNode {
                 }
                 self.leases.withLockedValue { $0.ended(gid, fence: fence) }
                 self.recorded[gid] = nil
-                await self.manager.forget(gid)
                 self.rowsChanged()
-                self.waker.yield()
+                self.settled(gid)
+                await self.manager.forget(gid)
+                finished = true
             } catch {
                 self.lost(error)
                 return
             }
+        }
+        if finished { await self.trimResults() }
+    }
+
+    /// Keeps the fleet's newest results, as many as this node's `max-download-result` (aria2's default: 1000).
+    private func trimResults() async {
+        let globals = await self.manager.globalOptions()
+        let keep = globals.last { $0.name == Aria2Option.maxDownloadResult.name }.flatMap { Int($0.value) } ?? 1000
+        do {
+            try await self.queue.trimResults(keeping: keep)
+        } catch {
+            self.lost(error)
         }
     }
 
@@ -442,7 +541,7 @@ public actor FleetNode {
         _ = try await self.queue.add(entries.map { ($0, paused: false) })
         for entry in entries {
             await self.manager.forget(entry.gid)
-            self.broadcaster.send(.added(entry.gid))
+            self.announce(.added(entry.gid))
         }
     }
 
@@ -450,6 +549,7 @@ public actor FleetNode {
         _ = try await self.queue.release(gid, fence: fence, paused: paused)
         self.rowsChanged()
         self.leases.withLockedValue { $0.ended(gid, fence: fence) }
+        self.settled(gid)
         self.recorded[gid] = nil
         await self.manager.forget(gid)
         self.waker.yield()
@@ -491,23 +591,123 @@ public actor FleetNode {
         self.databaseLost = true
     }
 
+    // MARK: - Telling the others
+
+    /// Sets where this node's RPC listens, for the list of nodes (once the port is bound).
+    public func advertise(address: String) {
+        self.address = address
+        self.lastHeartbeat = nil
+        self.waker.yield()
+    }
+
+    /// A change made through this node: told to its own clients at once, and to the other nodes' at the end of
+    /// the loop's turn.
+    func announce(_ event: QueueEvent) {
+        self.broadcaster.send(event)
+        self.announcer.send(event)
+        self.unannounced.append(event)
+        self.waker.yield()
+    }
+
+    /// An event of one of this node's runs (hooks were told already): a start is told to clients now (the
+    /// download was claimed first), an end once it is recorded (``settled(_:)``), so that a client told of it
+    /// reads it through any node.
+    private func ranEvent(_ event: QueueEvent) {
+        switch event {
+        case .started:
+            self.announcer.send(event)
+            self.unannounced.append(event)
+        case .paused(let gid), .stopped(let gid), .completed(let gid), .failed(let gid):
+            if self.leases.withLockedValue({ $0.held[gid] }) == nil {
+                self.rowsChanged()
+                self.announcer.send(event)
+                self.unannounced.append(event)
+            } else {
+                self.untoldEnds[gid] = event
+            }
+        case .added, .changed, .resultsRemoved, .optionsChanged:
+            return
+        }
+        self.waker.yield()
+    }
+
+    /// The run of `gid` is recorded as it ended (its lease ended, the rows read again at the next read): its end
+    /// can be told.
+    private func settled(_ gid: DownloadID) {
+        guard let event = self.untoldEnds.removeValue(forKey: gid) else { return }
+        self.announcer.send(event)
+        self.unannounced.append(event)
+    }
+
+    /// Tells the other nodes of the changes made here since the last time; while the database is lost, they are
+    /// not told (their clients see the changes at their next read).
+    func announceNow() async {
+        guard !self.unannounced.isEmpty else { return }
+        let events = self.unannounced
+        self.unannounced = []
+        do {
+            try await self.queue.announce(events.map { FleetQueue.Announcement(node: self.name, event: $0) })
+        } catch {
+            self.logger.debug("Changes not told to the other nodes", metadata: ["error": "\(error.message)"])
+        }
+    }
+
+    /// Tells the fleet how this node stands, once a tick.
+    private func heartbeat() async {
+        let now = ContinuousClock.now
+        if let last = self.lastHeartbeat, now - last < self.tick { return }
+        let stat = await self.manager.read { $0.globalStat() }
+        do {
+            try await self.queue.heartbeat(
+                node: self.name,
+                address: self.address,
+                downloadSpeed: stat.downloadSpeed,
+                active: stat.numActive
+            )
+            self.lastHeartbeat = now
+        } catch {
+            self.lost(error)
+        }
+    }
+
+    /// Another node's change: the next read reads the fleet again, and this node's clients are told.
+    private func heard(_ event: QueueEvent) {
+        self.rowsChanged()
+        self.announcer.send(event)
+    }
+
     // MARK: - Waking
 
-    /// Listens on ``FleetQueue/wakeChannel`` and wakes the loop for work to claim or a request for this node;
-    /// connects again after a failure.
-    private nonisolated func listen() async {
+    /// Listens on ``FleetQueue/wakeChannel`` and wakes the loop for work to claim or a request for this node, and
+    /// on ``FleetQueue/eventChannel`` for the other nodes' changes; connects again after a failure.
+    private nonisolated func listen(whenListening listening: AsyncStream<Void>.Continuation) async {
         while !Task.isCancelled {
             do {
                 try await self.queue.client.withConnection { connection in
                     try await connection.listen(on: FleetQueue.wakeChannel) { notifications in
-                        for try await notification in notifications {
-                            if notification.payload == "*" || notification.payload == self.name { self.waker.yield() }
+                        try await connection.listen(on: FleetQueue.eventChannel) { announcements in
+                            listening.yield()
+                            try await withThrowingDiscardingTaskGroup { group in
+                                group.addTask {
+                                    for try await notification in notifications
+                                    where notification.payload == "*" || notification.payload == self.name {
+                                        self.waker.yield()
+                                    }
+                                }
+                                for try await notification in announcements {
+                                    guard let announcement = FleetQueue.Announcement(payload: notification.payload),
+                                        announcement.node != self.name
+                                    else { continue }
+                                    await self.heard(announcement.event)
+                                }
+                                group.cancelAll()
+                            }
                         }
                     }
                 }
             } catch {
                 if Task.isCancelled { return }
-                self.logger.debug("Listening for the fleet again", metadata: ["error": "\(error)"])
+                self.logger.debug("Listening for the fleet again", metadata: ["error": "\(String(reflecting: error))"])
             }
             try? await Task.sleep(for: self.tick)
         }
@@ -519,7 +719,7 @@ public actor FleetNode {
             switch event {
             case .started, .paused, .stopped, .completed, .failed:
                 self.broadcaster.send(event)
-                self.waker.yield()
+                await self.ranEvent(event)
             case .added, .changed, .resultsRemoved, .optionsChanged:
                 break
             }

@@ -116,16 +116,111 @@ extension FleetQueue {
         }
     }
 
-    /// Sets the options of a waiting or paused download. Returns `false` when it is in neither state.
-    public func setOptions(_ gid: DownloadID, _ options: [QueueOption]) async throws(FleetError) -> Bool {
+    /// Moves a waiting or paused download in the waiting queue as aria2's `changePosition` does
+    /// (``DownloadQueue/destination(from:by:from:count:)``); returns its new index, or `nil` when it is not
+    /// waiting or paused (it started or stopped meanwhile). The queue's rows are locked while it moves, so that a
+    /// move and a claim or another move never see half of each other.
+    public func move(_ gid: DownloadID, by offset: Int, from origin: PositionOrigin) async throws(FleetError) -> Int? {
         let text = gid.description
-        let encoded = try Self.encode(options)
-        return try await self.sql("changing the options of \(text)") {
-            try await self.changedOne(
+        return try await self.sql("moving \(text)") {
+            try await self.client.withTransaction(logger: self.logger) { connection -> Int? in
+                var queue: [(gid: String, position: Double)] = []
+                for try await row in try await connection.query(
+                    """
+                    SELECT gid, position FROM downpour_downloads WHERE state IN ('waiting', 'paused')
+                    ORDER BY position FOR UPDATE
+                    """,
+                    logger: self.logger
+                ).decode((String, Double).self) {
+                    queue.append(row)
+                }
+                guard let current = queue.firstIndex(where: { $0.gid == text }) else { return nil }
+                let destination = DownloadQueue.destination(from: current, by: offset, from: origin, count: queue.count)
+                guard destination != current else { return destination }
+                queue.remove(at: current)
+                var position = Self.position(at: destination, among: queue.map(\.position))
+                if position == nil {
+                    // No double between the neighbours (after many moves between the same two): 1, 2, 3, ...
+                    // keeps the order, and appends (the order's next value) and give-backs (below zero) still go
+                    // after and before every one.
+                    for try await _ in try await connection.query(
+                        """
+                        UPDATE downpour_downloads AS d SET position = numbered.n
+                        FROM (SELECT gid, row_number() OVER (ORDER BY position) AS n FROM downpour_downloads
+                              WHERE state IN ('waiting', 'paused') AND gid <> \(text)) AS numbered
+                        WHERE d.gid = numbered.gid
+                        """,
+                        logger: self.logger
+                    ) {}
+                    position = Self.position(at: destination, among: queue.indices.map { Double($0 + 1) })
+                }
+                for try await _ in try await connection.query(
+                    "UPDATE downpour_downloads SET position = \(position ?? 0) WHERE gid = \(text)",
+                    logger: self.logger
+                ) {}
+                return destination
+            }
+        }
+    }
+
+    /// A position between the ones at `index - 1` and `index` of `positions` (increasing), or `nil` when there is
+    /// no double strictly between them.
+    static func position(at index: Int, among positions: [Double]) -> Double? {
+        let before = index > 0 ? positions[index - 1] : nil
+        let after = index < positions.count ? positions[index] : nil
+        let chosen: Double
+        switch (before, after) {
+        case (nil, nil): return 0
+        case (let before?, nil): chosen = before + 1
+        case (nil, let after?): chosen = after - 1
+        case (let before?, let after?): chosen = before + (after - before) / 2
+        }
+        if let before, chosen <= before { return nil }
+        if let after, chosen >= after { return nil }
+        return chosen
+    }
+
+    /// Sets the URIs and options of a download that has not stopped, if they are still `old`'s: a waiting or
+    /// paused one's are its own from now on (``Outcome/done``); an active one's are asked of the node that runs it
+    /// (``Request/change``, unless a pause or a remove is asked already: the row keeps them for the next run).
+    /// ``Outcome/refused`` when it stopped, or its URIs or options changed meanwhile (two changes at once never
+    /// lose one silently).
+    public func change(_ old: QueueEntry, uris: [String], options: [QueueOption]) async throws(FleetError) -> Outcome {
+        let text = old.gid.description
+        let (newURIs, newOptions) = (try Self.encode(uris), try Self.encode(options))
+        let (oldURIs, oldOptions) = (try Self.encode(old.uris), try Self.encode(old.options))
+        return try await self.sql("changing \(text)") {
+            let rows = try await self.client.query(
                 """
-                UPDATE downpour_downloads SET options = \(encoded)
-                WHERE gid = \(text) AND state IN ('waiting', 'paused')
-                RETURNING gid
+                WITH changed AS (
+                    UPDATE downpour_downloads
+                    SET uris = \(newURIs), options = \(newOptions),
+                        request = CASE WHEN state = 'active' AND request IS NULL THEN 'change' ELSE request END
+                    WHERE gid = \(text) AND state IN ('waiting', 'paused', 'active')
+                        AND uris = \(oldURIs) AND options = \(oldOptions)
+                    RETURNING node
+                )
+                SELECT node, pg_notify(\(Self.wakeChannel), coalesce(node, '')) FROM changed
+                """,
+                logger: self.logger
+            )
+            // The first column only: pg_notify's is void.
+            for try await node in rows.decode(String?.self) { return node.map { .asked(node: $0) } ?? .done }
+            return .refused
+        }
+    }
+
+    /// The node that ran `gid` under `fence` applied `entry`: the change asked is done, unless the row changed
+    /// again meanwhile (then it is still asked, with the newer entry).
+    public func changed(_ gid: DownloadID, fence: Int64, to entry: QueueEntry) async throws(FleetError) {
+        let text = gid.description
+        let (uris, options) = (try Self.encode(entry.uris), try Self.encode(entry.options))
+        try await self.sql("noting the change of \(text)") {
+            try await self.execute(
+                """
+                UPDATE downpour_downloads SET request = NULL
+                WHERE gid = \(text) AND fence = \(fence) AND request = 'change' AND uris = \(uris)
+                    AND options = \(options)
                 """
             )
         }
@@ -144,6 +239,20 @@ extension FleetQueue {
         }
     }
 
+    /// Forgets the oldest results beyond the newest `keep` (aria2's `max-download-result`).
+    public func trimResults(keeping keep: Int) async throws(FleetError) {
+        try await self.sql("forgetting old results") {
+            try await self.execute(
+                """
+                DELETE FROM downpour_downloads WHERE gid IN (
+                    SELECT gid FROM downpour_downloads WHERE state IN ('complete', 'error', 'removed')
+                    ORDER BY position DESC OFFSET \(max(0, keep))
+                )
+                """
+            )
+        }
+    }
+
     /// Forgets every stopped result.
     public func purgeResults() async throws(FleetError) {
         try await self.sql("removing the results") {
@@ -151,20 +260,23 @@ extension FleetQueue {
         }
     }
 
-    /// The requests asked of `node` for the downloads it runs, each with the fence of the lease it runs under.
-    public func requests(for node: String) async throws(FleetError) -> [(DownloadID, fence: Int64, Request)] {
+    /// The requests asked of `node` for the downloads it runs, each with the fence of the lease it runs under and
+    /// the download as the row has it now (for a ``Request/change``).
+    public func requests(for node: String) async throws(FleetError) -> [(entry: QueueEntry, fence: Int64, Request)] {
         try await self.sql("reading the requests for \(node)") {
             let rows = try await self.client.query(
                 """
-                SELECT gid, fence, request FROM downpour_downloads
+                SELECT gid, uris, options, fence, request FROM downpour_downloads
                 WHERE state = 'active' AND node = \(node) AND request IS NOT NULL
                 """,
                 logger: self.logger
             )
-            var requests: [(DownloadID, fence: Int64, Request)] = []
-            for try await (gid, fence, request) in rows.decode((String, Int64, String).self) {
+            var requests: [(entry: QueueEntry, fence: Int64, Request)] = []
+            for try await (gid, uris, options, fence, request) in rows.decode(
+                (String, String, String, Int64, String).self
+            ) {
                 guard let request = Request(rawValue: request) else { continue }
-                requests.append((try Self.gid(gid), fence, request))
+                requests.append((try Self.entry(gid, uris, options), fence, request))
             }
             return requests
         }

@@ -48,6 +48,8 @@ public struct FleetQueue: Sendable {
     /// A change asked for a download that runs on some node, for that node to carry out.
     public enum Request: String, Sendable, Hashable {
         case pause, remove
+        /// Its URIs or options changed (in the row): the node applies them to its run.
+        case change
     }
 
     public let client: PostgresClient
@@ -298,7 +300,7 @@ public struct FleetQueue: Sendable {
                 """
                 UPDATE downpour_downloads
                 SET state = CASE WHEN request = 'pause' THEN 'paused' ELSE \(state) END,
-                    request = CASE WHEN request = 'pause' THEN NULL ELSE request END,
+                    request = CASE WHEN request IN ('pause', 'change') THEN NULL ELSE request END,
                     node = NULL, lease_until = NULL, fence = NULL, download_speed = 0,
                     position = -nextval('downpour_order')
                 WHERE gid = \(text) AND fence = \(fence) AND state = 'active'
@@ -318,7 +320,7 @@ public struct FleetQueue: Sendable {
                 """
                 UPDATE downpour_downloads
                 SET state = CASE WHEN request = 'pause' THEN 'paused' ELSE 'waiting' END,
-                    request = CASE WHEN request = 'pause' THEN NULL ELSE request END,
+                    request = CASE WHEN request IN ('pause', 'change') THEN NULL ELSE request END,
                     node = NULL, lease_until = NULL, fence = NULL, download_speed = 0,
                     position = -nextval('downpour_order')
                 WHERE fence = ANY(\(fences)) AND state = 'active'
@@ -358,12 +360,22 @@ public struct FleetQueue: Sendable {
     /// Every download of the fleet: active ones by GID's claim order, then waiting and paused ones in queue order,
     /// then results in the order they stopped.
     public func rows() async throws(FleetError) -> [Row] {
-        try await self.sql("reading the queue") {
+        try await self.rows(gid: nil)
+    }
+
+    /// The row of one download, as it is now.
+    public func row(_ gid: DownloadID) async throws(FleetError) -> Row? {
+        try await self.rows(gid: gid.description).first
+    }
+
+    private func rows(gid: String?) async throws(FleetError) -> [Row] {
+        try await self.sql(gid.map { "reading \($0)" } ?? "reading the queue") {
             let rows = try await self.client.query(
                 """
                 SELECT gid, uris, options, state, node, fence, path, total_length, completed_length, error_code,
                     error_message, download_speed, request
                 FROM downpour_downloads
+                WHERE \(gid)::text IS NULL OR gid = \(gid)::text
                 ORDER BY CASE state WHEN 'active' THEN 0 WHEN 'waiting' THEN 1 WHEN 'paused' THEN 1 ELSE 2 END,
                     CASE state WHEN 'active' THEN fence ELSE 0 END, position
                 """,
@@ -452,7 +464,7 @@ public struct FleetQueue: Sendable {
         return gid
     }
 
-    private static func encode<Value: Encodable>(_ value: Value) throws(FleetError) -> String {
+    static func encode<Value: Encodable>(_ value: Value) throws(FleetError) -> String {
         do {
             return String(decoding: try JSONEncoder().encode(value), as: UTF8.self)
         } catch {

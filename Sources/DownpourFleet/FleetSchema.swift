@@ -41,6 +41,26 @@ public enum FleetSchema {
             // A change asked through another node, for the node that runs the download to carry out.
             "ALTER TABLE downpour_downloads ADD COLUMN request text CHECK (request IN ('pause', 'remove'))",
         ],
+        [
+            // The nodes, as each last told the others (every second or so while it runs; a node that stops
+            // deletes its row).
+            """
+            CREATE TABLE downpour_nodes (
+                name text PRIMARY KEY,
+                address text NOT NULL,
+                seen_at timestamptz NOT NULL,
+                download_speed bigint NOT NULL DEFAULT 0,
+                active integer NOT NULL DEFAULT 0
+            )
+            """
+        ],
+        [
+            // An active download's URIs or options changed through another node: its node applies them.
+            """
+            ALTER TABLE downpour_downloads DROP CONSTRAINT downpour_downloads_request_check,
+                ADD CONSTRAINT downpour_downloads_request_check CHECK (request IN ('pause', 'remove', 'change'))
+            """
+        ],
     ]
 
     /// The number of the newest migration.

@@ -15,11 +15,15 @@ struct FleetView: QueueReader {
     var own: [DownloadID: DownloadStatus] = [:]
     var globals: [QueueOption]
     var shaper: OptionShaper
+    var fleetNodes: [QueueNode]
 
-    /// - Parameter rows: The database's rows, in ``FleetQueue/rows()``'s order.
-    init(rows: [FleetQueue.Row], globals: [QueueOption], shaper: OptionShaper) {
+    /// - Parameters:
+    ///   - rows: The database's rows, in ``FleetQueue/rows()``'s order.
+    ///   - nodes: The fleet's nodes (``FleetQueue/nodes(upWithin:)``).
+    init(rows: [FleetQueue.Row], nodes: [QueueNode] = [], globals: [QueueOption], shaper: OptionShaper) {
         self.globals = globals
         self.shaper = shaper
+        self.fleetNodes = nodes
         self.byGID.reserveCapacity(rows.count)
         for row in rows {
             let status = DownloadStatus(
@@ -89,6 +93,8 @@ struct FleetView: QueueReader {
     }
 
     func globalOptions() -> [QueueOption] { self.globals }
+
+    func nodes() -> [QueueNode] { self.fleetNodes }
 
     private func resolve(_ text: String) throws(QueueError) -> DownloadID {
         try DownloadQueue.resolve(text) { prefix in

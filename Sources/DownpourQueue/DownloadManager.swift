@@ -79,6 +79,9 @@ public actor DownloadManager: DownloadQueueService {
     nonisolated let runEnding: (@Sendable (DownloadID) async -> Void)?
     nonisolated let runFinishing: (@Sendable (DownloadID) async -> Void)?
     let fillsFreeSlots: Bool
+    /// Whether this manager writes the session file (`save-session`); a fleet node's does not: its queue is a part
+    /// of the fleet's, which the node writes.
+    let writesSession: Bool
     let writePermit: WritePermitSource?
     /// Stores a run's record (see ``runStarted(_:token:start:)``) once `recordDelay` is over; `nil` while none
     /// waits. Whatever stores the queue's changes first takes the record with them and cancels it.
@@ -100,6 +103,8 @@ public actor DownloadManager: DownloadQueueService {
     ///   - logger: For what the queue does (info and below).
     ///   - fillsFreeSlots: `false` for a queue whose downloads start only when told (``run(_:)``): a fleet node's,
     ///     which runs what it claimed (``DownloadQueue/fillsFreeSlots``).
+    ///   - writesSession: `false` for a manager whose queue is a part of a bigger one (a fleet node's): it writes
+    ///     no session file, at exit or every `save-session-interval`.
     ///   - writePermit: Gives each run, as it starts, the write permit it asks before every write that matters
     ///     (``Downloader/download(_:id:logger:writePermit:)``); `nil` for runs that always may write.
     public init(
@@ -109,6 +114,7 @@ public actor DownloadManager: DownloadQueueService {
         eventLoop: (any EventLoop)? = nil,
         logger: Logger,
         fillsFreeSlots: Bool = true,
+        writesSession: Bool = true,
         writePermit: WritePermitSource? = nil
     ) {
         self.init(
@@ -119,6 +125,7 @@ public actor DownloadManager: DownloadQueueService {
             logger: logger,
             recordDelay: .milliseconds(100),
             fillsFreeSlots: fillsFreeSlots,
+            writesSession: writesSession,
             writePermit: writePermit
         )
     }
@@ -143,9 +150,11 @@ public actor DownloadManager: DownloadQueueService {
         runFinishing: (@Sendable (DownloadID) async -> Void)? = nil,
         runEnding: (@Sendable (DownloadID) async -> Void)? = nil,
         fillsFreeSlots: Bool = true,
+        writesSession: Bool = true,
         writePermit: WritePermitSource? = nil
     ) {
         self.fillsFreeSlots = fillsFreeSlots
+        self.writesSession = writesSession
         self.writePermit = writePermit
         self.runFinishing = runFinishing
         self.runEnding = runEnding
@@ -200,7 +209,7 @@ public actor DownloadManager: DownloadQueueService {
             )
             self.perform(actions)
         }
-        self.sessionTimer = Task { await self.saveSessionPeriodically() }
+        if self.writesSession { self.sessionTimer = Task { await self.saveSessionPeriodically() } }
     }
 
     // MARK: - DownloadQueueService
@@ -543,7 +552,7 @@ public actor DownloadManager: DownloadQueueService {
         self.isShutDown = true
         self.sessionTimer?.cancel()
         // As aria2 does at exit, with the active downloads as they are (they continue when the file is loaded).
-        if Self.lastValue(.saveSession, in: self.effectiveGlobals) != nil {
+        if self.writesSession, Self.lastValue(.saveSession, in: self.effectiveGlobals) != nil {
             do {
                 try await self.writeSession(onlyIfChanged: false)
             } catch {

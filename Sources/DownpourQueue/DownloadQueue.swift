@@ -514,20 +514,27 @@ public struct DownloadQueue: Sendable {
                 message: "Download \(gid) is not in the waiting queue, so it has no position to change."
             )
         }
-        let last = self.waiting.count - 1
-        let wanted: Int
-        switch origin {
-        case .set: wanted = position
-        case .current: wanted = current.addingReportingOverflow(position).partialValue
-        case .end: wanted = last.addingReportingOverflow(position).partialValue
-        }
-        let destination = min(max(wanted, 0), last)
+        let destination = Self.destination(from: current, by: position, from: origin, count: self.waiting.count)
         if destination != current {
             let item = self.removeWaiting(at: current)
             let position = self.insertWaiting(item, at: destination)
             self.changes.append(.place(gid, state: item.isPaused ? .paused : .waiting, position: position))
         }
         return (destination, destination == current ? [] : [.emit(.changed(gid))])
+    }
+
+    /// Where ``changePosition(_:by:from:)`` moves the item at `current` of a waiting queue of `count` items, as
+    /// aria2's `IndexedList::move` clamps it (also for a queue kept elsewhere, a fleet's).
+    public static func destination(from current: Int, by position: Int, from origin: PositionOrigin, count: Int) -> Int
+    {
+        let last = count - 1
+        let wanted: Int
+        switch origin {
+        case .set: wanted = position
+        case .current: wanted = current.addingReportingOverflow(position).partialValue
+        case .end: wanted = last.addingReportingOverflow(position).partialValue
+        }
+        return min(max(wanted, 0), last)
     }
 
     /// Changes the URIs of a download that has not stopped: removes one occurrence of each of `remove`, then
@@ -547,21 +554,28 @@ public struct DownloadQueue: Sendable {
                 message: "Download \(gid) has stopped; its URIs are fixed."
             )
         }
-        var removed = 0
-        for uri in remove {
-            if let index = download.entry.uris.firstIndex(of: uri) {
-                download.entry.uris.remove(at: index)
-                removed += 1
-            }
-        }
-        let index = min(max(position ?? download.entry.uris.count, 0), download.entry.uris.count)
-        download.entry.uris.insert(contentsOf: add, at: index)
+        let removed = Self.change(&download.entry.uris, remove: remove, add: add, position: position)
         let changed = removed > 0 || !add.isEmpty
         if changed {
             self.setDownload(download)
             self.changes.append(.update(download))
         }
         return (removed, add.count, changed ? [.emit(.changed(gid))] : [])
+    }
+
+    /// aria2's `changeUri` on a list of URIs: removes one occurrence of each of `remove`, then inserts `add` at
+    /// `position` (clamped) or appends; returns how many were removed.
+    public static func change(_ uris: inout [String], remove: [String], add: [String], position: Int?) -> Int {
+        var removed = 0
+        for uri in remove {
+            if let index = uris.firstIndex(of: uri) {
+                uris.remove(at: index)
+                removed += 1
+            }
+        }
+        let index = min(max(position ?? uris.count, 0), uris.count)
+        uris.insert(contentsOf: add, at: index)
+        return removed
     }
 
     /// Replaces the options of a download that has not stopped (same name: the new values replace all the old

@@ -82,6 +82,11 @@ public protocol DownloadQueueService: Sendable {
     /// events and never holds up the queue.
     var events: AsyncStream<QueueEvent> { get }
 
+    /// What clients are told of (aria2's notifications, a dashboard's refresh): ``events``, and, where several
+    /// daemons share the queue (a fleet), the changes the others made too. Hooks follow ``events``: they run
+    /// where the download ran, which has its file.
+    var announcements: AsyncStream<QueueEvent> { get }
+
     /// Stops taking work: active downloads pause (journals saved), everything is stored, and the queue is left
     /// as it was, so the next start resumes them.
     func shutdown() async
@@ -106,6 +111,8 @@ public struct AddRequest: Sendable, Hashable {
 }
 
 extension DownloadQueueService {
+    public var announcements: AsyncStream<QueueEvent> { self.events }
+
     public func readIfIsolated<Value: Sendable, Failure: Error>(
         _ body: @Sendable (any QueueReader) throws(Failure) -> Value
     ) throws(Failure) -> Value? {

@@ -87,9 +87,11 @@ public struct ThrowAwayPostgres: Sendable {
         }
     }
 
-    /// Stops the server (its clients lose their connections) and keeps its cluster, for ``resume()``.
+    /// Stops the server (its clients lose their connections) and keeps its cluster, for ``resume()``. A fast stop,
+    /// not an immediate one: the server runs with `synchronous_commit=off`, and an immediate stop would lose what
+    /// was committed in the last moment before it (a server that does not lose commits is what a fleet stands on).
     public func halt() async throws {
-        try await self.run("pg_ctl", ["-D", self.directory + "/data", "-m", "immediate", "-w", "stop"])
+        try await self.run("pg_ctl", ["-D", self.directory + "/data", "-m", "fast", "-w", "stop"])
     }
 
     /// Starts a server ``halt()`` stopped, on the same port.

@@ -452,6 +452,21 @@ const rows = [
     state: { data: { active: [dl('p')], waiting: [], stopped: [], stat: { downloadSpeed: '4' }, limit: null,
       samples: [{ t: T0 + 15_100, v: 4 }] } },
   },
+  {
+    name: 'a fleet\'s push lists its nodes; a push without them (a single daemon) leaves none',
+    given: [...H.push, progress({ queueVersion: '1', nodes: [{ name: 'a' }] }, T0 + 14_000)],
+    event: progress({ queueVersion: '1' }, T0 + 14_500),
+    effects: [{ type: 'setConnection', text: 'Live', kind: 'live' }, { type: 'render' }],
+    state: { data: { ...pushData, stat: {}, samples: [{ t: T0 + 14_000, v: 0 }, { t: T0 + 14_500, v: 0 }] } },
+  },
+  {
+    name: 'a fleet\'s push: its nodes in the data',
+    given: [...H.push, progress({ queueVersion: '1' }, T0 + 13_000)],
+    event: progress({ queueVersion: '1', nodes: [{ name: 'a' }, { name: 'b' }] }, T0 + 14_000),
+    effects: [{ type: 'setConnection', text: 'Live', kind: 'live' }, { type: 'render' }],
+    state: { data: { ...pushData, stat: {}, samples: [{ t: T0 + 13_000, v: 0 }, { t: T0 + 14_000, v: 0 }],
+      nodes: [{ name: 'a' }, { name: 'b' }] } },
+  },
   // -------------------------------------------------------------------------------------------------- poll
   {
     name: 'polling, a tick: a poll without the limit (known)',

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import {
-  actionsFor, connectionsText, doneRanges, graphTop, niceCeiling, racingIds, rowView, sampleRuns, statusOf, summary,
+  actionsFor, connectionsText, doneRanges, graphTop, niceCeiling, nodesView, racingIds, rowView, sampleRuns, statusOf,
+  summary,
   visibleLists,
 } from '../../Sources/DownpourRPC/Resources/dashboard/view.js';
 
@@ -87,6 +88,27 @@ test('rowView: status, label, progress and the line of numbers', () => {
       failure: '', showMap: false }],
   ];
   for (const [s, kind, view] of rows) assert.deepEqual(rowView(s, kind), view, JSON.stringify(s));
+});
+
+test('rowView: a fleet names the node an active download runs on', () => {
+  const s = { gid: 'g', status: 'active', totalLength: '100', completedLength: '50', downloadSpeed: '0',
+    connections: '2', node: 'rack-2:6800' };
+  assert.equal(rowView(s, 'active').stats, '50 B / 100 B · 50% · 0 B/s · 2 connections · on rack-2:6800');
+  assert.equal(rowView({ ...s, node: '' }, 'active').stats, '50 B / 100 B · 50% · 0 B/s · 2 connections');
+});
+
+test('nodesView: a fleet\'s nodes, each with where it listens and what it does, or how long it has been silent', () => {
+  assert.deepEqual(nodesView(undefined), []);
+  assert.deepEqual(nodesView([]), []);
+  assert.deepEqual(nodesView([
+    { name: 'a', address: '127.0.0.1:6800', downloadSpeed: String(MiB), numActive: '2', up: 'true' },
+    { name: 'b', address: '', downloadSpeed: '0', numActive: '0', secondsSinceSeen: '42', up: 'false' },
+    { address: 'no name' },
+    null,
+  ]), [
+    { name: 'a', up: true, text: '127.0.0.1:6800 · 1.00 MiB/s · 2 active' },
+    { name: 'b', up: false, text: 'not heard from for 42 s' },
+  ]);
 });
 
 test('racingIds: connections whose remaining ranges overlap', () => {

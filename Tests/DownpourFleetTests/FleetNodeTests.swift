@@ -15,7 +15,14 @@ import Testing
 /// stay active, so that what a test sees never depends on how fast the machine is.
 @Suite(.enabled(if: postgresWanted, "PostgreSQL is not installed (apt-get install postgresql)"))
 struct FleetNodeTests {
-    static let logger = Logger(label: "downpour.fleet.tests", factory: { _ in SwiftLogNoOpLogHandler() })
+    static let logger: Logger = {
+        guard ProcessInfo.processInfo.environment["FLEET_TEST_LOG"] != nil else {
+            return Logger(label: "downpour.fleet.tests", factory: { _ in SwiftLogNoOpLogHandler() })
+        }
+        var logger = Logger(label: "downpour.fleet.tests", factory: { StreamLogHandler.standardError(label: $0) })
+        logger.logLevel = .debug
+        return logger
+    }()
     static let content = makeTestContent(count: 1 << 20, seed: 28)
 
     struct Fleet {
@@ -139,7 +146,7 @@ struct FleetNodeTests {
             let rows = try await fleet.queue.rows()
             #expect(Set(rows.compactMap(\.node)) == ["node0", "node1", "node2"])
             // Any node answers for the fleet, naming where each runs.
-            let shown = try await fleet.nodes[2].read { $0.activeDownloads() }
+            let shown = await fleet.nodes[2].read { $0.activeDownloads() }
             #expect(Set(shown.map(\.gid)) == Set(gids))
             #expect(Set(shown.compactMap(\.node)) == ["node0", "node1", "node2"])
             #expect(await fleet.nodes[1].globalStat().numActive == 6)
@@ -152,9 +159,191 @@ struct FleetNodeTests {
                 let bytes = try Data(contentsOf: URL(fileURLWithPath: fleet.directory.file("file\(index).bin")))
                 #expect(Array(bytes) == Self.content, "file\(index).bin")
             }
-            let stopped = try await fleet.nodes[1].read { $0.stoppedDownloads(0..<100) }
+            let stopped = await fleet.nodes[1].read { $0.stoppedDownloads(0..<100) }
             #expect(Set(stopped.map(\.gid)) == Set(gids))
             #expect(stopped.allSatisfy { $0.status == .complete && $0.node == nil })
+        }
+    }
+
+    @Test func everyNodesClientsAreToldOfTheWholeFleetAndItsHooksOnlyOfItsOwnRuns() async throws {
+        let server = try await RangeTestServer.start(content: Self.content)
+        defer { Task { try? await server.shutdown() } }
+        server.holdBodies()
+        let hooksHeard = NIOLockedValueBox<Task<[QueueEvent], Never>?>(nil)
+        let ranOnNode0 = NIOLockedValueBox<DownloadID?>(nil)
+        try await Self.withFleet(nodes: 3, capacity: 1) { fleet in
+            let node0 = fleet.nodes[0]
+            let ownEvents = node0.events
+            hooksHeard.withLockedValue { $0 = Task { await ownEvents.reduce(into: []) { $0.append($1) } } }
+            let told = node0.announcements
+            let gids = try await Self.add(3, through: fleet.nodes[1], server: server)
+            try await fleet.waitForRows("three active") { rows in rows.filter { $0.status == .active }.count == 3 }
+            let runner = Dictionary(uniqueKeysWithValues: try await fleet.queue.rows().map { ($0.gid, $0.node ?? "") })
+            #expect(Set(runner.values) == ["node0", "node1", "node2"])
+            ranOnNode0.withLockedValue { $0 = runner.first { $0.value == "node0" }?.key }
+
+            // node0's clients hear of each add (made through node1), start and completion, wherever the download
+            // ran; a client told of a completion reads it as complete at once, through node0.
+            let listener = Task {
+                var heard: [DownloadID: [String]] = [:]
+                var readWhenTold: [DownloadID: QueueStatus] = [:]
+                for await event in told {
+                    switch event {
+                    case .added(let gid): heard[gid, default: []].append("added")
+                    case .started(let gid): heard[gid, default: []].append("started")
+                    case .completed(let gid):
+                        heard[gid, default: []].append("completed")
+                        readWhenTold[gid] = try? await node0.status(of: gid.description).status
+                    default: break
+                    }
+                    if readWhenTold.count == 3 { break }
+                }
+                return (heard, readWhenTold)
+            }
+            let watchdog = Task {
+                try? await Task.sleep(for: .seconds(120))
+                listener.cancel()
+            }
+            server.releaseBodies()
+            let (heard, readWhenTold) = await listener.value
+            watchdog.cancel()
+            #expect(readWhenTold == Dictionary(uniqueKeysWithValues: gids.map { ($0, QueueStatus.complete) }))
+            // (An add and a start come from different nodes, so either may be heard first.)
+            for gid in gids {
+                #expect(heard[gid]?.sorted() == ["added", "completed", "started"], "\(gid) on \(runner[gid]!)")
+                #expect(heard[gid]?.last == "completed", "\(gid) on \(runner[gid]!)")
+            }
+        }
+        // Hooks follow the events of node0's own runs only (the file is where the download ran).
+        let own = await hooksHeard.withLockedValue { $0 }!.value
+        let completed = own.compactMap { event -> DownloadID? in
+            if case .completed(let gid) = event { return gid }
+            return nil
+        }
+        #expect(completed == [ranOnNode0.withLockedValue { $0 }].compactMap { $0 })
+        #expect(completed.count == 1)
+    }
+
+    @Test func everyNodeListsTheFleetsNodesWithWhereTheyListenAndWhatTheyRun() async throws {
+        let server = try await RangeTestServer.start(content: Self.content)
+        defer { Task { try? await server.shutdown() } }
+        server.holdBodies()
+        try await Self.withFleet(nodes: 3, capacity: 1) { fleet in
+            for (index, node) in fleet.nodes.enumerated() { await node.advertise(address: "127.0.0.1:\(6800 + index)") }
+            _ = try await Self.add(2, through: fleet.nodes[2], server: server)
+            try await fleet.waitForRows("two active") { rows in rows.filter { $0.status == .active }.count == 2 }
+            try await waitUntil("every node told how it stands") {
+                let nodes = await fleet.nodes[2].read { $0.nodes() }
+                return nodes.map(\.address) == ["127.0.0.1:6800", "127.0.0.1:6801", "127.0.0.1:6802"]
+                    && nodes.map(\.numActive).reduce(0, +) == 2
+            }
+            let nodes = await fleet.nodes[2].read { $0.nodes() }
+            #expect(nodes.map(\.name) == ["node0", "node1", "node2"])
+            #expect(nodes.allSatisfy { $0.isUp })
+            // Each node's count is what the queue says it runs.
+            let rows = try await fleet.queue.rows()
+            for node in nodes {
+                #expect(node.numActive == rows.filter { $0.node == node.name }.count, "\(node.name)")
+            }
+
+            // A node that stops leaves the list.
+            await fleet.nodes[1].shutdown()
+            try await waitUntil("node1 gone from the list") {
+                await fleet.nodes[0].read { $0.nodes() }.map(\.name) == ["node0", "node2"]
+            }
+            server.releaseBodies()
+        }
+    }
+
+    @Test func theWaitingQueueIsReorderedThroughAnyNodeAndSavedWholeAsAria2Would() async throws {
+        let server = try await RangeTestServer.start(content: Self.content)
+        defer { Task { try? await server.shutdown() } }
+        server.holdBodies()
+        try await Self.withFleet(nodes: 2, capacity: 1) { fleet in
+            var gids = try await Self.add(5, through: fleet.nodes[0], server: server)
+            try await fleet.waitForRows("two active") { rows in rows.filter { $0.status == .active }.count == 2 }
+            let active = Set(try await fleet.queue.rows().filter { $0.status == .active }.map(\.gid))
+            #expect(active == Set(gids[0..<2]))
+            func waiting(through node: FleetNode) async -> [DownloadID] {
+                await node.read { $0.waitingDownloads(0..<100) }.map(\.gid)
+            }
+
+            // Moved through node1, seen through node0 (it was told of the change).
+            #expect(try await fleet.nodes[1].changePosition(gids[4].description, by: 0, from: .set) == 0)
+            #expect(await waiting(through: fleet.nodes[0]) == [gids[4], gids[2], gids[3]])
+            #expect(try await fleet.nodes[0].changePosition(gids[2].description, by: 1, from: .current) == 2)
+            #expect(await waiting(through: fleet.nodes[1]) == [gids[4], gids[3], gids[2]])
+            // Added at a position, through node0.
+            let inserted = try await fleet.nodes[0].add(
+                uris: [server.url("/file5.bin")],
+                options: [QueueOption(name: "out", value: "file5.bin")],
+                position: 1
+            )
+            #expect(await waiting(through: fleet.nodes[1]) == [gids[4], inserted, gids[3], gids[2]])
+            gids.append(inserted)
+            // An active download has no place in the waiting queue.
+            await #expect(throws: QueueError.self) {
+                try await fleet.nodes[1].changePosition(gids[0].description, by: 0, from: .set)
+            }
+
+            // A waiting download's URIs change through any node; no URI at all is refused.
+            let mirror = server.url("/mirror/file3.bin")
+            let changed = try await fleet.nodes[1].changeURIs(
+                gids[3].description,
+                remove: [server.url("/file3.bin")],
+                add: [mirror],
+                position: 0
+            )
+            #expect(changed == (1, 1))
+            #expect(try await fleet.nodes[0].status(of: gids[3].description).uris == [mirror])
+            await #expect(throws: QueueError.self) {
+                try await fleet.nodes[0].changeURIs(gids[3].description, remove: [mirror], add: [], position: nil)
+            }
+
+            // The session file: as aria2 without one set; with one, the whole fleet's queue in its order.
+            await #expect(throws: QueueError.self) { try await fleet.nodes[1].saveSession() }
+            let path = fleet.directory.file("fleet.session")
+            try await fleet.nodes[1].changeGlobalOptions([QueueOption(name: "save-session", value: path)])
+            try await fleet.nodes[1].saveSession()
+            let saved = try InputFile(parsing: String(contentsOfFile: path, encoding: .utf8))
+            let savedGIDs = saved.entries.compactMap { $0.value("gid") }
+            #expect(Set(savedGIDs.prefix(2)) == Set(gids[0..<2].map(\.description)), "the active ones first")
+            #expect(Array(savedGIDs.dropFirst(2)) == [gids[4], inserted, gids[3], gids[2]].map(\.description))
+            server.releaseBodies()
+        }
+    }
+
+    @Test func anActiveDownloadsOptionsAndURIsChangeThroughAnotherNode() async throws {
+        let server = try await RangeTestServer.start(content: Self.content)
+        defer { Task { try? await server.shutdown() } }
+        server.holdBodies()
+        try await Self.withFleet(nodes: 2, capacity: 1) { fleet in
+            let gid = try #require(try await Self.add(1, through: fleet.nodes[0], server: server).first)
+            try await fleet.waitForRows("active") { rows in rows.first?.status == .active }
+            let runner = try #require(try await fleet.queue.row(gid)?.node)
+            let (running, other) =
+                runner == "node0" ? (fleet.nodes[0], fleet.nodes[1]) : (fleet.nodes[1], fleet.nodes[0])
+
+            try await other.changeOptions(gid.description, [QueueOption(name: "max-download-limit", value: "8M")])
+            let mirror = server.url("/mirror/file0.bin")
+            let changed = try await other.changeURIs(gid.description, remove: [], add: [mirror], position: nil)
+            #expect(changed == (0, 1))
+            // The running node applies both to its run, and the request is done.
+            try await waitUntil("the run changed") {
+                let status = try await running.manager.status(of: gid.description)
+                return status.uris == [server.url("/file0.bin"), mirror]
+                    && status.options.contains(QueueOption(name: "max-download-limit", value: "8M"))
+            }
+            try await waitUntil("the request done") { try await fleet.queue.row(gid)?.request == nil }
+            // Any node shows the options in effect as a single daemon would.
+            let limit = { @Sendable (options: [QueueOption]) in options.first { $0.name == "max-download-limit" } }
+            let shown = limit(try await other.options(of: gid.description))
+            let inEffect = limit(try await running.manager.options(of: gid.description))
+            #expect(shown != nil && shown == inEffect)
+            server.releaseBodies()
+            try await fleet.waitForRows("complete") { rows in rows.first?.status == .complete }
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: fleet.directory.file("file0.bin")))
+            #expect(Array(bytes) == Self.content)
         }
     }
 

@@ -63,4 +63,43 @@ import Testing
             ]
         )
     }
+
+    @Test("a fleet's frame lists its nodes; a daemon's own queue has none, and its frame no `nodes` key")
+    func nodes() throws {
+        let stat = GlobalStat(downloadSpeed: 0, numActive: 0, numWaiting: 0, numStopped: 0, numStoppedTotal: 0)
+        let alone = try JSONParser.parse(
+            ProgressPush.frame(stat: stat, maximumOverallRate: 0, queueVersion: 1, active: [])
+        )
+        #expect(alone["params"]?.arrayValue?.first?["nodes"] == nil)
+        let text = ProgressPush.frame(
+            stat: stat,
+            maximumOverallRate: 0,
+            queueVersion: 1,
+            active: [],
+            nodes: [
+                QueueNode(
+                    name: "a",
+                    address: "127.0.0.1:6800",
+                    downloadSpeed: 2048,
+                    numActive: 3,
+                    secondsSinceSeen: 0.4,
+                    isUp: true
+                ),
+                QueueNode(name: "b", address: "", downloadSpeed: 0, numActive: 0, secondsSinceSeen: 42.7, isUp: false),
+            ]
+        )
+        let nodes = try JSONParser.parse(text)["params"]?.arrayValue?.first?["nodes"]
+        #expect(
+            nodes == [
+                [
+                    "name": "a", "address": "127.0.0.1:6800", "downloadSpeed": "2048", "numActive": "3",
+                    "secondsSinceSeen": "0", "up": "true",
+                ],
+                [
+                    "name": "b", "address": "", "downloadSpeed": "0", "numActive": "0", "secondsSinceSeen": "42",
+                    "up": "false",
+                ],
+            ]
+        )
+    }
 }

@@ -3,6 +3,7 @@
 queue in PostgreSQL beside the SQLite daemon and aria2c.
 
 Usage: fleet_bench.py --downpour BIN --work DIR [--reps N] [--files N] [--size BYTES] [--cap RATE] [--adds N]
+                      [--node-arg ARG]...
 
 Cases, in one run (the order of the rows alternates by repetition):
   scale    --files files of --size bytes from an nginx on loopback (no limit of its own), added through one node;
@@ -63,7 +64,7 @@ def scale_run(args, postgres, nginx, names, nodes_count, kill, rep):
     database = postgres.database(f"scale_{rep}_{nodes_count}_{int(kill)}")
     downloads = tempfile.mkdtemp(dir=args.work, prefix="scale-")
     nodes = [Node(args.downpour, f"node{index}", database, args.work, downloads,
-                  ["--max-overall-download-limit", args.cap])
+                  ["--max-overall-download-limit", args.cap, *args.node_arg])
              for index in range(nodes_count)]
     try:
         for node in nodes:
@@ -208,6 +209,8 @@ def main():
     parser.add_argument("--cap", default="8M")
     parser.add_argument("--adds", type=int, default=10000)
     parser.add_argument("--cases", default="scale,adds")
+    parser.add_argument("--node-arg", action="append", default=[],
+                        help="one more argument for every node in the scale case (--node-arg=--journal-interval=0.25)")
     args = parser.parse_args()
     args.downpour = os.path.abspath(args.downpour)
     os.makedirs(args.work, exist_ok=True)

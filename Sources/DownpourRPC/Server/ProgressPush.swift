@@ -5,7 +5,8 @@ import Foundation
 
 /// The dashboard's push (`docs/dashboard.md`): a `downpour.onProgress` notification with the queue's totals, the
 /// overall limit, a version that changes with the waiting and stopped lists, and every active download as
-/// aria2's status struct plus its byte ranges on disk and each connection's remaining range. Sent only to
+/// aria2's status struct plus its byte ranges on disk and each connection's remaining range; in a fleet, the
+/// nodes too (`nodes`: name, address, speed, active count, whether it is up). Sent only to
 /// WebSocket sessions that called `downpour.subscribe`, so aria2's clients never see it.
 public enum ProgressPush {
     /// The notification's method name.
@@ -18,16 +19,30 @@ public enum ProgressPush {
         stat: GlobalStat,
         maximumOverallRate: Int64,
         queueVersion: Int,
-        active: [DownloadStatus]
+        active: [DownloadStatus],
+        nodes: [QueueNode] = []
     ) -> String {
         var payload = JSONObject()
         payload.append("globalStat", StatusStruct.globalStat(stat))
         payload.append("maxOverallDownloadLimit", StatusStruct.number(maximumOverallRate))
         payload.append("queueVersion", .string(String(queueVersion)))
         payload.append("active", .array(active.map(Self.entry)))
+        if !nodes.isEmpty { payload.append("nodes", .array(nodes.map(Self.node))) }
         var writer = JSONWriter()
         writer.write(["jsonrpc": "2.0", "method": .string(Self.method), "params": [.object(payload)]])
         return String(decoding: writer.bytes, as: UTF8.self)
+    }
+
+    /// One node of a fleet; numbers as strings, as aria2 writes them.
+    static func node(_ node: QueueNode) -> JSONValue {
+        [
+            "name": .string(node.name),
+            "address": .string(node.address),
+            "downloadSpeed": StatusStruct.number(node.downloadSpeed),
+            "numActive": StatusStruct.number(Int64(node.numActive)),
+            "secondsSinceSeen": StatusStruct.number(Int64(node.secondsSinceSeen.rounded(.down))),
+            "up": .string(node.isUp ? "true" : "false"),
+        ]
     }
 
     /// One active download: aria2's struct, `ranges` (`[start, end)` on disk) and `connectionRanges`.

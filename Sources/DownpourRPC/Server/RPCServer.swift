@@ -86,7 +86,7 @@ public struct RPCServer: Service {
     /// - Throws: ``RPCServerError`` (the configuration), or the error binding the port.
     public func run() async throws {
         try self.configuration.validate()
-        let events = self.service.events
+        let events = self.service.announcements
         let policy = self.configuration.requestPolicy(
             port: self.configuration.port,
             machineAddresses: self.configuration.listenAll ? Self.machineAddresses() : []
@@ -191,7 +191,8 @@ public struct RPCServer: Service {
                     }
                     .flatMap { Int64($0.value) } ?? 0,
                     queueVersion: queueVersion,
-                    active: queue.activeDownloads()
+                    active: queue.activeDownloads(),
+                    nodes: queue.nodes()
                 )
             }
             self.hub.broadcast(frame, on: .progress)

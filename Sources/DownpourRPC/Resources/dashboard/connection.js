@@ -348,6 +348,9 @@ class Machine {
       d.stat = p.globalStat || {};
       if (p.maxOverallDownloadLimit !== undefined) d.limit = String(p.maxOverallDownloadLimit);
       d.active = arrayOr(p.active);
+      // A fleet's push lists its nodes; a single daemon's has none.
+      if (Array.isArray(p.nodes)) d.nodes = p.nodes;
+      else delete d.nodes;
       d.samples = addSample(d.samples, Number(d.stat.downloadSpeed) || 0, this.now);
       const version = p.queueVersion === undefined ? null : String(p.queueVersion);
       if (version === null || version !== s.queueVersion) {

@@ -4,7 +4,7 @@
 
 import { num } from './format.js';
 import { drawGraph, drawSegmentMap } from './graph.js';
-import { actionsFor, connectionsText, rowView, summary, visibleLists } from './view.js';
+import { actionsFor, connectionsText, nodesView, rowView, summary, visibleLists } from './view.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -56,6 +56,8 @@ export function render(data) {
   $('stopped-count').textContent = String(lists.stopped.length);
   $('purge').disabled = lists.stopped.length === 0;
 
+  renderNodes(nodesView(data.nodes));
+
   const sum = summary(data, lists);
   $('speed-now').textContent = sum.speedNow;
   $('counts').textContent = sum.counts;
@@ -72,6 +74,28 @@ export function redrawAll(data) {
     if (row.canvas.hidden || !row.lastStatus) continue;
     drawSegmentMap(row.canvas, row.lastStatus, num(row.lastStatus.totalLength));
   }
+}
+
+/** A fleet's nodes, one line each; the panel is hidden for a single daemon. */
+function renderNodes(nodes) {
+  $('nodes-panel').hidden = nodes.length === 0;
+  setText($('nodes-count'), String(nodes.length));
+  const key = JSON.stringify(nodes);
+  const ul = $('nodes-list');
+  if (ul.dataset.key === key) return;
+  ul.dataset.key = key;
+  ul.replaceChildren(...nodes.map((n) => {
+    const li = document.createElement('li');
+    li.className = n.up ? 'node' : 'node down';
+    const name = document.createElement('span');
+    name.className = 'node-name';
+    name.textContent = n.name;
+    const text = document.createElement('span');
+    text.className = 'muted';
+    text.textContent = n.text;
+    li.append(name, ' ', text);
+    return li;
+  }));
 }
 
 function renderList(ul, items, kind) {

@@ -66,6 +66,7 @@ export function rowView(s, kind) {
     if (total > 0 && speed > 0) parts.push(`ETA ${fmtEta((total - done) / speed)}`);
     const c = num(s.connections);
     parts.push(`${c} connection${c === 1 ? '' : 's'}`);
+    if (typeof s.node === 'string' && s.node) parts.push(`on ${s.node}`); // a fleet: the node that runs it
   }
 
   let failure = '';
@@ -84,6 +85,25 @@ export function rowView(s, kind) {
     failure,
     showMap: status === 'active' && total > 0,
   };
+}
+
+/**
+ * A fleet's nodes as listed (none for a single daemon): `name`, `up`, and `text`
+ * (`127.0.0.1:6800 · 1.00 MiB/s · 2 active`, or `not heard from for 42 s` for one that stopped without a word).
+ */
+export function nodesView(nodes) {
+  if (!Array.isArray(nodes)) return [];
+  return nodes.filter((n) => n && typeof n.name === 'string').map((n) => {
+    const up = n.up !== 'false' && n.up !== false;
+    const parts = [];
+    if (n.address) parts.push(String(n.address));
+    if (up) {
+      parts.push(fmtSpeed(num(n.downloadSpeed)), `${num(n.numActive)} active`);
+    } else {
+      parts.push(`not heard from for ${fmtEta(num(n.secondsSinceSeen))}`);
+    }
+    return { name: n.name, up, text: parts.join(' · ') };
+  });
 }
 
 /** Ids of the connections whose remaining ranges overlap another's (a duplicate request racing a slow one). */
