@@ -96,14 +96,16 @@ extension FleetNode: DownloadQueueService {
         }
         do {
             let added = try await self.queue.add(prepared.map { ($0.entry, $0.paused) })
+            for (item, wasAdded) in zip(prepared, added) {
+                if wasAdded, let position = batch[item.index].position {
+                    // Added at the end whatever this says: the add stands.
+                    _ = try? await self.queue.move(item.entry.gid, by: position, from: .set)
+                }
+            }
             self.rowsChanged()
             for (item, wasAdded) in zip(prepared, added) {
                 if wasAdded {
                     self.announce(.added(item.entry.gid))
-                    if let position = batch[item.index].position {
-                        // Added at the end whatever this says: the add stands.
-                        _ = try? await self.queue.move(item.entry.gid, by: position, from: .set)
-                    }
                 } else {
                     results[item.index] = .failure(
                         QueueError(

@@ -48,6 +48,8 @@ public actor FleetNode {
     private var address = ""
     /// Changes to tell the other nodes of at the end of the loop's turn.
     var unannounced: [QueueEvent] = []
+    /// How many changes this node told the others of (each payload's serial).
+    private var announced = 0
     /// The ends of runs that are not recorded yet: told to the other nodes once they are (so that a client told
     /// of an end reads it through any node).
     private var untoldEnds: [DownloadID: QueueEvent] = [:]
@@ -386,7 +388,7 @@ public actor FleetNode {
             }
             self.rowsChanged()
             self.leases.withLockedValue { $0.ended(gid, fence: claim.fence) }
-            self.settled(gid)
+            self.settled(gid, recorded: true)
         }
     }
 
@@ -422,8 +424,13 @@ public actor FleetNode {
         let gid = entry.gid.description
         do throws(QueueError) {
             let running = try await self.manager.status(of: gid)
-            if running.options != entry.options {
-                try await self.manager.changeOptions(gid, entry.options)
+            // Only the options whose values changed, as a client's changeOption gives them: a run restarts only
+            // for those that need it (a speed limit changes live).
+            let changed = Set(entry.options.map(\.name)).filter { name in
+                entry.options.filter { $0.name == name } != running.options.filter { $0.name == name }
+            }
+            if !changed.isEmpty {
+                try await self.manager.changeOptions(gid, entry.options.filter { changed.contains($0.name) })
             }
             if running.uris != entry.uris {
                 _ = try await self.manager.changeURIs(gid, remove: running.uris, add: entry.uris, position: nil)
@@ -476,6 +483,7 @@ public actor FleetNode {
                     try await self.giveBack(gid, fence: fence, paused: false)
                     continue
                 }
+                let recorded: Bool
                 switch status.status {
                 case .active:
                     try await self.record(status, fence: fence)
@@ -484,14 +492,14 @@ public actor FleetNode {
                     // A Metalink URL: the files it lists join the fleet's queue before its end is recorded (a
                     // second try after a failure finds them added already).
                     try await self.handOver(status.followedBy)
-                    _ = try await self.queue.finish(
+                    recorded = try await self.queue.finish(
                         gid,
                         fence: fence,
                         outcome: .complete(path: status.path ?? "", length: status.totalLength)
                     )
                 case .error, .removed:
                     let code = status.errorCode.flatMap(Aria2ErrorCode.init(rawValue:)) ?? .unknown
-                    _ = try await self.queue.finish(
+                    recorded = try await self.queue.finish(
                         gid,
                         fence: fence,
                         outcome: .failed(
@@ -506,7 +514,7 @@ public actor FleetNode {
                 self.leases.withLockedValue { $0.ended(gid, fence: fence) }
                 self.recorded[gid] = nil
                 self.rowsChanged()
-                self.settled(gid)
+                self.settled(gid, recorded: recorded)
                 await self.manager.forget(gid)
                 finished = true
             } catch {
@@ -522,7 +530,7 @@ public actor FleetNode {
         let globals = await self.manager.globalOptions()
         let keep = globals.last { $0.name == Aria2Option.maxDownloadResult.name }.flatMap { Int($0.value) } ?? 1000
         do {
-            try await self.queue.trimResults(keeping: keep)
+            for gid in try await self.queue.trimResults(keeping: keep) { self.announce(.resultsRemoved(gid)) }
         } catch {
             self.lost(error)
         }
@@ -546,10 +554,10 @@ public actor FleetNode {
     }
 
     private func giveBack(_ gid: DownloadID, fence: Int64, paused: Bool) async throws(FleetError) {
-        _ = try await self.queue.release(gid, fence: fence, paused: paused)
+        let given = try await self.queue.release(gid, fence: fence, paused: paused)
         self.rowsChanged()
         self.leases.withLockedValue { $0.ended(gid, fence: fence) }
-        self.settled(gid)
+        self.settled(gid, recorded: given)
         self.recorded[gid] = nil
         await self.manager.forget(gid)
         self.waker.yield()
@@ -631,10 +639,10 @@ public actor FleetNode {
         self.waker.yield()
     }
 
-    /// The run of `gid` is recorded as it ended (its lease ended, the rows read again at the next read): its end
-    /// can be told.
-    private func settled(_ gid: DownloadID) {
-        guard let event = self.untoldEnds.removeValue(forKey: gid) else { return }
+    /// The run of `gid` is over here (its lease ended, the rows read again at the next read): its end is told if
+    /// the database `recorded` it; if not, another node held the download by then, and it tells what comes of it.
+    private func settled(_ gid: DownloadID, recorded: Bool) {
+        guard let event = self.untoldEnds.removeValue(forKey: gid), recorded else { return }
         self.announcer.send(event)
         self.unannounced.append(event)
     }
@@ -645,8 +653,12 @@ public actor FleetNode {
         guard !self.unannounced.isEmpty else { return }
         let events = self.unannounced
         self.unannounced = []
+        let first = self.announced
+        self.announced += events.count
         do {
-            try await self.queue.announce(events.map { FleetQueue.Announcement(node: self.name, event: $0) })
+            try await self.queue.announce(
+                events.enumerated().map { FleetQueue.Announcement(node: self.name, event: $1, serial: first + $0) }
+            )
         } catch {
             self.logger.debug("Changes not told to the other nodes", metadata: ["error": "\(error.message)"])
         }

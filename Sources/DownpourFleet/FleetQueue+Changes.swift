@@ -93,7 +93,7 @@ extension FleetQueue {
                     """
                     WITH asked AS (
                         UPDATE downpour_downloads SET request = 'pause'
-                        WHERE state = 'active' AND request IS NULL
+                        WHERE state = 'active' AND (request IS NULL OR request = 'change')
                         RETURNING node
                     )
                     SELECT pg_notify(\(Self.wakeChannel), node) FROM (SELECT DISTINCT node FROM asked) AS nodes
@@ -118,18 +118,19 @@ extension FleetQueue {
 
     /// Moves a waiting or paused download in the waiting queue as aria2's `changePosition` does
     /// (``DownloadQueue/destination(from:by:from:count:)``); returns its new index, or `nil` when it is not
-    /// waiting or paused (it started or stopped meanwhile). The queue's rows are locked while it moves, so that a
-    /// move and a claim or another move never see half of each other.
+    /// waiting or paused (it started or stopped meanwhile). Moves take turns (a transaction-level advisory lock),
+    /// and only the moved row is changed: claims go on meanwhile.
     public func move(_ gid: DownloadID, by offset: Int, from origin: PositionOrigin) async throws(FleetError) -> Int? {
         let text = gid.description
         return try await self.sql("moving \(text)") {
             try await self.client.withTransaction(logger: self.logger) { connection -> Int? in
+                for try await _ in try await connection.query(
+                    "SELECT pg_advisory_xact_lock(hashtext('downpour-order'))",
+                    logger: self.logger
+                ) {}
                 var queue: [(gid: String, position: Double)] = []
                 for try await row in try await connection.query(
-                    """
-                    SELECT gid, position FROM downpour_downloads WHERE state IN ('waiting', 'paused')
-                    ORDER BY position FOR UPDATE
-                    """,
+                    "SELECT gid, position FROM downpour_downloads WHERE state IN ('waiting', 'paused') ORDER BY position",
                     logger: self.logger
                 ).decode((String, Double).self) {
                     queue.append(row)
@@ -154,11 +155,17 @@ extension FleetQueue {
                     ) {}
                     position = Self.position(at: destination, among: queue.indices.map { Double($0 + 1) })
                 }
+                var moved = false
                 for try await _ in try await connection.query(
-                    "UPDATE downpour_downloads SET position = \(position ?? 0) WHERE gid = \(text)",
+                    """
+                    UPDATE downpour_downloads SET position = \(position ?? 0)
+                    WHERE gid = \(text) AND state IN ('waiting', 'paused')
+                    RETURNING gid
+                    """,
                     logger: self.logger
-                ) {}
-                return destination
+                ) { moved = true }
+                // Claimed meanwhile: it is no longer in the waiting queue.
+                return moved ? destination : nil
             }
         }
     }
@@ -197,7 +204,7 @@ extension FleetQueue {
                     SET uris = \(newURIs), options = \(newOptions),
                         request = CASE WHEN state = 'active' AND request IS NULL THEN 'change' ELSE request END
                     WHERE gid = \(text) AND state IN ('waiting', 'paused', 'active')
-                        AND uris = \(oldURIs) AND options = \(oldOptions)
+                        AND uris::jsonb = \(oldURIs)::jsonb AND options::jsonb = \(oldOptions)::jsonb
                     RETURNING node
                 )
                 SELECT node, pg_notify(\(Self.wakeChannel), coalesce(node, '')) FROM changed
@@ -219,8 +226,8 @@ extension FleetQueue {
             try await self.execute(
                 """
                 UPDATE downpour_downloads SET request = NULL
-                WHERE gid = \(text) AND fence = \(fence) AND request = 'change' AND uris = \(uris)
-                    AND options = \(options)
+                WHERE gid = \(text) AND fence = \(fence) AND request = 'change' AND uris::jsonb = \(uris)::jsonb
+                    AND options::jsonb = \(options)::jsonb
                 """
             )
         }
@@ -239,17 +246,23 @@ extension FleetQueue {
         }
     }
 
-    /// Forgets the oldest results beyond the newest `keep` (aria2's `max-download-result`).
-    public func trimResults(keeping keep: Int) async throws(FleetError) {
+    /// Forgets the oldest results beyond the newest `keep` (aria2's `max-download-result`); returns their GIDs.
+    public func trimResults(keeping keep: Int) async throws(FleetError) -> [DownloadID] {
         try await self.sql("forgetting old results") {
-            try await self.execute(
+            var gids: [DownloadID] = []
+            for try await gid in try await self.client.query(
                 """
                 DELETE FROM downpour_downloads WHERE gid IN (
                     SELECT gid FROM downpour_downloads WHERE state IN ('complete', 'error', 'removed')
                     ORDER BY position DESC OFFSET \(max(0, keep))
                 )
-                """
-            )
+                RETURNING gid
+                """,
+                logger: self.logger
+            ).decode(String.self) {
+                gids.append(try Self.gid(gid))
+            }
+            return gids
         }
     }
 
@@ -293,7 +306,8 @@ extension FleetQueue {
                 """
                 WITH asked AS (
                     UPDATE downpour_downloads SET request = \(kind)
-                    WHERE gid = \(text) AND state = 'active' AND (\(kind) = 'remove' OR request IS NULL)
+                    WHERE gid = \(text) AND state = 'active'
+                        AND (\(kind) = 'remove' OR request IS NULL OR request = 'change')
                     RETURNING node
                 )
                 SELECT node, pg_notify(\(Self.wakeChannel), node) FROM asked

@@ -12,14 +12,18 @@ extension FleetQueue {
     public struct Announcement: Sendable, Hashable {
         public var node: String
         public var event: QueueEvent
+        /// The node's count of its announcements: PostgreSQL delivers identical payloads of one transaction once,
+        /// and `start X`, `pause X`, `start X` told together must arrive as three.
+        public var serial: Int
 
-        public init(node: String, event: QueueEvent) {
+        public init(node: String, event: QueueEvent, serial: Int = 0) {
             self.node = node
             self.event = event
+            self.serial = serial
         }
 
-        /// The notification's payload, `KIND GID NODE` (the name last: it may hold spaces); `nil` for a change that
-        /// concerns the node alone (its own options).
+        /// The notification's payload, `KIND GID SERIAL NODE` (the name last: it may hold spaces); `nil` for a
+        /// change that concerns the node alone (its own options).
         var payload: String? {
             let (kind, gid): (String, String)
             switch self.event {
@@ -33,13 +37,13 @@ extension FleetQueue {
             case .resultsRemoved(let id): (kind, gid) = ("results", id?.description ?? "*")
             case .optionsChanged: return nil
             }
-            return "\(kind) \(gid) \(self.node)"
+            return "\(kind) \(gid) \(self.serial) \(self.node)"
         }
 
         /// The announcement a payload carries; `nil` for one this program does not know (a newer node's).
         init?(payload: String) {
-            let parts = payload.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
-            guard parts.count == 3 else { return nil }
+            let parts = payload.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: false)
+            guard parts.count == 4, let serial = Int(parts[2]) else { return nil }
             let gid = DownloadID(String(parts[1]))
             let event: QueueEvent
             switch (parts[0], gid) {
@@ -54,7 +58,7 @@ extension FleetQueue {
             default: return nil
             }
             if case .resultsRemoved(nil) = event, parts[1] != "*" { return nil }
-            self.init(node: String(parts[2]), event: event)
+            self.init(node: String(parts[3]), event: event, serial: serial)
         }
     }
 

@@ -15,6 +15,7 @@ import Testing
 /// stay active, so that what a test sees never depends on how fast the machine is.
 @Suite(.enabled(if: postgresWanted, "PostgreSQL is not installed (apt-get install postgresql)"))
 struct FleetNodeTests {
+    /// Silent, unless `FLEET_TEST_LOG` is set: then the nodes' logs, debug and up, go to standard error.
     static let logger: Logger = {
         guard ProcessInfo.processInfo.environment["FLEET_TEST_LOG"] != nil else {
             return Logger(label: "downpour.fleet.tests", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -268,18 +269,25 @@ struct FleetNodeTests {
                 await node.read { $0.waitingDownloads(0..<100) }.map(\.gid)
             }
 
-            // Moved through node1, seen through node0 (it was told of the change).
+            // Moved through node1, seen through node0 once it was told of the change.
             #expect(try await fleet.nodes[1].changePosition(gids[4].description, by: 0, from: .set) == 0)
-            #expect(await waiting(through: fleet.nodes[0]) == [gids[4], gids[2], gids[3]])
+            try await waitUntil("node0 shows the move") {
+                await waiting(through: fleet.nodes[0]) == [gids[4], gids[2], gids[3]]
+            }
             #expect(try await fleet.nodes[0].changePosition(gids[2].description, by: 1, from: .current) == 2)
-            #expect(await waiting(through: fleet.nodes[1]) == [gids[4], gids[3], gids[2]])
+            try await waitUntil("node1 shows the move") {
+                await waiting(through: fleet.nodes[1]) == [gids[4], gids[3], gids[2]]
+            }
             // Added at a position, through node0.
             let inserted = try await fleet.nodes[0].add(
                 uris: [server.url("/file5.bin")],
                 options: [QueueOption(name: "out", value: "file5.bin")],
                 position: 1
             )
-            #expect(await waiting(through: fleet.nodes[1]) == [gids[4], inserted, gids[3], gids[2]])
+            #expect(await waiting(through: fleet.nodes[0]) == [gids[4], inserted, gids[3], gids[2]])
+            try await waitUntil("node1 shows the add in its place") {
+                await waiting(through: fleet.nodes[1]) == [gids[4], inserted, gids[3], gids[2]]
+            }
             gids.append(inserted)
             // An active download has no place in the waiting queue.
             await #expect(throws: QueueError.self) {
@@ -295,7 +303,9 @@ struct FleetNodeTests {
                 position: 0
             )
             #expect(changed == (1, 1))
-            #expect(try await fleet.nodes[0].status(of: gids[3].description).uris == [mirror])
+            try await waitUntil("node0 shows the new URIs") {
+                try await fleet.nodes[0].status(of: gids[3].description).uris == [mirror]
+            }
             await #expect(throws: QueueError.self) {
                 try await fleet.nodes[0].changeURIs(gids[3].description, remove: [mirror], add: [], position: nil)
             }
@@ -324,6 +334,21 @@ struct FleetNodeTests {
             let (running, other) =
                 runner == "node0" ? (fleet.nodes[0], fleet.nodes[1]) : (fleet.nodes[1], fleet.nodes[0])
 
+            // What the running node's run does from now until it completes.
+            let runEvents = running.events
+            let watched = Task { () -> [QueueEvent] in
+                var seen: [QueueEvent] = []
+                for await event in runEvents {
+                    seen.append(event)
+                    if event == .completed(gid) { break }
+                }
+                return seen
+            }
+            let watchdog = Task {
+                try? await Task.sleep(for: .seconds(120))
+                watched.cancel()
+            }
+            defer { watchdog.cancel() }
             try await other.changeOptions(gid.description, [QueueOption(name: "max-download-limit", value: "8M")])
             let mirror = server.url("/mirror/file0.bin")
             let changed = try await other.changeURIs(gid.description, remove: [], add: [mirror], position: nil)
@@ -344,6 +369,8 @@ struct FleetNodeTests {
             try await fleet.waitForRows("complete") { rows in rows.first?.status == .complete }
             let bytes = try Data(contentsOf: URL(fileURLWithPath: fleet.directory.file("file0.bin")))
             #expect(Array(bytes) == Self.content)
+            // A speed limit and a mirror change a run live, as in a single daemon: it never restarted.
+            #expect(await watched.value == [.completed(gid)])
         }
     }
 

@@ -19,7 +19,7 @@ struct FleetAnnouncementTests {
         ]
     )
     func payloadRoundTrip(event: QueueEvent) throws {
-        let announcement = FleetQueue.Announcement(node: "rack 2:6800", event: event)
+        let announcement = FleetQueue.Announcement(node: "rack 2:6800", event: event, serial: 41)
         let payload = try #require(announcement.payload)
         #expect(FleetQueue.Announcement(payload: payload) == announcement)
     }
@@ -27,17 +27,14 @@ struct FleetAnnouncementTests {
     @Test func aNodesOwnOptionsAreNotAnnouncedAndUnknownPayloadsAreIgnored() {
         #expect(FleetQueue.Announcement(node: "a", event: .optionsChanged).payload == nil)
         for payload in [
-            "", "complete", "complete 2089b05ecca3d829", "teleport 2089b05ecca3d829 a", "complete zz a",
-            "results 12 a",
+            "", "complete", "complete 2089b05ecca3d829", "complete 2089b05ecca3d829 a",
+            "complete 2089b05ecca3d829 x a", "teleport 2089b05ecca3d829 1 a", "complete zz 1 a", "results 12 1 a",
         ] {
             #expect(FleetQueue.Announcement(payload: payload) == nil, "\(payload)")
         }
         #expect(
-            FleetQueue.Announcement(payload: "complete 2089b05ecca3d829 ")
-                == .init(
-                    node: "",
-                    event: .completed(DownloadID(value: 0x2089_b05e_cca3_d829))
-                )
+            FleetQueue.Announcement(payload: "complete 2089b05ecca3d829 7 ")
+                == .init(node: "", event: .completed(DownloadID(value: 0x2089_b05e_cca3_d829)), serial: 7)
         )
     }
 }

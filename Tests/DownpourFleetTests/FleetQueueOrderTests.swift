@@ -77,11 +77,11 @@ struct FleetQueueOrderTests {
                     try await queue.finish(claim.entry.gid, fence: claim.fence, outcome: .complete(path: "", length: 0))
                 )
             }
-            try await queue.trimResults(keeping: 1000)
+            #expect(try await queue.trimResults(keeping: 1000).isEmpty)
             #expect(try await queue.rows().map(\.gid.value) == [4, 2, 5, 1, 3])
-            try await queue.trimResults(keeping: 2)
+            #expect(try await Set(queue.trimResults(keeping: 2).map(\.value)) == [4, 2, 5])
             #expect(try await queue.rows().map(\.gid.value) == [1, 3], "the newest two")
-            try await queue.trimResults(keeping: 0)
+            #expect(try await Set(queue.trimResults(keeping: 0).map(\.value)) == [1, 3])
             #expect(try await queue.rows().isEmpty)
         }
     }
