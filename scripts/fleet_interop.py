@@ -13,7 +13,8 @@ directory (one machine: storage every node sees); nginx sends each connection at
    download ran on two nodes at once;
 5. a WebSocket client of node0 (websocket-client, which aria2p brings) is told of the start and the completion of
    9 more downloads added through node1, 6 of which the other nodes run, and its `downpour.onProgress` lists the
-   three nodes with their addresses.
+   three nodes with their addresses; node2's dashboard in headless Chromium lists the nodes and names the node of
+   each active download.
 
 Usage: fleet_interop.py BINARY [SEED]     Every wait has a deadline; the seed of the kill moments is printed.
 """
@@ -42,7 +43,35 @@ def log(message):
     print(f"fleet-interop: {message}", flush=True)
 
 
-def told_of_fleet(nodes, nginx, downloads, expected):
+def dashboard_shows_fleet(nodes, work):
+    """node2's dashboard in headless Chromium lists the three nodes and says where each active download runs."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from dashboard_test import make_driver
+    from selenium.webdriver.common.by import By
+
+    driver = make_driver(f"{work}/chromium-profile")
+    try:
+        driver.get(f"http://127.0.0.1:{nodes[2].port}/")
+
+        def nodes_listed():
+            texts = [item.text for item in driver.find_elements(By.CSS_SELECTOR, "#nodes-list li")]
+            return texts if len(texts) == 3 else None
+
+        texts = wait_for("the dashboard's list of nodes", nodes_listed, limit=60)
+        for node, text in zip(nodes, texts):
+            assert text.startswith(f"{node.name} 127.0.0.1:{node.port} · ") and "active" in text, texts
+
+        def runners_shown():
+            stats = [element.text for element in driver.find_elements(By.CSS_SELECTOR, "#active-list .dl-stats")]
+            return {text.rsplit(" · on ", 1)[1] for text in stats if " · on " in text} == {n.name for n in nodes}
+
+        wait_for("the dashboard to say where downloads run", runners_shown, limit=60)
+        log(f"5. node2's dashboard (Chromium) lists the nodes: {texts}; each active download names its node: ok")
+    finally:
+        driver.quit()
+
+
+def told_of_fleet(nodes, nginx, downloads, expected, work):
     import websocket  # websocket-client, which aria2p brings
 
     socket_ = websocket.create_connection(f"ws://127.0.0.1:{nodes[0].port}/jsonrpc", timeout=2)
@@ -60,6 +89,7 @@ def told_of_fleet(nodes, nginx, downloads, expected):
 
         runs = wait_for("nine downloads active on three nodes", lambda: len(all_active()) == 9 and all_active())
         assert sorted(runs.values()) == ["node0"] * 3 + ["node1"] * 3 + ["node2"] * 3, runs
+        dashboard_shows_fleet(nodes, work)
         started, completed, nodes_listed = set(), set(), None
         deadline = time.monotonic() + 300
         while not (completed >= set(gids) and nodes_listed) and time.monotonic() < deadline:
@@ -199,7 +229,7 @@ def main():
         assert total < 1.5, f"the files were served {total:.2f} times over"
 
         # 5. node0's clients are told of the whole fleet's downloads; the push lists the nodes.
-        told_of_fleet(nodes, nginx, downloads, expected)
+        told_of_fleet(nodes, nginx, downloads, expected, work)
         log("ok")
     except Exception:
         log(f"FAILED (seed {seed}); the nodes' logs:")
