@@ -205,7 +205,6 @@ public actor FleetNode {
         self.waker.finish()
         for task in self.tasks { await task.value }
         await self.manager.shutdown()
-        defer { self.nameHolder?.cancel() }
         // Not cancelled with the caller (a service group that ran out of patience): these statements are what
         // keeps the downloads from waiting a lease for nobody.
         let given = await Task {
@@ -221,6 +220,13 @@ public actor FleetNode {
                 }
             }
             await self.announceNow()
+            // The name is free once the node has stopped: a node started with it next is not refused.
+            if let holder = await self.nameHolder {
+                holder.cancel()
+                _ = try? await FleetSQL.run("giving the node's name back", timeout: self.queue.statementTimeout) {
+                    await holder.value
+                }
+            }
             return given
         }.value
         self.broadcaster.finish()
@@ -260,10 +266,17 @@ public actor FleetNode {
                     answer.yield(.success(held))
                     guard held else { return }
                     while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
-                    _ = try? await connection.query(
-                        "SELECT pg_advisory_unlock(hashtext('downpour-node'), hashtext(\(name)))",
-                        logger: logger
-                    )
+                    // The lock lives with the connection, which goes back to the pool: it is released first, in a
+                    // task of its own (this one is cancelled), and read to its end.
+                    await Task {
+                        guard
+                            let rows = try? await connection.query(
+                                "SELECT pg_advisory_unlock(hashtext('downpour-node'), hashtext(\(name)))",
+                                logger: logger
+                            )
+                        else { return }
+                        _ = try? await rows.collect()
+                    }.value
                 }
             } catch {
                 answer.yield(.failure(FleetSQL.explained(error, doing: "taking the node's name")))

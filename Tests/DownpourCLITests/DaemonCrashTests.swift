@@ -95,7 +95,7 @@ struct DaemonCrashTests {
 
                     daemon = try await DaemonProcess.start(arguments, logDirectory: scratch.path)
                     rpc = RPCClient(url: daemon.url, secret: "crash-test", client: client)
-                    let after = try await Snapshot(rpc)
+                    let after = try await Snapshot.settled(rpc)
                     try after.check(against: expected, before: before, round: round)
                 }
 
@@ -130,12 +130,26 @@ struct DaemonCrashTests {
     }
 
     /// What the daemon says it holds.
-    struct Snapshot {
+    struct Snapshot: Equatable {
         var active: [String]
         var waiting: [String]
         var paused: Set<String>
         var complete: Set<String>
         var stopped: [String]
+
+        /// Three calls read the three lists, and a download that moves on meanwhile (active, then complete) would
+        /// be in two of them or none: a snapshot counts once two in a row agree (only a download that stays listed
+        /// twice, or stays lost, is the daemon's fault).
+        static func settled(_ rpc: RPCClient) async throws -> Snapshot {
+            var last = try await Snapshot(rpc)
+            let deadline = ContinuousClock.now + .seconds(60)
+            while ContinuousClock.now < deadline {
+                let next = try await Snapshot(rpc)
+                if next == last { return next }
+                last = next
+            }
+            return last
+        }
 
         init(_ rpc: RPCClient) async throws {
             let keys = ["gid", "status"]
