@@ -34,15 +34,7 @@ extension FleetNode {
         )
         let text = SessionFile.text(of: entries)
         if onlyIfChanged, text == self.savedSession { return }
-        // Off the node's executor: the write ends with an fsync.
-        let written = await Task.detached { () -> Result<Void, DownloadError> in
-            Result { () throws(DownloadError) in try SessionFile.write(text, to: path) }
-        }.value
-        do {
-            try written.get()
-        } catch {
-            throw QueueError(.storage, message: error.message)
-        }
+        try await DownloadManager.writeSessionFile(text, to: path)
         self.savedSession = text
     }
 

@@ -20,15 +20,7 @@ extension DownloadManager {
         }
         let text = SessionFile.text(of: self.ledger.queue.sessionEntries(globals: self.effectiveGlobals))
         if onlyIfChanged, text == self.savedSession { return }
-        // Off the loop that answers the clients: the write ends with an fsync.
-        let written = await Task.detached { () -> Result<Void, DownloadError> in
-            Result { () throws(DownloadError) in try SessionFile.write(text, to: path) }
-        }.value
-        do {
-            try written.get()
-        } catch {
-            throw QueueError(.storage, message: error.message)
-        }
+        try await Self.writeSessionFile(text, to: path)
         self.savedSession = text
     }
 
@@ -47,6 +39,21 @@ extension DownloadManager {
             } catch {
                 self.logger.error("The session file could not be written", metadata: ["error": "\(error.message)"])
             }
+        }
+    }
+
+    /// Writes a session file's `text` to `path` off the caller's thread (the write ends with an fsync), for every
+    /// queue that writes one (a fleet node's too).
+    ///
+    /// - Throws: ``QueueError`` `storage` when it cannot be written.
+    public static func writeSessionFile(_ text: String, to path: String) async throws(QueueError) {
+        let written = await Task.detached { () -> Result<Void, DownloadError> in
+            Result { () throws(DownloadError) in try SessionFile.write(text, to: path) }
+        }.value
+        do {
+            try written.get()
+        } catch {
+            throw QueueError(.storage, message: error.message)
         }
     }
 }
