@@ -46,13 +46,18 @@ struct ProbeTests {
         }
     }
 
-    @Test("a larger file keeps the probe's bytes: no other request asks for them again")
-    func largeFileKeepsFirstBytes() async throws {
+    /// A file longer than the probe's chunk that the download does not split (one connection, or a file shorter
+    /// than two minimum splits) keeps the probe's bytes.
+    @Test(
+        "a larger file not split keeps the probe's bytes: no other request asks for them again",
+        arguments: [(1, 256 * 1024), (4, 1024 * 1024)] as [(Int, Int64)]
+    )
+    func largeFileKeepsFirstBytes(connections: Int, minimumSplitSize: Int64) async throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }
         try await withServer(content: Self.large) { server in
             let path = directory.file("large.bin")
-            var configuration = testConfiguration(connections: 4, minimumSplitSize: 256 * 1024)
+            var configuration = testConfiguration(connections: connections, minimumSplitSize: minimumSplitSize)
             configuration.racesTail = false
             let result = try await runDownload(server.url(), to: .file(path), configuration: configuration).value
             try expectFile(path, equals: Self.large, in: directory)
@@ -67,6 +72,37 @@ struct ProbeTests {
             }
             // Every byte was sent once: the probe's bytes were written, not fetched again.
             #expect(statistics.bodyBytesSent == Self.large.count, "\(describe(gets))")
+        }
+    }
+
+    /// A file split over several connections: the probe ends at its head, so that the ranges go out one round trip
+    /// after it rather than after its 64 KiB (a few round trips of slow start on a far link). The probe's connection
+    /// is closed; the ranges ask for every byte from 0.
+    @Test("a file split over several connections: the probe ends at its head and the ranges ask for every byte")
+    func splitFileProbeEndsAtHead() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.large) { server in
+            let path = directory.file("large.bin")
+            var configuration = testConfiguration(connections: 4, minimumSplitSize: 256 * 1024)
+            configuration.racesTail = false
+            let result = try await runDownload(server.url(), to: .file(path), configuration: configuration).value
+            try expectFile(path, equals: Self.large, in: directory)
+            #expect(result.downloadedBytes == Int64(Self.large.count))
+            let statistics = server.statistics()
+            let gets = statistics.getRequestsRecorded
+            #expect(gets.first?.header("Range") == Self.probeRange)
+            #expect(gets.first?.connectionID == 1)
+            // The ranges, on other connections, cover the file from 0 exactly once.
+            let ranges = try gets.dropFirst().map { request in
+                #expect(request.connectionID != 1, "\(describe(gets))")
+                return try #require(request.requestedRange, "\(describe(gets))")
+            }.sorted { $0.lowerBound < $1.lowerBound }
+            #expect(ranges.first?.lowerBound == 0, "\(describe(gets))")
+            #expect(ranges.last?.upperBound == Self.large.count, "\(describe(gets))")
+            for (first, second) in zip(ranges, ranges.dropFirst()) {
+                #expect(first.upperBound == second.lowerBound, "asked twice or never: \(describe(gets))")
+            }
         }
     }
 

@@ -111,7 +111,12 @@ struct ResumeTests {
                     #expect(FileManager.default.fileExists(atPath: path + ".part.downpour"))
                     let requestsAtPause = server.statistics().requests.count
                     // Paused, the download keeps no connection open: nothing can flow until it resumes.
-                    try await waitUntil("no connection is open") { server.statistics().openConnections == 0 }
+                    // Within the suite's limit, so that a connection left open says which requests it served
+                    // (a pooled connection left idle would stay open for the pool's 60 s).
+                    try await waitUntil(
+                        "no connection is open: \(describe(server.statistics().getRequestsRecorded))",
+                        limit: .seconds(30)
+                    ) { server.statistics().openConnections == 0 }
                     #expect(server.statistics().requests.count == requestsAtPause, "requests while paused")
                     server.releaseBodies()
                     download.resume()

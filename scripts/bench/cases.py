@@ -43,15 +43,32 @@ class ServerSetup:
 
 @dataclass(frozen=True)
 class LinkSetup:
-    """The lossy case's link between two network namespaces: nginx in one, the clients in the other."""
+    """A link between two network namespaces (the lossy and far cases): nginx in one, the clients in the other."""
     delay_ms: int = 50  # each way: about 100 ms round trip
-    loss_pct: float = 0.5  # each way
+    loss_pct: float = 0.5  # each way, or only from the server to the client (data_only)
+    data_only: bool = False  # loss only on the data direction (server to client); the requests and ACKs pass
     server_ip: str = "10.203.0.1"
     client_ip: str = "10.203.0.2"
     port: int = 8080
 
+    @property
+    def loss_from_server(self):
+        return self.loss_pct
+
+    @property
+    def loss_from_client(self):
+        return 0.0 if self.data_only else self.loss_pct
+
+    def describe(self):
+        """"100 ms round trip, 0.5 % loss on the data only" and the like."""
+        if self.loss_pct == 0:
+            loss = "no loss"
+        else:
+            loss = f"{self.loss_pct:g} % loss " + ("on the data direction only" if self.data_only else "each way")
+        return f"{2 * self.delay_ms} ms round trip ({self.delay_ms} ms each way), {loss}"
+
     def template_values(self):
-        return {"delay_ms": self.delay_ms, "loss_pct": f"{self.loss_pct:g}"}
+        return {"delay_ms": self.delay_ms, "loss_pct": f"{self.loss_pct:g}", "link_h": self.describe()}
 
 
 SERVER = ServerSetup()
@@ -100,6 +117,14 @@ class Row:
     needs_floor: bool = False  # only with --floor
 
 
+# The far-link family's clients: the multi-connection clients at 4, 8 and 16 (aria2c at its best, -x N -s N -k 1M),
+# and the single-connection peers.
+FAR_CLIENTS = tuple(
+    [(f"downpour -x {n}", "downpour", n) for n in (4, 8, 16)]
+    + [(f"aria2c -x {n}", "aria2c", n) for n in (4, 8, 16)]
+    + [("curl", "curl", 1), ("wget2", "wget2", 1)]
+)
+
 # Every client of the single-file cases.
 CLIENTS = tuple(
     [(f"downpour -x {n}", "downpour", n) for n in (1, 4, 8, 16)]
@@ -133,7 +158,9 @@ class Case:
     rotate: bool = True  # each repetition starts one row further down
     count_connections: bool = False  # nginx's /status and conn.log around every run
     align_stragglers: bool = False  # line up nginx's connection numbers before every run
-    lossy: bool = False  # clients and nginx in two network namespaces over LINK
+    lossy: bool = False  # clients and nginx in two network namespaces over `link`
+    link: LinkSetup = LINK
+    family: str = ""  # listing the family's name in --cases runs every case of it
     keep_outputs: bool = False  # a run's files stay until the end (ext4: deleting them slows the next run)
     summary: tuple = ()  # more summarize.py options (templates)
     script: tuple = ()  # a helper in scripts/bench that runs the whole case instead of rows (templates)
@@ -142,6 +169,28 @@ class Case:
 
 REPS_MEDIANS = "{reps} rep(s), medians"
 GIB = 1024 * MIB
+FAR_TITLE = ("{name}: {size_h} ({size} bytes) over {link_h} (TCP connect {rtt}), {link}, TCP {cc}, nginx and "
+             "clients in two network namespaces; " + REPS_MEDIANS)
+
+
+def far_cases():
+    """The far-link family (issue 29): round trips of 50, 100 and 200 ms; no loss, 0.5 % on the data direction
+    only, 0.5 % each way; 100 MiB (family `far`) and 1 GiB (family `far-1g`). Named far-RTT-LOSS-SIZE, e.g.
+    far-100ms-0.5data-100m. Each run also gives its time to the first byte, to full speed and of the last 1 %
+    (the client namespace's received bytes, sampled every 2 ms)."""
+    out = []
+    for family, size, size_name, timeout in (("far", 100 * MIB, "100m", 240), ("far-1g", GIB, "1g", 900)):
+        for rtt in (50, 100, 200):
+            for loss, data_only, loss_name in ((0.0, False, "0"), (0.5, True, "0.5data"), (0.5, False, "0.5both")):
+                link = LinkSetup(delay_ms=rtt // 2, loss_pct=loss, data_only=data_only)
+                name = f"far-{rtt}ms-{loss_name}-{size_name}"
+                out.append(Case(
+                    name, f"{'1 GiB' if size == GIB else '100 MiB'} over {link.describe()}",
+                    title=FAR_TITLE.replace("{name}", name), payload=DataFile(size),
+                    rows=tuple(Row(label, tool, n, "{base}/{file}") for label, tool, n in FAR_CLIENTS),
+                    timeout=Timeout(fixed=timeout), default=False, lossy=True, link=link, family=family))
+    return tuple(out)
+
 
 CASES = (
     Case(
@@ -204,6 +253,7 @@ CASES = (
         title="lossy: {size_h} ({size} bytes), {delay_ms} ms delay + {loss_pct} % loss each way (TCP connect "
         "{rtt}), {link}, TCP {cc}, nginx and clients in two network namespaces; " + REPS_MEDIANS,
         payload=DataFile(100 * MIB), rows=every_client("{base}/{file}"), timeout=Timeout(fixed=120), lossy=True),
+    *far_cases(),
     Case(
         "manyfiles", "1,000 files of 64 KiB, 16 at a time: time and connections opened",
         title="manyfiles: {count} files of {each} bytes ({size} bytes in all), " + str(MANY_AT_ONCE)
@@ -281,3 +331,4 @@ CASES = (
 )
 
 BY_NAME = {c.name: c for c in CASES}
+FAMILIES = {f: tuple(c.name for c in CASES if c.family == f) for f in dict.fromkeys(c.family for c in CASES if c.family)}

@@ -7,7 +7,7 @@ namespace it is started in, then copies every Ethernet frame that the kernel
 sends out of one device into the other, after holding it for --delay-ms and
 dropping a --loss fraction of frames at random (each direction on its own, so
 the round trip is twice the delay, as with `netem delay` on both ends of a
-veth pair).
+veth pair). --loss-from-a / --loss-from-b give each direction its own loss.
 
 lossy.py moves one of the devices into a second namespace and gives both
 addresses on a private /30; the frames never leave those namespaces.
@@ -47,7 +47,11 @@ def main():
     ap.add_argument("--a", required=True, help="first TAP device name")
     ap.add_argument("--b", required=True, help="second TAP device name")
     ap.add_argument("--delay-ms", type=float, default=50.0)
-    ap.add_argument("--loss", type=float, default=0.005, help="fraction, 0..1")
+    ap.add_argument("--loss", type=float, default=0.005, help="fraction, 0..1, each way")
+    ap.add_argument("--loss-from-a", type=float, default=None,
+                    help="fraction of the frames sent out of --a that are lost (default: --loss)")
+    ap.add_argument("--loss-from-b", type=float, default=None,
+                    help="fraction of the frames sent out of --b that are lost (default: --loss)")
     ap.add_argument("--queue-limit", type=int, default=200000,
                     help="frames held per direction before tail drop")
     ap.add_argument("--seed", type=int, default=None)
@@ -56,11 +60,13 @@ def main():
 
     rng = random.Random(args.seed)
     delay = args.delay_ms / 1000.0
-    loss = args.loss
+    loss_from_a = args.loss if args.loss_from_a is None else args.loss_from_a
+    loss_from_b = args.loss if args.loss_from_b is None else args.loss_from_b
 
     fa = open_tap(args.a)
     fb = open_tap(args.b)
     peer = {fa: fb, fb: fa}
+    loss_from = {fa: loss_from_a, fb: loss_from_b}
     # queues[dst] holds (due time, frame) for frames to be written to dst.
     queues = {fa: collections.deque(), fb: collections.deque()}
     stats = {"forwarded": 0, "dropped_loss": 0, "dropped_queue": 0,
@@ -121,6 +127,7 @@ def main():
         due = now + delay
         for fd, _ev in events:
             q = queues[peer[fd]]
+            loss = loss_from[fd]
             for _ in range(READ_BURST):
                 try:
                     frame = os.read(fd, 65536)

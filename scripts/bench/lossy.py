@@ -7,7 +7,6 @@ import subprocess
 import sys
 import time
 
-from cases import LINK
 from server import Nginx, stop
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -30,7 +29,8 @@ def in_ns(ns, *argv, **kwargs):
 
 
 class LossyLink:
-    def __init__(self, work, nginx, www, stub_status, congestion_control, note):
+    def __init__(self, link, work, nginx, www, stub_status, congestion_control, note):
+        self.link = link
         self.dir = os.path.join(work, "lossy")
         os.makedirs(self.dir, exist_ok=True)
         self.nginx = Nginx(nginx, self.dir, www, stub_status, note)
@@ -40,7 +40,7 @@ class LossyLink:
         self.namespaces = []
         self.delay_line = None
         self.kind = ""
-        self.base = f"http://{LINK.server_ip}:{LINK.port}"
+        self.base = f"http://{link.server_ip}:{link.port}"
 
     def up(self):
         """Raises Skip when something cannot be set up (what was set up stays for down())."""
@@ -58,27 +58,30 @@ class LossyLink:
                 raise Skip(f"cannot set congestion control {self.cc}")
         if not self._netem():
             self._delay_line()
-        ok = (ip("addr", "add", f"{LINK.server_ip}/30", "dev", "dpb0", ns=self.server_ns)
-              and ip("addr", "add", f"{LINK.client_ip}/30", "dev", "dpb1", ns=self.client_ns)
+        link = self.link
+        ok = (ip("addr", "add", f"{link.server_ip}/30", "dev", "dpb0", ns=self.server_ns)
+              and ip("addr", "add", f"{link.client_ip}/30", "dev", "dpb1", ns=self.client_ns)
               and ip("link", "set", "dpb0", "up", ns=self.server_ns)
               and ip("link", "set", "dpb1", "up", ns=self.client_ns))
         if not ok:
             raise Skip("cannot configure the link addresses")
-        conf = self.nginx.write_conf(f"{LINK.server_ip}:{LINK.port}")
+        conf = self.nginx.write_conf(f"{link.server_ip}:{link.port}")
         if not self.nginx.start(conf, lambda: self.curl("-o", "/dev/null", f"{self.base}/conn") is not None,
                                 prefix_argv=("ip", "netns", "exec", self.server_ns)):
             raise Skip(f"nginx in {self.server_ns} not reachable from {self.client_ns} over the link: "
                        + tail(os.path.join(self.dir, "error.log")))
 
     def _netem(self):
-        """1. The kernel's netem on both ends of a veth pair, when it has it."""
-        netem = ["delay", f"{LINK.delay_ms}ms", "loss", f"{LINK.loss_pct:g}%", "limit", "100000"]
+        """1. The kernel's netem on both ends of a veth pair, when it has it (loss on the server's end is the data's)."""
+        def netem(loss_pct):
+            return ["delay", f"{self.link.delay_ms}ms", "loss", f"{loss_pct:g}%", "limit", "100000"]
         if not ip("link", "add", "dpb0", "type", "veth", "peer", "name", "dpb1", "netns", self.client_ns,
                   ns=self.server_ns):
             self.note("no veth pair; using the userspace delay line")
             return False
-        for ns, dev in ((self.server_ns, "dpb0"), (self.client_ns, "dpb1")):
-            result = in_ns(ns, "tc", "qdisc", "add", "dev", dev, "root", "netem", *netem)
+        for ns, dev, loss in ((self.server_ns, "dpb0", self.link.loss_from_server),
+                              (self.client_ns, "dpb1", self.link.loss_from_client)):
+            result = in_ns(ns, "tc", "qdisc", "add", "dev", dev, "root", "netem", *netem(loss))
             if result.returncode != 0:
                 self.note(f"no netem qdisc ({result.stderr.strip().splitlines()[0] if result.stderr.strip() else '?'})"
                           "; using the userspace delay line")
@@ -93,8 +96,9 @@ class LossyLink:
         with open(out, "wb") as o, open(os.path.join(self.dir, "delayline.err"), "wb") as e:
             self.delay_line = subprocess.Popen(
                 ["ip", "netns", "exec", self.server_ns, sys.executable, os.path.join(HERE, "delayline.py"),
-                 "--a", "dpb0", "--b", "dpb1", "--delay-ms", str(LINK.delay_ms),
-                 "--loss", "%.6f" % (LINK.loss_pct / 100), "--max-seconds", "21600"],
+                 "--a", "dpb0", "--b", "dpb1", "--delay-ms", str(self.link.delay_ms),
+                 "--loss-from-a", "%.6f" % (self.link.loss_from_server / 100),
+                 "--loss-from-b", "%.6f" % (self.link.loss_from_client / 100), "--max-seconds", "21600"],
                 stdin=subprocess.DEVNULL, stdout=o, stderr=e)
         for _ in range(50):
             with open(out) as f:

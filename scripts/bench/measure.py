@@ -1,6 +1,7 @@
 """One measurement: a client run under `timeout` and /usr/bin/time, its output checked, one CSV row and one progress
 line. Stdlib only."""
 
+import bisect
 import csv
 import os
 import shutil
@@ -15,7 +16,10 @@ import server
 
 CSV_HEADER = ("case,rep,seq,client_index,client,tool,connections,role,size_bytes,url,exit_code,status,wall_s,mb_s,"
               "user_s,sys_s,cpu_s,max_rss_kb,sha_ok,limit_bps,log_conns,log_requests,server_s,accepted_conns,"
-              "files_ok").split(",")
+              "files_ok,first_byte_s,full_speed_s,last_1pct_s").split(",")
+HERE = os.path.dirname(os.path.abspath(__file__))
+SAMPLE_INTERVAL = 0.002  # seconds between two readings of the received bytes
+RATE_WINDOW = 0.1  # seconds over which a rate is taken
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,7 @@ class Measurement:
     limit_bps: int = 0
     timeout_s: int = 120
     netns: str = ""  # run inside this network namespace
+    timeline_dev: str = ""  # the device in netns whose received bytes give the run's timeline
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,7 @@ class Result:
     files_ok: "int | None" = None
     conns: "tuple | None" = None  # from conn.log: (connections, requests, server-side span s)
     accepted: "int | None" = None  # nginx's counter
+    timeline: "Timeline | None" = None
 
     @property
     def cpu(self):
@@ -119,12 +125,20 @@ def execute(m, work):
     timef = os.path.join(work, "time.out")
     open(timef, "w").close()
     prefix = ["ip", "netns", "exec", m.netns] if m.netns else []
-    with open(os.path.join(work, "client.log"), "wb") as log:
-        t0 = time.perf_counter()
-        # timeout runs the client in a process group of its own and passes a SIGTERM on to all of it.
-        rc = run_to_end([*prefix, "timeout", "-k", "5", str(m.timeout_s), "/usr/bin/time", "-f", "%e %U %S %M",
-                         "-o", timef, *m.argv], signal.SIGTERM, stdout=log, stderr=subprocess.STDOUT)
-        result = Result(rc=rc, wall=time.perf_counter() - t0)
+    sampler = RxSampler(m.netns, m.timeline_dev) if m.timeline_dev else None
+    try:
+        with open(os.path.join(work, "client.log"), "wb") as log:
+            t0 = time.perf_counter()
+            start = time.monotonic()
+            # timeout runs the client in a process group of its own and passes a SIGTERM on to all of it.
+            rc = run_to_end([*prefix, "timeout", "-k", "5", str(m.timeout_s), "/usr/bin/time", "-f",
+                             "%e %U %S %M", "-o", timef, *m.argv], signal.SIGTERM, stdout=log,
+                            stderr=subprocess.STDOUT)
+            result = Result(rc=rc, wall=time.perf_counter() - t0)
+    finally:
+        samples = sampler.stop() if sampler else None
+    if samples and rc == 0:
+        result.timeline = timeline(samples, start, result.wall)
     try:
         with open(timef) as f:
             elapsed, user, system, rss = f.read().strip().splitlines()[-1].split()
@@ -135,12 +149,82 @@ def execute(m, work):
     return result
 
 
+@dataclass(frozen=True)
+class Timeline:
+    """When a run's bytes came, from the client namespace's received bytes (the TCP/IP and HTTP overhead
+    included), in seconds from the client's start: its first 4 KiB; the first time its rate over RATE_WINDOW
+    reached 90 % of its median rate (the median over the windows between the first byte and the last 1 %); and how
+    long the last 1 % took, up to the client's exit."""
+    first_byte: float
+    full_speed: float
+    last_1pct: float
+
+
+def timeline(samples, start, wall):
+    """A Timeline from (monotonic, rx bytes) samples, the client's start (monotonic) and its wall time; None when
+    too little came to tell."""
+    before = [rx for t, rx in samples if t <= start]
+    base = before[-1] if before else samples[0][1]
+    points = [(t - start, rx - base) for t, rx in samples if t > start]
+    if not points or points[-1][1] < 64 * 1024:
+        return None
+    total = points[-1][1]
+    first = next(t for t, n in points if n >= 4096)
+    t99 = next(t for t, n in points if n >= 0.99 * total)
+
+    times = [t for t, _ in points]
+
+    def received_at(moment):
+        i = bisect.bisect_right(times, moment)
+        return points[i - 1][1] if i else 0
+
+    windows, t = [], first
+    while t + RATE_WINDOW <= t99:
+        windows.append((received_at(t + RATE_WINDOW) - received_at(t)) / RATE_WINDOW)
+        t += RATE_WINDOW
+    if not windows:
+        return Timeline(first, t99, max(0.0, wall - t99))
+    target = 0.9 * sorted(windows)[len(windows) // 2]
+    full = t99
+    for t, n in points:
+        if t < first + RATE_WINDOW:
+            continue
+        if (n - received_at(t - RATE_WINDOW)) / RATE_WINDOW >= target:
+            full = t
+            break
+    return Timeline(first, full, max(0.0, wall - t99))
+
+
+class RxSampler:
+    """rxsampler.py in the client namespace around one run."""
+
+    def __init__(self, netns, device):
+        self.process = subprocess.Popen(
+            ["ip", "netns", "exec", netns, sys.executable, os.path.join(HERE, "rxsampler.py"), device,
+             str(SAMPLE_INTERVAL)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+        if self.process.stdout.readline().strip() != "ready":
+            self.process.wait()
+            raise RuntimeError("rxsampler.py did not start")
+
+    def stop(self):
+        """The samples: (monotonic, received bytes)."""
+        self.process.send_signal(signal.SIGTERM)
+        out, _ = self.process.communicate(timeout=30)
+        samples = []
+        for line in out.splitlines():
+            t, rx = line.split()
+            samples.append((float(t), int(rx)))
+        return samples
+
+
 def record(m, r, path):
     mbs = m.size / r.wall / 1e6 if r.wall > 0 else None
     row = [m.case, m.rep, m.seq, m.index, m.label, m.tool, m.connections, m.role, m.size, m.url, r.rc, r.status,
            "%.3f" % r.wall, opt("%.1f", mbs), opt("%.2f", r.user), opt("%.2f", r.sys), opt("%.2f", r.cpu),
            opt("%d", r.rss_kb), 1 if r.status == "ok" else 0, m.limit_bps or "", *(r.conn_fields or ("", "", "")),
-           opt("%d", r.accepted), opt("%d", r.files_ok)]
+           opt("%d", r.accepted), opt("%d", r.files_ok),
+           *(("%.3f" % r.timeline.first_byte, "%.3f" % r.timeline.full_speed, "%.3f" % r.timeline.last_1pct)
+             if r.timeline else ("", "", ""))]
     with open(path, "a", newline="") as f:
         csv.writer(f).writerow(row)
 
@@ -151,6 +235,9 @@ def report(m, r, client_log):
     line = "bench: [%s rep %d/%d #%d] %-22s %8.3f s %8s MB/s  cpu %5s s  rss %6s MB  %s" % (
         m.case, m.rep, m.reps, m.seq, m.label, r.wall, opt("%.1f", mbs), opt("%.2f", r.cpu, "-"),
         opt("%.1f", r.rss_kb * 1024 / 1e6 if r.rss_kb is not None else None, "-"), r.status)
+    if r.timeline:
+        line += "  first byte %.3f s, full speed %.3f s, last 1%% %.3f s" % (
+            r.timeline.first_byte, r.timeline.full_speed, r.timeline.last_1pct)
     if r.conns or r.accepted is not None:
         n, requests, span = r.conn_fields or ("-", "-", "-")
         line += "  conns %s (accepted %s), %s requests, server %s s" % (n, opt("%d", r.accepted, "-"), requests, span)

@@ -22,7 +22,7 @@ import clients  # noqa: E402
 import deps  # noqa: E402
 import measure  # noqa: E402
 import server  # noqa: E402
-from cases import BY_NAME, CASES, LINK, SERVER, DataFile, FileSet  # noqa: E402
+from cases import BY_NAME, CASES, FAMILIES, LINK, SERVER, DataFile, FileSet  # noqa: E402
 from lossy import LossyLink, Skip  # noqa: E402
 from payloads import Payloads, digest, human  # noqa: E402
 
@@ -66,7 +66,9 @@ def positive_number(text):
 def parse_args():
     settings = {**SERVER.template_values(), **LINK.template_values()}
     lines = [f"  {c.name:<12} {c.about.format(**settings)}{'' if c.default else ' (only when listed)'}"
-             for c in CASES]
+             for c in CASES if not c.family]
+    lines += [f"  {f:<12} {' '.join(names)} (only when listed; each also by its name)"
+              for f, names in FAMILIES.items()]
     parser = argparse.ArgumentParser(
         prog="scripts/bench.sh", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Benchmark: downpour against aria2c, curl and wget2 on a private nginx (see "
@@ -107,10 +109,11 @@ def parse_args():
         die(f"--run-timeout must be whole seconds: {args.run_timeout}")
     if args.lossy_cc and not re.fullmatch(r"[a-z0-9_]+", args.lossy_cc):
         die(f"--lossy-cc: bad algorithm name: {args.lossy_cc}")
-    names = [c for c in args.cases.split(",") if c]
+    names = [n for c in args.cases.split(",") if c for n in FAMILIES.get(c, (c,))]
     for name in names:
         if name not in BY_NAME:
-            die(f"unknown case: {name} (known: {' '.join(BY_NAME)})")
+            die(f"unknown case: {name} (known: {' '.join(n for n, c in BY_NAME.items() if not c.family)} "
+                f"{' '.join(FAMILIES)})")
         if names.count(name) > 1:
             die(f"case listed twice: {name}")
     if not names:
@@ -202,7 +205,7 @@ class Bench:
         return {**v, "size_h": human(v["size"])}
 
     def context(self, case):
-        ctx = {**SERVER.template_values(), **LINK.template_values(), "base": self.base,
+        ctx = {**SERVER.template_values(), **case.link.template_values(), "base": self.base,
                "mirror_base": self.mirror_base, "binary": self.binary, "work": self.work,
                "settle": f"{self.args.settle:g}", "reps": self.args.reps}
         for row in case.rows:
@@ -237,7 +240,7 @@ class Bench:
     def run_rows(self, case):
         ctx, netns, base = {}, "", self.base
         if case.lossy:
-            self.link = LossyLink(self.work, self.nginx_binary, self.www, self.stub_status, self.args.lossy_cc, note)
+            self.link = LossyLink(case.link, self.work, self.nginx_binary, self.www, self.stub_status, self.args.lossy_cc, note)
             try:
                 self.link.up()
             except Skip as e:
@@ -280,7 +283,8 @@ class Bench:
             case=case.name, rep=0, reps=self.args.reps, seq=0, index=index, label=row.label.format(**v),
             tool=row.tool, connections=row.connections, role=row.role, url=url, argv=tuple(argv), size=v["size"],
             sha256="" if many else v["sha256"], manifest=v["manifest"] if many else "",
-            count=v["count"] if many else 0, limit_bps=row.limit_bps, netns=netns)
+            count=v["count"] if many else 0, limit_bps=row.limit_bps, netns=netns,
+            timeline_dev="dpb1" if netns else "")
 
     def timeout(self, case, plan):
         if self.args.run_timeout:
@@ -295,7 +299,8 @@ class Bench:
     def summarize(self, case, ctx):
         sys.stdout.flush()
         measure.run_to_end([sys.executable, os.path.join(HERE, "summarize.py"), "--csv", self.csv, "--case",
-                            case.name, "--title", case.title.format(**ctx), *(a.format(**ctx) for a in case.summary)],
+                            case.name, "--title", case.title.format(**ctx), *(a.format(**ctx) for a in case.summary),
+                            *(("--rtt-ms", str(2 * case.link.delay_ms)) if case.lossy else ())],
                            signal.SIGINT)
 
     def header(self):

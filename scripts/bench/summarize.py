@@ -97,6 +97,10 @@ def group(rows):
             "server_s": med([fnum(r.get("server_s")) for r in good]),
             "walls": [fnum(r["wall_s"]) for r in good if fnum(r["wall_s"])],
             "server_all": [fnum(r.get("server_s")) for r in good if fnum(r.get("server_s"))],
+            # Cases over a link (lossy, far-*): the timeline from the received bytes.
+            "first_byte": med([fnum(r.get("first_byte_s")) for r in good]),
+            "full_speed": med([fnum(r.get("full_speed_s")) for r in good]),
+            "last_1pct": med([fnum(r.get("last_1pct_s")) for r in good]),
         })
     return out
 
@@ -191,6 +195,28 @@ def print_ratios(stats, per_connection_rate=None):
         print("straggler/ideal time, %s: %s (%s s with a straggler vs %s s unthrottled)"
               % (base, "-" if r is None else "%.2f" % r,
                  fmt(m["wall"], 0, 3), fmt(ref["wall"], 0, 3)))
+
+
+def print_timeline(stats, rtt_ms):
+    """Over a link: when each client reached full speed, against aria2c at the same N, in round trips."""
+    main = [s for s in stats if s["role"] == "main"]
+    dp = {s["connections"]: s for s in main if s["tool"] == "downpour"}
+    ar = {s["connections"]: s for s in main if s["tool"] == "aria2c"}
+    parts = []
+    for n in sorted(set(dp) & set(ar)):
+        a, d = ar[n]["full_speed"], dp[n]["full_speed"]
+        if a is None or d is None:
+            parts.append("x%d -" % n)
+        else:
+            parts.append("x%d %+.3f s (%+.1f RTT)" % (n, a - d, (a - d) * 1000 / rtt_ms))
+    if parts:
+        print("Downpour at full speed sooner than aria2c, same N (>0 = sooner; RTT %g ms): %s"
+              % (rtt_ms, "  ".join(parts)))
+    ahead = [n for n in sorted(set(dp) & set(ar)) if dp[n]["mbps"] and ar[n]["mbps"]]
+    if ahead:
+        behind = [n for n in ahead if dp[n]["mbps"] <= ar[n]["mbps"]]
+        print("Downpour ahead of aria2c at every N: %s" % ("yes" if not behind else
+                                                           "NO (x%s)" % ", x".join(map(str, behind))))
 
 
 def yes_no(ok):
@@ -343,6 +369,8 @@ def main():
                     help="downloads at a time (manyfiles: connections per slot)")
     ap.add_argument("--target", type=float, default=1.15,
                     help="checksum: the most downpour's sha-256 time may be over its time without")
+    ap.add_argument("--rtt-ms", type=float, default=None,
+                    help="cases over a link: its round trip, for the timeline's columns and comparison")
     ap.add_argument("--mirrors-log", default=None,
                     help="mirrors: the second server's log, for the second mirror's share of the bytes")
     args = ap.parse_args()
@@ -366,6 +394,11 @@ def main():
     elif args.case == "rss":
         print_table(stats)
         print_rss(stats, args.rss_limit_mb)
+    elif args.rtt_ms:
+        print_table(stats, (("1st byte s", "first_byte", 3), ("full speed s", "full_speed", 3),
+                            ("last 1% s", "last_1pct", 3)))
+        print_ratios(stats, args.per_connection_rate)
+        print_timeline(stats, args.rtt_ms)
     else:
         print_table(stats)
         print_ratios(stats, args.per_connection_rate)

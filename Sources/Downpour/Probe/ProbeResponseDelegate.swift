@@ -6,12 +6,15 @@ import NIOHTTP1
 /// Takes in a probe's response on the event loop of its connection: the head, and the body up to a limit, with no
 /// hop to the calling task for each body part (AsyncHTTPClient's async API hands the body over as an async
 /// sequence, a hop per part). A body past the limit ends the request (``BodyTooLarge``), which closes the
-/// connection; the head is kept (``head``).
+/// connection; the head is kept (``head``). So does a `206` for a file of at least ``stopsAtHeadFrom`` bytes
+/// (``StoppedAtHead``): its body is not waited for.
 final class ProbeResponseDelegate: HTTPClientResponseDelegate, Sendable {
     typealias Response = ProbeResponse
 
     /// The body grew past the limit.
     struct BodyTooLarge: Error {}
+    /// The head said the file is long enough for the other connections to start at once.
+    struct StoppedAtHead: Error {}
 
     private struct State {
         var head: HTTPResponseHead?
@@ -19,10 +22,13 @@ final class ProbeResponseDelegate: HTTPClientResponseDelegate, Sendable {
     }
 
     let bodyLimit: Int
+    /// The shortest file whose `206` ends the request at its head; `nil`: never.
+    let stopsAtHeadFrom: Int64?
     private let state = NIOLockedValueBox(State())
 
-    init(bodyLimit: Int) {
+    init(bodyLimit: Int, stopsAtHeadFrom: Int64? = nil) {
         self.bodyLimit = bodyLimit
+        self.stopsAtHeadFrom = stopsAtHeadFrom
     }
 
     /// The response head, once it has come (also when the body failed afterwards).
@@ -32,6 +38,12 @@ final class ProbeResponseDelegate: HTTPClientResponseDelegate, Sendable {
 
     func didReceiveHead(task: HTTPClient.Task<ProbeResponse>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         self.state.withLockedValue { $0.head = head }
+        if let threshold = self.stopsAtHeadFrom, head.status == .partialContent,
+            let total = head.headers.first(name: "Content-Range").flatMap(ContentRange.init)?.completeLength,
+            total >= threshold
+        {
+            return task.eventLoop.makeFailedFuture(StoppedAtHead())
+        }
         return task.eventLoop.makeSucceededVoidFuture()
     }
 

@@ -25,9 +25,18 @@ struct ResourceProbe: Sendable {
         var firstBytes: ByteBuffer? = nil
     }
 
-    /// How many bytes the probe's `GET` asks for. A file this small is downloaded with one request; for a
-    /// larger one, the other connections start once these have come (a few round trips on a cold connection).
+    /// How many bytes the probe's `GET` asks for. A file this small is downloaded with one request.
     static let firstChunkSize: Int64 = 64 * 1024
+
+    /// The shortest file for which the probe does not wait for its bytes: one the download splits over several
+    /// connections (at least two ranges of the minimum split size). Its `206` ends the probe at the head, so
+    /// every connection asks for its range one round trip after the head instead of after the probe's 64 KiB,
+    /// which on a far link take a few more round trips of slow start. The bytes come with the ranges; the
+    /// probe's connection is closed. `nil` with one connection: that one continues on the probe's connection.
+    var stopsAtHeadFrom: Int64? {
+        guard self.configuration.connections > 1 else { return nil }
+        return max(Self.firstChunkSize + 1, 2 * self.configuration.minimumSplitSize)
+    }
 
     let transport: HTTPTransport
     let configuration: DownloadConfiguration
@@ -117,7 +126,8 @@ struct ResourceProbe: Sendable {
                 method: .GET,
                 target: target,
                 extraHeaders: [("Range", "bytes=0-\(asked - 1)")],
-                bodyLimit: Int(asked)
+                bodyLimit: Int(asked),
+                stopsAtHeadFrom: self.stopsAtHeadFrom
             )
             if try self.followRedirect(response, target: &target) { continue }
             switch response.status.code {
@@ -268,7 +278,8 @@ struct ResourceProbe: Sendable {
         method: HTTPMethod,
         target: Target,
         extraHeaders: [(String, String)] = [],
-        bodyLimit: Int = 64 * 1024
+        bodyLimit: Int = 64 * 1024,
+        stopsAtHeadFrom: Int64? = nil
     ) async throws(DownloadError) -> ProbeResponse {
         let policy = RetryPolicy(configuration: self.configuration.retry)
         var attempt = 0
@@ -282,7 +293,8 @@ struct ResourceProbe: Sendable {
                     url: target.url,
                     headers: self.authorization.headers(target.headers, for: target.url),
                     extraHeaders: extraHeaders,
-                    bodyLimit: bodyLimit
+                    bodyLimit: bodyLimit,
+                    stopsAtHeadFrom: stopsAtHeadFrom
                 )
                 self.authorization.cookies?.absorb(response.headers, from: target.url)
                 guard StatusPolicy.isRetryable(response.status) else { return response }

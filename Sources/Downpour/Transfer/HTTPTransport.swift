@@ -211,13 +211,15 @@ struct HTTPTransport: Sendable {
     /// Sends one probe request on connection 1's client (so that connection 1 can reuse its connection) and returns
     /// its head and its body, when the body is at most `bodyLimit` bytes; a larger one ends the request. The body
     /// is taken in on the connection's event loop (``ProbeResponseDelegate``): one hop back to the caller, not one
-    /// per body part. Throws when no head came; a failure after the head leaves the body out.
+    /// per body part. Throws when no head came; a failure after the head leaves the body out, and so does a `206`
+    /// for a file of at least `stopsAtHeadFrom` bytes (the request ends at its head).
     func probe(
         method: HTTPMethod,
         url: URL,
         headers: [HTTPHeaderField],
         extraHeaders: [(String, String)] = [],
-        bodyLimit: Int
+        bodyLimit: Int,
+        stopsAtHeadFrom: Int64? = nil
     ) async throws -> ProbeResponse {
         var request = try HTTPClient.Request(url: url.absoluteString, method: method)
         for header in headers {
@@ -227,7 +229,7 @@ struct HTTPTransport: Sendable {
             request.headers.replaceOrAdd(name: name, value: value)
         }
         let (client, route, relay) = try await self.client(forConnection: 1, url: url)
-        let delegate = ProbeResponseDelegate(bodyLimit: bodyLimit)
+        let delegate = ProbeResponseDelegate(bodyLimit: bodyLimit, stopsAtHeadFrom: stopsAtHeadFrom)
         let task = client.execute(
             request: request,
             delegate: delegate,
