@@ -16,7 +16,7 @@ import server
 
 CSV_HEADER = ("case,rep,seq,client_index,client,tool,connections,role,size_bytes,url,exit_code,status,wall_s,mb_s,"
               "user_s,sys_s,cpu_s,max_rss_kb,sha_ok,limit_bps,log_conns,log_requests,server_s,accepted_conns,"
-              "files_ok,first_byte_s,full_speed_s,last_1pct_s").split(",")
+              "files_ok,first_byte_s,full_speed_s,last_1pct_s,all_asking_s,retrans_segs,rtos").split(",")
 HERE = os.path.dirname(os.path.abspath(__file__))
 SAMPLE_INTERVAL = 0.002  # seconds between two readings of the received bytes
 RATE_WINDOW = 0.1  # seconds over which a rate is taken
@@ -44,6 +44,8 @@ class Measurement:
     timeout_s: int = 120
     netns: str = ""  # run inside this network namespace
     timeline_dev: str = ""  # the device in netns whose received bytes give the run's timeline
+    server_ns: str = ""  # over a link: nginx's namespace (its TCP counters), and
+    server_log: str = ""  # nginx's timeline.log there (each request's connection and times)
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,9 @@ class Result:
     conns: "tuple | None" = None  # from conn.log: (connections, requests, server-side span s)
     accepted: "int | None" = None  # nginx's counter
     timeline: "Timeline | None" = None
+    connections: "list | None" = None  # over a link: [ServerConnection] from nginx's timeline.log
+    tcp: "tuple | None" = None  # over a link: (retransmitted segments, retransmission time-outs) on nginx's side
+    server_log_from: "tuple | None" = None  # (offset in m.server_log, time.time() at the client's start)
 
     @property
     def cpu(self):
@@ -109,8 +114,13 @@ def run(m, setup, count_connections=False, keep_output_as=""):
     # nginx writes a request's log line right after its last byte; the check above has given it time.
     if count_connections:
         result.conns = setup.nginx.conn_log_stats(offset)
+    if result.server_log_from:
+        result.connections = server_connections(m.server_log, *result.server_log_from)
     record(m, result, setup.csv)
     report(m, result, os.path.join(setup.work, "client.log"))
+    if result.timeline or result.connections:
+        with open(setup.csv + ".timeline", "a") as f:
+            f.write(describe_connections(m, result))
     if keep_output_as:
         os.rename(setup.out, keep_output_as)
     else:
@@ -126,8 +136,11 @@ def execute(m, work):
     open(timef, "w").close()
     prefix = ["ip", "netns", "exec", m.netns] if m.netns else []
     sampler = RxSampler(m.netns, m.timeline_dev) if m.timeline_dev else None
+    log_offset = os.path.getsize(m.server_log) if m.server_log and os.path.exists(m.server_log) else 0
+    tcp_before = tcp_counters(m.server_ns) if m.server_ns else None
     try:
         with open(os.path.join(work, "client.log"), "wb") as log:
+            wall_start = time.time()
             t0 = time.perf_counter()
             start = time.monotonic()
             # timeout runs the client in a process group of its own and passes a SIGTERM on to all of it.
@@ -139,6 +152,11 @@ def execute(m, work):
         samples = sampler.stop() if sampler else None
     if samples and rc == 0:
         result.timeline = timeline(samples, start, result.wall)
+    if m.server_ns:
+        tcp_after = tcp_counters(m.server_ns)
+        if tcp_before and tcp_after:
+            result.tcp = (tcp_after[0] - tcp_before[0], tcp_after[1] - tcp_before[1])
+        result.server_log_from = (log_offset, wall_start)
     try:
         with open(timef) as f:
             elapsed, user, system, rss = f.read().strip().splitlines()[-1].split()
@@ -195,6 +213,76 @@ def timeline(samples, start, wall):
     return Timeline(first, full, max(0.0, wall - t99))
 
 
+@dataclass
+class ServerConnection:
+    """One connection as nginx saw it, times in seconds from the client's start: when it was accepted, and each
+    request's (start, end, body bytes sent, Range, status)."""
+    serial: int
+    accepted: float
+    requests: list
+
+
+def server_connections(path, offset, wall_start):
+    """The connections of the requests nginx logged in `path` (the timeline format) after byte `offset`, in the
+    order they were accepted."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return []
+    by_serial = {}
+    for line in lines:
+        fields = line.split(" ", 6)
+        try:
+            serial, end, lived, took = int(fields[0]), float(fields[1]), float(fields[2]), float(fields[3])
+            status, sent, ranged = fields[4], int(fields[5]), fields[6].strip('"')
+        except (IndexError, ValueError):
+            continue
+        c = by_serial.setdefault(serial, ServerConnection(serial, end - lived - wall_start, []))
+        c.accepted = min(c.accepted, end - lived - wall_start)
+        c.requests.append((end - took - wall_start, end - wall_start, sent, ranged, status))
+    return sorted(by_serial.values(), key=lambda c: c.accepted)
+
+
+def all_asking(connections, n):
+    """When the n-th connection sent its first request (seconds from the client's start, as nginx read it), or
+    None."""
+    firsts = sorted(min(r[0] for r in c.requests) for c in connections if c.requests)
+    return firsts[n - 1] if len(firsts) >= n else None
+
+
+def tcp_counters(netns):
+    """(retransmitted segments, retransmission time-outs) of the TCP stack of `netns`, or None."""
+    result = subprocess.run(["ip", "netns", "exec", netns, "cat", "/proc/net/snmp", "/proc/net/netstat"],
+                            capture_output=True, text=True)
+    values, header = {}, {}
+    for line in result.stdout.splitlines():
+        prefix, _, rest = line.partition(":")
+        if prefix in header:
+            values.update({f"{prefix}.{k}": v for k, v in zip(header.pop(prefix), rest.split())})
+        else:
+            header[prefix] = rest.split()
+    try:
+        return int(values["Tcp.RetransSegs"]), int(values["TcpExt.TCPTimeouts"])
+    except (KeyError, ValueError):
+        return None
+
+
+def describe_connections(m, r):
+    """The run's connections as nginx saw them, one line each, for the timeline file."""
+    lines = [f"[{m.case} rep {m.rep} #{m.seq}] {m.label}: {r.wall:.3f} s, {r.status}"
+             + (f"; first byte {r.timeline.first_byte:.3f} s, full speed {r.timeline.full_speed:.3f} s, last 1 % "
+                f"{r.timeline.last_1pct:.3f} s" if r.timeline else "")
+             + (f"; nginx's side: {r.tcp[0]} segments retransmitted, {r.tcp[1]} retransmission time-outs"
+                if r.tcp else "")]
+    for c in r.connections or []:
+        parts = [f"{start:.3f}-{end:.3f} {ranged or '-'} {status} {sent}B"
+                 for start, end, sent, ranged, status in c.requests]
+        lines.append(f"  conn {c.serial:<6} accepted {c.accepted:7.3f}  " + "; ".join(parts))
+    return "\n".join(lines) + "\n"
+
+
 class RxSampler:
     """rxsampler.py in the client namespace around one run."""
 
@@ -224,7 +312,9 @@ def record(m, r, path):
            opt("%d", r.rss_kb), 1 if r.status == "ok" else 0, m.limit_bps or "", *(r.conn_fields or ("", "", "")),
            opt("%d", r.accepted), opt("%d", r.files_ok),
            *(("%.3f" % r.timeline.first_byte, "%.3f" % r.timeline.full_speed, "%.3f" % r.timeline.last_1pct)
-             if r.timeline else ("", "", ""))]
+             if r.timeline else ("", "", "")),
+           opt("%.3f", all_asking(r.connections, m.connections) if r.connections else None),
+           *(("%d" % r.tcp[0], "%d" % r.tcp[1]) if r.tcp else ("", ""))]
     with open(path, "a", newline="") as f:
         csv.writer(f).writerow(row)
 
@@ -238,6 +328,12 @@ def report(m, r, client_log):
     if r.timeline:
         line += "  first byte %.3f s, full speed %.3f s, last 1%% %.3f s" % (
             r.timeline.first_byte, r.timeline.full_speed, r.timeline.last_1pct)
+    if r.connections:
+        line += ", %d asking by %s s, %d conns, %d requests" % (
+            m.connections, opt("%.3f", all_asking(r.connections, m.connections), "-"), len(r.connections),
+            sum(len(c.requests) for c in r.connections))
+    if r.tcp:
+        line += ", retransmitted %d, RTOs %d" % r.tcp
     if r.conns or r.accepted is not None:
         n, requests, span = r.conn_fields or ("-", "-", "-")
         line += "  conns %s (accepted %s), %s requests, server %s s" % (n, opt("%d", r.accepted, "-"), requests, span)

@@ -179,6 +179,7 @@ class Bench:
         self.csv = os.path.abspath(args.csv)
         try:
             measure.prepare_csv(self.csv)
+            open(self.csv + ".timeline", "w").close()
         except OSError as e:
             die(f"cannot write {self.csv}: {e.strerror}")
         self.nginx_binary = server.find_nginx()
@@ -284,7 +285,8 @@ class Bench:
             tool=row.tool, connections=row.connections, role=row.role, url=url, argv=tuple(argv), size=v["size"],
             sha256="" if many else v["sha256"], manifest=v["manifest"] if many else "",
             count=v["count"] if many else 0, limit_bps=row.limit_bps, netns=netns,
-            timeline_dev="dpb1" if netns else "")
+            timeline_dev="dpb1" if netns else "", server_ns=self.link.server_ns if netns else "",
+            server_log=os.path.join(self.link.dir, "timeline.log") if netns else "")
 
     def timeout(self, case, plan):
         if self.args.run_timeout:

@@ -101,6 +101,10 @@ def group(rows):
             "first_byte": med([fnum(r.get("first_byte_s")) for r in good]),
             "full_speed": med([fnum(r.get("full_speed_s")) for r in good]),
             "last_1pct": med([fnum(r.get("last_1pct_s")) for r in good]),
+            # ... and from nginx's side: when the N-th connection asked, segments retransmitted, time-outs.
+            "all_asking": med([fnum(r.get("all_asking_s")) for r in good]),
+            "retrans": med([fnum(r.get("retrans_segs")) for r in good]),
+            "rtos": med([fnum(r.get("rtos")) for r in good]),
         })
     return out
 
@@ -396,7 +400,8 @@ def main():
         print_rss(stats, args.rss_limit_mb)
     elif args.rtt_ms:
         print_table(stats, (("1st byte s", "first_byte", 3), ("full speed s", "full_speed", 3),
-                            ("last 1% s", "last_1pct", 3)))
+                            ("last 1% s", "last_1pct", 3), ("N asking s", "all_asking", 3),
+                            ("retrans", "retrans", 0), ("RTOs", "rtos", 0)))
         print_ratios(stats, args.per_connection_rate)
         print_timeline(stats, args.rtt_ms)
     else:

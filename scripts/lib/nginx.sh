@@ -359,6 +359,9 @@ $(nginx_http_common "$dir")
     # connection serial number, request end time and duration, to count the connections a client used and the
     # server-side span.
     log_format conns '\$connection \$connection_requests \$msec \$request_time \$status \$body_bytes_sent "\$request"';
+    # The cases over a link read this one (scripts/bench/measure.py): each request's connection, when it ended
+    # (wall clock), how long its connection and itself had lived, and its range.
+    log_format timeline '\$connection \$msec \$connection_time \$request_time \$status \$body_bytes_sent "\$http_range"';
     keepalive_requests 100000;
     keepalive_timeout 65;
 
@@ -373,6 +376,8 @@ $(nginx_http_common "$dir")
         listen $listen;
         server_name localhost;
         root $www;
+        access_log $dir/access.log bench;
+        access_log $dir/timeline.log timeline;
 
         # The serial number of this connection (to line up the straggler case).
         location = /conn {

@@ -46,6 +46,12 @@ extension DownloadEngine {
             logger: self.logger
         )
         let urls = self.request.urls
+        // With several connections the file may be split: their connections open while the probe is in flight,
+        // as many as the host may have at once besides the probe's.
+        let perHost = self.downloader.connectionBudget.state.perHost
+        if configuration.connections > 1, perHost > 1, let url = urls.first {
+            await transport.connectAhead(to: url, count: min(configuration.connections, perHost - 1))
+        }
         let (index, outcome, failed) = try await self.probeFirstWorking(
             urls,
             probe: probe,

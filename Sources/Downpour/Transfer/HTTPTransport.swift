@@ -37,7 +37,12 @@ final class HTTPClientPool: Sendable {
         /// One relay per SOCKS5 proxy with a user name (see ``SOCKS5AuthRelay``).
         var relays: [ProxyURL: SOCKS5AuthRelay] = [:]
         var isShutDown = false
+        /// Per origin: requests running, and when one last started or ended (or connections were opened ahead).
+        var activity: [Origin: (running: Int, last: NIODeadline)] = [:]
     }
+
+    /// How long a connection may stay idle in a client's pool before it is closed.
+    static let idleTimeout = TimeAmount.seconds(60)
 
     let eventLoops: [any EventLoop]
     private let state = NIOLockedValueBox(State())
@@ -105,6 +110,31 @@ final class HTTPClientPool: Sendable {
         return relay
     }
 
+    /// Notes that a request to `origin` starts (`+1`) or ends (`-1`).
+    func noteRequest(to origin: Origin, _ change: Int) {
+        self.state.withLockedValue { state in
+            let running = (state.activity[origin]?.running ?? 0) + change
+            state.activity[origin] = (max(0, running), .now())
+        }
+    }
+
+    /// Whether connections to `origin` may be opened ahead of requests: only when none can be idle in a pool,
+    /// that is when no request to it ran within the idle time-out (an idle connection would take the placeholder
+    /// request that opens a connection, and send it). A `true` counts as activity, so that downloads started
+    /// together open connections ahead once.
+    func mayConnectAhead(to origin: Origin) -> Bool {
+        self.state.withLockedValue { state in
+            let now = NIODeadline.now()
+            if let activity = state.activity[origin],
+                activity.running > 0 || now - activity.last < Self.idleTimeout + .seconds(1)
+            {
+                return false
+            }
+            state.activity[origin] = (0, now)
+            return true
+        }
+    }
+
     /// Checks what making clients for `configuration` would check (the CA file, not shut down), without making
     /// any: which clients a download needs depends on the proxy of each of its requests.
     func check(_ configuration: DownloadConfiguration) throws(DownloadError) {
@@ -132,7 +162,7 @@ final class HTTPClientPool: Sendable {
         if let path = configuration.tls.trustedCertificatesPath {
             tls.trustRoots = .file(path)
         }
-        var pool = HTTPClient.Configuration.ConnectionPool()
+        var pool = HTTPClient.Configuration.ConnectionPool(idleTimeout: Self.idleTimeout)
         // The Downloader's connection budget decides how many requests run at once; the pool only keeps them.
         pool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
         // Our own retry policy decides about failed connections, with its back-off and its count.
@@ -208,6 +238,56 @@ struct HTTPTransport: Sendable {
         return (clients[(self.first + id) % clients.count], route, relay)
     }
 
+    /// Opens a connection for the probe and connections 1 to `count` to `url`'s origin before the probe is sent, so
+    /// that the ranges' requests
+    /// go out the moment its head is in rather than a round trip later (two with TLS), without sending anything:
+    /// AsyncHTTPClient opens a connection only for a request, so each gets a placeholder request that is cancelled
+    /// on its client's event loop at once, before the connection can be established (that loop runs both); the
+    /// connection, established, waits idle in the pool, and the next request on that loop takes it. Only direct
+    /// connections, and only to an origin with no connection that may be idle in a pool already
+    /// (``HTTPClientPool/mayConnectAhead(to:)``). A server that turns out to refuse ranges loses nothing: the
+    /// connections close after the pool's idle time-out.
+    func connectAhead(to url: URL, count: Int) async {
+        guard count > 0, (try? await self.router.route(for: url)) == nil,
+            self.pool.mayConnectAhead(to: Origin(url)),
+            let (clients, _) = try? await self.pool.clients(for: self.configuration, route: nil),
+            let request = try? HTTPClient.Request(url: url.absoluteString, method: .HEAD)
+        else { return }
+        var perClient = [Int](repeating: 0, count: clients.count)
+        // The probe takes one of connection 1's; it ends at its head when the file is split over the others.
+        perClient[(self.first + 1) % clients.count] += 1
+        for id in 1...count {
+            perClient[(self.first + id) % clients.count] += 1
+        }
+        let logger = self.logger
+        var scheduled: [EventLoopFuture<Void>] = []
+        for (index, client) in clients.enumerated() where perClient[index] > 0 {
+            let loop = self.eventLoops[index]
+            let placeholders = perClient[index]
+            // Awaited below: the probe's request, sent after, finds the connections starting and waits for one.
+            scheduled.append(
+                loop.submit {
+                    // All placeholders first: each finds as many connections starting as requests waiting, and the
+                    // pool starts one more for it; then every one of them is cancelled before the loop moves on.
+                    let tasks = (0..<placeholders).map { _ in
+                        client.execute(
+                            request: request,
+                            delegate: ConnectAheadDelegate(),
+                            eventLoop: .delegate(on: loop),
+                            deadline: nil,
+                            logger: logger
+                        )
+                    }
+                    for task in tasks { task.cancel() }
+                }
+            )
+        }
+        for future in scheduled {
+            try? await future.get()
+        }
+        self.logger.debug("Connecting ahead", metadata: ["connections": "\(count)", "origin": "\(Origin(url))"])
+    }
+
     /// Sends one probe request on connection 1's client (so that connection 1 can reuse its connection) and returns
     /// its head and its body, when the body is at most `bodyLimit` bytes; a larger one ends the request. The body
     /// is taken in on the connection's event loop (``ProbeResponseDelegate``): one hop back to the caller, not one
@@ -229,6 +309,8 @@ struct HTTPTransport: Sendable {
             request.headers.replaceOrAdd(name: name, value: value)
         }
         let (client, route, relay) = try await self.client(forConnection: 1, url: url)
+        self.pool.noteRequest(to: Origin(url), +1)
+        defer { self.pool.noteRequest(to: Origin(url), -1) }
         let delegate = ProbeResponseDelegate(bodyLimit: bodyLimit, stopsAtHeadFrom: stopsAtHeadFrom)
         let task = client.execute(
             request: request,
@@ -274,6 +356,8 @@ extension HTTPTransport {
             request.headers.replaceOrAdd(name: name, value: value)
         }
         let (client, route, relay) = try await self.client(forConnection: connection, url: url)
+        self.pool.noteRequest(to: Origin(url), +1)
+        defer { self.pool.noteRequest(to: Origin(url), -1) }
         let task = client.execute(
             request: request,
             delegate: delegate,
@@ -367,4 +451,11 @@ extension HTTPHeaders {
     func value(_ name: String) -> String? {
         self.first(name: name)
     }
+}
+
+/// The delegate of a placeholder request (``HTTPTransport/connectAhead(to:count:)``): cancelled before it is sent.
+private final class ConnectAheadDelegate: HTTPClientResponseDelegate, Sendable {
+    typealias Response = Void
+
+    func didFinishRequest(task: HTTPClient.Task<Void>) throws {}
 }
