@@ -106,6 +106,15 @@ struct ProbeTests {
             for (first, second) in zip(ranges, ranges.dropFirst()) {
                 #expect(first.upperBound == second.lowerBound, "asked twice or never: \(describe(gets))")
             }
+            // The same again at once: the ranges' connections wait idle in the pool, so none is opened ahead (an
+            // idle one would have taken a placeholder request and sent it).
+            let second = try ScratchDirectory()
+            defer { second.remove() }
+            let again = second.file("again.bin")
+            _ = try await runDownload(server.url(), to: .file(again), configuration: configuration).value
+            try expectFile(again, equals: Self.large, in: second)
+            let all = server.statistics().requests
+            #expect(all.allSatisfy { $0.method == "GET" }, "\(describe(all))")
         }
     }
 

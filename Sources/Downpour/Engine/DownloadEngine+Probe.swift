@@ -47,10 +47,11 @@ extension DownloadEngine {
         )
         let urls = self.request.urls
         // With several connections the file may be split: their connections open while the probe is in flight,
-        // as many as the host may have at once besides the probe's.
-        let perHost = self.downloader.connectionBudget.state.perHost
-        if configuration.connections > 1, perHost > 1, let url = urls.first {
-            await transport.connectAhead(to: url, count: min(configuration.connections, perHost - 1))
+        // as many as the downloader and the host may have at once besides the probe's.
+        let limits = self.downloader.connectionBudget.state
+        let ahead = min(configuration.connections, limits.perHost - 1, limits.total - 1)
+        if configuration.connections > 1, ahead > 0, let url = urls.first {
+            await transport.connectAhead(to: url, count: ahead)
         }
         let (index, outcome, failed) = try await self.probeFirstWorking(
             urls,

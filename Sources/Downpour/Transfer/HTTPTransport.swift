@@ -119,14 +119,15 @@ final class HTTPClientPool: Sendable {
     }
 
     /// Whether connections to `origin` may be opened ahead of requests: only when none can be idle in a pool,
-    /// that is when no request to it ran within the idle time-out (an idle connection would take the placeholder
-    /// request that opens a connection, and send it). A `true` counts as activity, so that downloads started
-    /// together open connections ahead once.
-    func mayConnectAhead(to origin: Origin) -> Bool {
+    /// that is when no request to it ran within the connect time-out and the idle time-out (an idle connection
+    /// would take the placeholder request that opens a connection, and send it; a connection may come up as late
+    /// as the connect time-out after the request it was opened for, and then idle). A `true` counts as
+    /// activity, so that downloads started together open connections ahead once.
+    func mayConnectAhead(to origin: Origin, connectTimeout: TimeAmount) -> Bool {
         self.state.withLockedValue { state in
             let now = NIODeadline.now()
             if let activity = state.activity[origin],
-                activity.running > 0 || now - activity.last < Self.idleTimeout + .seconds(1)
+                activity.running > 0 || now - activity.last < connectTimeout + Self.idleTimeout + .seconds(1)
             {
                 return false
             }
@@ -248,8 +249,14 @@ struct HTTPTransport: Sendable {
     /// (``HTTPClientPool/mayConnectAhead(to:)``). A server that turns out to refuse ranges loses nothing: the
     /// connections close after the pool's idle time-out.
     func connectAhead(to url: URL, count: Int) async {
-        guard count > 0, (try? await self.router.route(for: url)) == nil,
-            self.pool.mayConnectAhead(to: Origin(url)),
+        let route: ProxyRoute?
+        do {
+            route = try await self.router.route(for: url)
+        } catch {
+            return
+        }
+        guard count > 0, route == nil,
+            self.pool.mayConnectAhead(to: Origin(url), connectTimeout: TimeAmount(self.configuration.timeouts.connect)),
             let (clients, _) = try? await self.pool.clients(for: self.configuration, route: nil),
             let request = try? HTTPClient.Request(url: url.absoluteString, method: .HEAD)
         else { return }
