@@ -374,7 +374,7 @@ struct FleetNodeTests {
             #expect(Array(bytes) == Self.content)
             // A speed limit and a mirror change a run live, as in a single daemon: it never restarted.
             let seen = await watched.value.filter {
-                [.started(gid), .paused(gid), .stopped(gid)].contains($0) || $0 == .completed(gid)
+                [.started(gid), .paused(gid), .stopped(gid), .completed(gid)].contains($0)
             }
             #expect(seen == [.started(gid), .completed(gid)], "\(seen)")
         }

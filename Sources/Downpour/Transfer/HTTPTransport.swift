@@ -126,9 +126,11 @@ final class HTTPClientPool: Sendable {
     func mayConnectAhead(to origin: Origin, connectTimeout: TimeAmount) -> Bool {
         self.state.withLockedValue { state in
             let now = NIODeadline.now()
-            if let activity = state.activity[origin],
-                activity.running > 0 || now - activity.last < connectTimeout + Self.idleTimeout + .seconds(1)
-            {
+            let window = connectTimeout + Self.idleTimeout + .seconds(1)
+            // Origins quiet for longer than the window say nothing any more: a daemon that runs for months keeps
+            // only the recent ones.
+            state.activity = state.activity.filter { $0.value.running > 0 || now - $0.value.last < window }
+            if let activity = state.activity[origin] {
                 return false
             }
             state.activity[origin] = (0, now)
