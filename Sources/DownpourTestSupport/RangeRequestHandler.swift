@@ -174,7 +174,9 @@ final class RangeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 }
                 continue
             }
-            if self.state.shouldHoldBodies {
+            // The bytes before a held tail still go.
+            let heldFrom = self.state.heldTail.map { stream.body.bytes.count - $0 } ?? stream.end
+            if self.state.shouldHoldBodies || stream.next >= heldFrom {
                 context.flush()
                 self.schedulePump(at: .now() + .milliseconds(5), context: context)
                 return
@@ -195,7 +197,7 @@ final class RangeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 return
             }
 
-            let count = min(self.sliceSize, stream.end - stream.next)
+            let count = min(self.sliceSize, stream.end - stream.next, heldFrom - stream.next)
             self.state.bodyBytesQueued(count)
             var slice = context.channel.allocator.buffer(bytes: stream.body.bytes[stream.next..<(stream.next + count)])
             if stream.body.invertsBytes {

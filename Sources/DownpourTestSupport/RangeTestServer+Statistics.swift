@@ -40,6 +40,8 @@ extension RangeTestServer {
         public var connections: Int
         /// TCP connections accepted and not closed yet.
         public var openConnections: Int
+        /// The most TCP connections that were open at once.
+        public var mostOpenConnections: Int
         /// Response body bytes whose write to a socket succeeded, on all routes.
         public var bodyBytesSent: Int
 
@@ -49,6 +51,7 @@ extension RangeTestServer {
             self.headRequests = 0
             self.connections = 0
             self.openConnections = 0
+            self.mostOpenConnections = 0
             self.bodyBytesSent = 0
         }
     }

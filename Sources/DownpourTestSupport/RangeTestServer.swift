@@ -143,6 +143,13 @@ public struct RangeTestServer: Sendable {
         self.state.holdBodies(afterSendingMore: bytes)
     }
 
+    /// Holds the last `bytes` bytes of the file in every body until ``releaseBodies()``; the bytes before them are
+    /// sent. However late a loaded test looks, a download cannot finish, and whatever a client cuts short or
+    /// drops, the rest of the file still arrives.
+    public func holdBodies(lastBytes bytes: Int) {
+        self.state.heldTail = bytes
+    }
+
     /// Sends the bodies that ``holdBodies()`` held back, and every body from now on.
     ///
     /// A throttled response catches up with its rate at once: its pace counts from the start of the response.

@@ -14,6 +14,8 @@ final class ServerState: Sendable {
         var bodyBytesQueued = 0
         /// Hold bodies once `bodyBytesQueued` reaches this (see ``RangeTestServer/holdBodies(afterSending:)``).
         var holdAfterBytes: Int?
+        /// Hold the last bytes of every file, this many (see ``RangeTestServer/holdBodies(lastBytes:)``).
+        var heldTail: Int?
     }
 
     let planner: ResponsePlanner
@@ -31,6 +33,7 @@ final class ServerState: Sendable {
             state.statistics.connections += 1
             let connectionID = state.statistics.connections
             state.openChannels[connectionID] = channel
+            state.statistics.mostOpenConnections = max(state.statistics.mostOpenConnections, state.openChannels.count)
             return connectionID
         }
     }
@@ -87,9 +90,15 @@ final class ServerState: Sendable {
         set {
             self.mutable.withLockedValue { state in
                 state.isHoldingBodies = newValue
-                if !newValue { state.holdAfterBytes = nil }
+                if !newValue { (state.holdAfterBytes, state.heldTail) = (nil, nil) }
             }
         }
+    }
+
+    /// How many bytes at the end of every file wait (see ``RangeTestServer/holdBodies(lastBytes:)``).
+    var heldTail: Int? {
+        get { self.mutable.withLockedValue { $0.heldTail } }
+        set { self.mutable.withLockedValue { $0.heldTail = newValue } }
     }
 
     /// Whether bodies wait now: ``RangeTestServer/holdBodies()``, or the threshold of

@@ -28,7 +28,7 @@ struct DownloadTests {
             #expect(statistics.headRequests == 0)
             // The probe asks for the first bytes before any validator is known; every range after it is pinned.
             let gets = statistics.getRequestsRecorded
-            #expect(gets.first?.header("Range") == "bytes=0-65535")
+            #expect(gets.first?.header("Range") == "bytes=0-8388607")
             for request in gets.dropFirst() {
                 #expect(request.header("Range") != nil)
                 #expect(request.header("If-Range") == "\"downpour-test-v1\"")
@@ -107,12 +107,11 @@ struct DownloadTests {
             try expectFile(path, equals: Self.content, in: directory)
             let gets = server.statistics().getRequestsRecorded
             #expect(gets.count >= 4 + 6)
-            // The last progress counts each connection's replacements: five. The fault covers the first six
-            // requests, and the first is the probe, whose 64 KiB end before the cut.
+            // The last progress counts each connection's replacements: six. The fault covers the first six
+            // requests, the probe's among them: it goes on as connection 1's first range, and is cut too.
             let last = outcome.events.compactMap { if case .progress(let progress) = $0 { progress } else { nil } }.last
-            #expect(last?.connections.reduce(0) { $0 + $1.restarts } == 5, "\(String(describing: last?.connections))")
-            // Retries ask for what is missing, never a range from a start already asked for. (The probe, first,
-            // ends at its head: the first range starts at 0 again.)
+            #expect(last?.connections.reduce(0) { $0 + $1.restarts } == 6, "\(String(describing: last?.connections))")
+            // Retries ask for what is missing, never a range from a start already asked for.
             let starts = gets.dropFirst().compactMap { $0.header("Range") }.map { $0.split(separator: "-").first! }
             #expect(Set(starts).count == starts.count, "a range was fetched again from its start: \(starts)")
         }
@@ -122,7 +121,9 @@ struct DownloadTests {
     func droppedReusedConnection() async throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }
-        try await withServer(content: Self.content, faults: [.dropReusedConnection(requests: 1)]) { server in
+        // Longer than the probe's request (8 MiB), so that one connection asks for the rest after it.
+        let content = makeTestContent(count: 9 * 1024 * 1024 + 5, seed: 43)
+        try await withServer(content: content, faults: [.dropReusedConnection(requests: 1)]) { server in
             let path = directory.file("reused.bin")
             let outcome = try await runDownload(
                 server.url(),
@@ -130,8 +131,8 @@ struct DownloadTests {
                 configuration: testConfiguration(connections: 1)
             )
             _ = try outcome.value
-            try expectFile(path, equals: Self.content, in: directory)
-            // The probe's connection was reused for the first range: dropped unanswered, then asked again.
+            try expectFile(path, equals: content, in: directory)
+            // The probe's connection was reused for the rest of the range: dropped unanswered, then asked again.
             let requests = server.statistics().requests
             let log = requests.map { "\($0.connectionID) \($0.header("Range") ?? "-") \($0.status)" }
             let dropped = requests.filter { $0.status == 0 }
@@ -166,7 +167,7 @@ struct DownloadTests {
             #expect(result.remoteFile.length == Int64(Self.content.count))
             try expectFile(path, equals: Self.content, in: directory)
             let gets = server.statistics().getRequestsRecorded
-            #expect(gets.first?.header("Range") == "bytes=0-65535")
+            #expect(gets.first?.header("Range") == "bytes=0-8388607")
             #expect(server.statistics().headRequests == 0)
         }
     }
@@ -190,7 +191,9 @@ struct DownloadTests {
     func serviceUnavailable() async throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }
-        try await withServer(content: Self.content, faults: [.serviceUnavailable(everyNth: 2, retryAfterSeconds: 1)]) {
+        // Longer than the probe's request (8 MiB), so that a second request follows it, and is refused.
+        let content = makeTestContent(count: 9 * 1024 * 1024 + 5, seed: 44)
+        try await withServer(content: content, faults: [.serviceUnavailable(everyNth: 2, retryAfterSeconds: 1)]) {
             server in
             let path = directory.file("busy.bin")
             // One connection: its requests take turns with the refusals (every second request is refused), so each
@@ -203,7 +206,7 @@ struct DownloadTests {
                 configuration: testConfiguration(connections: 1)
             )
             _ = try outcome.value
-            try expectFile(path, equals: Self.content, in: directory)
+            try expectFile(path, equals: content, in: directory)
             let delays = outcome.events.compactMap { event -> Duration? in
                 guard case .retrying(_, _, let delay, _) = event else { return nil }
                 return delay
@@ -354,8 +357,10 @@ struct DownloadTests {
             if racing {
                 #expect(!takeovers(in: gets).isEmpty, "no range of a throttled connection raced: \(describe(gets))")
             } else {
-                // Every byte asked for exactly once, besides by the probe (first), which ended at its head.
-                let ranges = gets.dropFirst().compactMap(\.requestedRange).sorted { $0.lowerBound < $1.lowerBound }
+                // Every byte asked for exactly once: the probe's request (first) goes on as connection 1's share,
+                // from 0, and the others' ranges follow it.
+                let ranges = gets.indices.compactMap { askedRange(ofRequest: $0, in: gets) }
+                    .sorted { $0.lowerBound < $1.lowerBound }
                 #expect(ranges.first?.lowerBound == 0)
                 #expect(ranges.last?.upperBound == content.count)
                 for (first, second) in zip(ranges, ranges.dropFirst()) {
@@ -365,23 +370,23 @@ struct DownloadTests {
         }
     }
 
-    @Test("connections are kept: N connections fetch N ranges; only the probe's, ended at its head, is closed")
+    @Test("connections are kept: N connections fetch N ranges, the probe's request the first of them")
     func connectionsKept() async throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }
-        // The probe's GET ends at its head (the file is split); four ranges of 1 MiB + 16 KiB follow.
+        // Four ranges of 1 MiB + 16 KiB: the probe's GET goes on as the first (cut at its end), three follow.
         let content = makeTestContent(count: 4 * 1024 * 1024 + 64 * 1024, seed: 11)
         try await withServer(content: content) { server in
             let path = directory.file("kept.bin")
-            // Four 1 MiB ranges that cannot be split, and no racing: the probe's GET and exactly four more.
+            // Four 1 MiB ranges that cannot be split, and no racing: the probe's GET and exactly three more.
             var configuration = testConfiguration(connections: 4, minimumSplitSize: 1024 * 1024)
             configuration.racesTail = false
             _ = try await runDownload(server.url(), to: .file(path), configuration: configuration).value
             try expectFile(path, equals: content, in: directory)
             let statistics = server.statistics()
             #expect(statistics.headRequests == 0)
-            #expect(statistics.getRequests == 5)
-            #expect(statistics.connections == 5, "a connection was not reused")
+            #expect(statistics.getRequests == 4, "\(describe(statistics.getRequestsRecorded))")
+            #expect(statistics.connections == 4, "a connection was not reused")
         }
     }
 
@@ -389,11 +394,11 @@ struct DownloadTests {
     func slowConnectionRestarted() async throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }
-        // The probe's GET ends at its head (the file is split); three ranges of 2 MiB + 21 KiB follow.
+        // Three ranges of 2 MiB + 21 KiB; the probe's GET goes on as the first.
         let content = makeTestContent(count: 6 * 1024 * 1024 + 64 * 1024, seed: 9)
-        // Every connection runs at 256 KiB/s, every second at 4 KiB/s: connections 1 to 4, the probe's and the three
-        // ranges', open together in any order, so one or two of the ranges crawl (against a median of the others
-        // at least half a fast one's). Nothing may be split or raced, so only a
+        // Every connection runs at 256 KiB/s, every second at 4 KiB/s: connections 1 to 3, the probe's (going on as
+        // the first range) and the two others', open together in any order, so one of the ranges crawls (against a
+        // median of the others of a fast one's). Nothing may be split or raced, so only a
         // restart moves the slow connection's third elsewhere. The others stay busy with theirs for 8 s, long enough
         // to be compared with however late the watchdog runs; once the restarted request is in, the test stops.
         try await withServer(
@@ -441,9 +446,14 @@ struct DownloadTests {
             let restarted = takeovers(in: gets)
             #expect(!restarted.isEmpty, "\(describe(gets))")
             for (slow, taker) in restarted {
-                // Connections 1 to 4 were the probe's and the ranges'.
-                #expect(taker.connectionID > 4)
-                #expect(taker.requestedRange?.upperBound == slow.requestedRange?.upperBound)
+                // Connections 1 to 3 were the probe's (the first range) and the other ranges'.
+                #expect(taker.connectionID > 3, "\(describe(gets))")
+                let asked = gets.firstIndex { $0.connectionID == slow.connectionID && $0.receivedAt == slow.receivedAt }
+                #expect(
+                    taker.requestedRange?.upperBound
+                        == asked.flatMap { askedRange(ofRequest: $0, in: gets) }?.upperBound,
+                    "\(describe(gets))"
+                )
             }
         }
     }

@@ -3,7 +3,8 @@ import DownpourTestSupport
 import Foundation
 import Testing
 
-/// The probe is the download's first request, a `GET` of the first 64 KiB whose bytes are kept.
+/// The probe is the download's first request, a `GET` of the first 8 MiB: a small file's bytes are kept, a longer
+/// one's response goes on as connection 1's first range.
 @Suite("Probing with the first ranged GET", .timeLimit(.minutes(1)))
 struct ProbeTests {
     /// Smaller than the probe's chunk: one request fetches it all.
@@ -11,8 +12,12 @@ struct ProbeTests {
     /// Larger than the probe's chunk.
     static let large = makeTestContent(count: 1024 * 1024 + 4321, seed: 72)
     static let chunk = 64 * 1024
+    /// What the probe asks for: the download's first 8 MiB.
+    static let firstRequest = 8 * 1024 * 1024
 
-    static var probeRange: String { "bytes=0-\(Self.chunk - 1)" }
+    static var probeRange: String { "bytes=0-\(Self.firstRequest - 1)" }
+    /// What the probe asks for when a `.part` file may be resumed: its first 64 KiB.
+    static var resumingProbeRange: String { "bytes=0-\(Self.chunk - 1)" }
 
     @Test("a small file is fetched with exactly one request, the probe's")
     func smallFileOneRequest() async throws {
@@ -47,12 +52,12 @@ struct ProbeTests {
     }
 
     /// A file longer than the probe's chunk that the download does not split (one connection, or a file shorter
-    /// than two minimum splits) keeps the probe's bytes.
+    /// than two minimum splits): the probe's response carries it all, with no other request.
     @Test(
-        "a larger file not split keeps the probe's bytes: no other request asks for them again",
+        "a larger file not split: the probe's response goes on with the whole file, the only request",
         arguments: [(1, 256 * 1024), (4, 1024 * 1024)] as [(Int, Int64)]
     )
-    func largeFileKeepsFirstBytes(connections: Int, minimumSplitSize: Int64) async throws {
+    func largeFileOneRequest(connections: Int, minimumSplitSize: Int64) async throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }
         try await withServer(content: Self.large) { server in
@@ -65,21 +70,16 @@ struct ProbeTests {
             let statistics = server.statistics()
             #expect(statistics.headRequests == 0)
             let gets = statistics.getRequestsRecorded
+            #expect(gets.count == 1, "\(describe(gets))")
             #expect(gets.first?.header("Range") == Self.probeRange)
-            for request in gets.dropFirst() {
-                let range = try #require(request.requestedRange, "\(describe(gets))")
-                #expect(range.lowerBound >= Self.chunk, "\(describe(gets))")
-            }
-            // Every byte was sent once: the probe's bytes were written, not fetched again.
             #expect(statistics.bodyBytesSent == Self.large.count, "\(describe(gets))")
         }
     }
 
-    /// A file split over several connections: the probe ends at its head, so that the ranges go out one round trip
-    /// after it rather than after its 64 KiB (a few round trips of slow start on a far link). The probe's connection
-    /// is closed; the ranges ask for every byte from 0.
-    @Test("a file split over several connections: the probe ends at its head and the ranges ask for every byte")
-    func splitFileProbeEndsAtHead() async throws {
+    /// A file split over several connections: the probe's response goes on as connection 1's first range, cut at
+    /// the end of its share; the connections opened while it was in flight ask for the others' at once.
+    @Test("a file split over several connections: the probe's response is the first range, the others follow it")
+    func splitFileProbeGoesOn() async throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }
         try await withServer(content: Self.large) { server in
@@ -91,17 +91,19 @@ struct ProbeTests {
             #expect(result.downloadedBytes == Int64(Self.large.count))
             let statistics = server.statistics()
             let gets = statistics.getRequestsRecorded
-            // The connections opened while the probe was in flight sent nothing else: the probe's and one per range.
+            // The connections opened while the probe was in flight sent nothing else: one range each.
             #expect(statistics.headRequests == 0, "\(describe(statistics.requests))")
-            #expect(statistics.connections == 1 + 4, "\(statistics.connections) connections")
+            #expect(statistics.connections == 4, "\(statistics.connections) connections")
+            #expect(gets.count == 4, "\(describe(gets))")
             #expect(gets.first?.header("Range") == Self.probeRange)
             let probeConnection = try #require(gets.first?.connectionID)
-            // The ranges, on other connections, cover the file from 0 exactly once.
+            // The other ranges, on other connections, cover the rest of the file exactly once, from the end of the
+            // probe's share (a quarter, rounded up).
             let ranges = try gets.dropFirst().map { request in
                 #expect(request.connectionID != probeConnection, "\(describe(gets))")
                 return try #require(request.requestedRange, "\(describe(gets))")
             }.sorted { $0.lowerBound < $1.lowerBound }
-            #expect(ranges.first?.lowerBound == 0, "\(describe(gets))")
+            #expect(ranges.first?.lowerBound == (Self.large.count + 3) / 4, "\(describe(gets))")
             #expect(ranges.last?.upperBound == Self.large.count, "\(describe(gets))")
             for (first, second) in zip(ranges, ranges.dropFirst()) {
                 #expect(first.upperBound == second.lowerBound, "asked twice or never: \(describe(gets))")
@@ -115,6 +117,36 @@ struct ProbeTests {
             try expectFile(again, equals: Self.large, in: second)
             let all = server.statistics().requests
             #expect(all.allSatisfy { $0.method == "GET" }, "\(describe(all))")
+        }
+    }
+
+    /// A share longer than the probe's request: connection 1 asks for the rest of it on the same connection, and no
+    /// byte is sent twice.
+    @Test("a share longer than the probe's request: the rest is asked for on the probe's connection")
+    func shareLongerThanProbe() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let content = makeTestContent(count: 2 * Self.firstRequest + 3 * 1024 * 1024 + 11, seed: 75)
+        try await withServer(content: content) { server in
+            let path = directory.file("long.bin")
+            // Splits of at least 8 MiB: the two shares (9.5 MiB) cannot be split, so nothing cuts the probe's.
+            var configuration = testConfiguration(connections: 2, minimumSplitSize: Int64(Self.firstRequest))
+            configuration.racesTail = false
+            configuration.slowConnections = .init(shareOfMedian: nil)
+            let result = try await runDownload(server.url(), to: .file(path), configuration: configuration).value
+            try expectFile(path, equals: content, in: directory)
+            #expect(result.downloadedBytes == Int64(content.count))
+            let statistics = server.statistics()
+            let gets = statistics.getRequestsRecorded
+            #expect(statistics.connections == 2, "\(describe(gets))")
+            #expect(statistics.bodyBytesSent == content.count, "a byte was sent twice: \(describe(gets))")
+            let probeConnection = try #require(gets.first?.connectionID)
+            let onProbeConnection = gets.filter { $0.connectionID == probeConnection }
+            #expect(onProbeConnection.first?.header("Range") == Self.probeRange, "\(describe(gets))")
+            #expect(
+                onProbeConnection.dropFirst().first?.requestedRange?.lowerBound == Self.firstRequest,
+                "\(describe(gets))"
+            )
         }
     }
 
@@ -229,7 +261,8 @@ struct ProbeTests {
             }
             #expect((resumed.first ?? 0) > 0, "nothing was resumed")
             let second = Array(server.statistics().requests.dropFirst(before))
-            #expect(second.first?.header("Range") == Self.probeRange, "\(describe(second))")
+            // A `.part` file was there: the probe asks for the first bytes only.
+            #expect(second.first?.header("Range") == Self.resumingProbeRange, "\(describe(second))")
             #expect(second.count > 1, "\(describe(second))")
             for request in second.dropFirst() {
                 #expect(request.header("If-Range") == "\"downpour-test-v1\"", "\(describe(second))")

@@ -24,9 +24,10 @@ struct ResumeTests {
         after bytes: Int64,
         configuration: DownloadConfiguration = configuration()
     ) async throws -> (DownloadError?, [DownloadEvent]) {
-        // The server holds the bodies by itself a little past `bytes` (room for the connections' partly filled
-        // write buffers), so the download cannot finish however late the events reach a loaded test.
-        server.holdBodies(afterSending: server.statistics().bodyBytesSent + Int(bytes) + 512 * 1024)
+        // The server holds the file's last 64 KiB by itself, so the download cannot finish however late the events
+        // reach a loaded test, while every byte before them still arrives (a hold after a count of bytes sent would
+        // count the bytes a response cut short brought past its cut, never written).
+        server.holdBodies(lastBytes: 64 * 1024)
         let download = testDownloader.download(
             try DownloadRequest(url: server.url(urlPath), destination: .file(path), configuration: configuration)
         )
@@ -273,8 +274,8 @@ struct ResumeTests {
             let download = testDownloader.download(
                 try DownloadRequest(url: server.url(), destination: .file(path), configuration: Self.configuration())
             )
-            // Held past 1.75 MiB, the download cannot finish before it runs into the full disk.
-            server.holdBodies(afterSending: 3 * 512 * 1024 + 256 * 1024)
+            // With its last 64 KiB held, the download cannot finish before it runs into the full disk.
+            server.holdBodies(lastBytes: 64 * 1024)
             let task = Task { try await download.run() }
             var filled = false
             for await event in download.events {

@@ -122,10 +122,8 @@ func takeovers(
     in gets: [RangeTestServer.RecordedRequest]
 ) -> [(slow: RangeTestServer.RecordedRequest, taker: RangeTestServer.RecordedRequest)] {
     var pairs: [(slow: RangeTestServer.RecordedRequest, taker: RangeTestServer.RecordedRequest)] = []
-    // The first request is the probe: for a file split over several connections it ends at its head and the
-    // ranges start at 0 again, which is no takeover.
-    for (index, slow) in gets.enumerated() where index > 0 {
-        guard slow.throttle != nil, let slowRange = slow.requestedRange else { continue }
+    for (index, slow) in gets.enumerated() {
+        guard slow.throttle != nil, let slowRange = askedRange(ofRequest: index, in: gets) else { continue }
         for taker in gets[(index + 1)...] where taker.connectionID != slow.connectionID {
             if let range = taker.requestedRange, range.overlaps(slowRange) {
                 pairs.append((slow, taker))
@@ -133,6 +131,22 @@ func takeovers(
         }
     }
     return pairs
+}
+
+/// The bytes request `index` of `gets` was for: its range; for the first, the probe's, no further than where the
+/// first request of another connection begins: the probe asks for the download's first 8 MiB and goes on as
+/// connection 1's first range, cut at the end of its share when that ends sooner.
+func askedRange(ofRequest index: Int, in gets: [RangeTestServer.RecordedRequest]) -> Range<Int>? {
+    guard let range = gets[index].requestedRange else { return nil }
+    guard index == 0 else { return range }
+    var firsts: [Int: Int] = [:]
+    for request in gets.dropFirst() where request.connectionID != gets[0].connectionID {
+        if firsts[request.connectionID] == nil, let start = request.requestedRange?.lowerBound {
+            firsts[request.connectionID] = start
+        }
+    }
+    guard let end = firsts.values.filter({ $0 > 0 }).min() else { return range }
+    return range.clamped(to: 0..<end)
 }
 
 /// One line per request, for failure messages: `#3 GET 0..<524288 206 (64 KiB/s)`.

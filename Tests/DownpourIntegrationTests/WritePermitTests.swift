@@ -74,8 +74,9 @@ struct WritePermitTests {
             )
             #expect(atRefusal != nil, "no journal was saved while the permit held")
             #expect(state.asked >= 3)
-            // Stopped at a journal save mid-transfer: the crawling ranges were never fetched whole.
-            #expect(server.statistics().bodyBytesSent < content.count)
+            // Stopped at a journal save mid-transfer: the crawling ranges were never written whole.
+            let written = outcome.events.compactMap { if case .progress(let progress) = $0 { progress } else { nil } }
+            #expect(written.last.map { $0.completedBytes < Int64(content.count) } ?? true, "\(written.last!)")
         }
     }
 

@@ -39,17 +39,26 @@ extension DownloadEngine {
         let transport = try self.downloader.transport(for: configuration, logger: self.logger)
         let startedAt = ContinuousClock.now
         let authorization = await self.authorization()
+        // A `.part` file where this download would save (the name from the URL, when the server may still
+        // suggest another) may be resumed: then the probe asks for its first bytes only.
+        let path = self.request.destination.fixedPath ?? self.pathFromURL()
+        var mayResume = false
+        if let path {
+            mayResume = (try? await BlockingIO.run { FileOperations.exists(path + ".part") }) ?? false
+        }
         let probe = ResourceProbe(
             transport: transport,
             configuration: configuration,
             authorization: authorization,
-            logger: self.logger
+            logger: self.logger,
+            resuming: mayResume
         )
         let urls = self.request.urls
-        // With several connections the file may be split: their connections open while the probe is in flight,
-        // as many as the downloader and the host may have at once besides the probe's.
+        // With several connections the file may be split: the probe's response goes on as connection 1's first
+        // range, and the other connections open while it is in flight, as many as the downloader and the host may
+        // have at once besides the probe's.
         let limits = self.downloader.connectionBudget.state
-        let ahead = min(configuration.connections, limits.perHost - 1, limits.total - 1)
+        let ahead = min(configuration.connections - 1, limits.perHost - 1, limits.total - 1)
         if configuration.connections > 1, ahead > 0, let url = urls.first {
             await transport.connectAhead(to: url, count: ahead)
         }
@@ -72,9 +81,14 @@ extension DownloadEngine {
                 || Metalink.isMetalink(path: self.request.url.path) || Metalink.isMetalink(path: remote.url.path))
         let product: Product = isMetalink ? .metalinkDocument : .file
         if let length = remote.length {
-            switch product {
-            case .file: try self.checkLength(length)
-            case .metalinkDocument: try Self.checkMetalinkLength(length, url: remote.url)
+            do throws(DownloadError) {
+                switch product {
+                case .file: try self.checkLength(length)
+                case .metalinkDocument: try Self.checkMetalinkLength(length, url: remote.url)
+                }
+            } catch {
+                outcome.running?.end()
+                throw error
             }
         }
         return Probed(
@@ -87,6 +101,14 @@ extension DownloadEngine {
             product: product,
             startedAt: startedAt
         )
+    }
+
+    /// Where a download into a directory saves when the server suggests no name: the URL's last path component.
+    private func pathFromURL() -> String? {
+        guard case .directory(let directory) = self.request.destination,
+            let name = SafeFileName.sanitize(self.request.url.lastPathComponent)
+        else { return nil }
+        return directory.hasSuffix("/") ? directory + name : directory + "/" + name
     }
 
     /// Probes the URLs in order until one answers well: a mirror that is dead or refuses (a connection error, an
@@ -108,8 +130,13 @@ extension DownloadEngine {
                 throw .cancelled
             }
             do {
-                let outcome = try await probe.probe(url)
-                budget.release(host: host)
+                var outcome = try await probe.probe(url)
+                // A response still streaming keeps its permit, for connection 1 to go on with.
+                if outcome.running != nil {
+                    outcome.running?.permit = ConnectionBudget.Permit(budget: budget, host: host)
+                } else {
+                    budget.release(host: host)
+                }
                 return (index, outcome, failed)
             } catch {
                 budget.release(host: host)

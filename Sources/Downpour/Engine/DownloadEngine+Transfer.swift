@@ -42,7 +42,8 @@ extension DownloadEngine {
                 remote: remote,
                 failed: probed.failedMirrors,
                 recorded: output.recordedMirrors
-            )
+            ),
+            probeResponse: remote.isSegmentable ? probed.outcome.running : nil
         )
         if let prefetched = output.prefetched { session.prefetched(prefetched) }
         return session

@@ -67,6 +67,9 @@ struct DownloadEngine: Sendable {
     private func perform() async throws(DownloadError) -> DownloadResult {
         try await self.validate()
         let probed = try await self.probe()
+        // The probe's response, when still streaming, is connection 1's first range; if nothing took it (the file
+        // was done already, or the download ended first), its connection is closed here.
+        defer { probed.outcome.running?.end() }
         let output: PreparedOutput
         switch try await self.prepare(probed) {
         case .alreadyDone(let result):

@@ -42,6 +42,7 @@ struct TransferRound: Sendable {
             // Paused before the round began: nothing is started, so nothing needs to stop.
             let stop = machine.pauseRequested()
             assert(stop == [.cancelWorkers], "a pause at the start of a round answered \(stop)")
+            self.session.dropProbeResponse()
             return machine.workersStopped()
         }
         await withTaskGroup(of: Report.self) { group in
@@ -78,6 +79,8 @@ struct TransferRound: Sendable {
                 self.execute(next, in: &group)
             }
         }
+        // Only the first round's connection 1 can take the probe's response on.
+        self.session.dropProbeResponse()
         self.reporter.report()
         return machine.workersStopped()
     }

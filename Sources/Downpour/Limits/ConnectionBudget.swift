@@ -146,3 +146,27 @@ final class ConnectionBudget: Sendable {
         for continuation in ready { continuation.resume() }
     }
 }
+
+extension ConnectionBudget {
+    /// One permit held past the task that took it (the probe's, for the response connection 1 goes on with):
+    /// given back once, by whoever ends first.
+    final class Permit: Sendable {
+        let host: String
+        private let budget: ConnectionBudget
+        private let isHeld = NIOLockedValueBox(true)
+
+        /// Takes over a permit already acquired for `host`.
+        init(budget: ConnectionBudget, host: String) {
+            self.budget = budget
+            self.host = host
+        }
+
+        func release() {
+            let wasHeld = self.isHeld.withLockedValue { isHeld in
+                defer { isHeld = false }
+                return isHeld
+            }
+            if wasHeld { self.budget.release(host: self.host) }
+        }
+    }
+}

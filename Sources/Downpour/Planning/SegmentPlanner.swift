@@ -142,6 +142,18 @@ public struct SegmentPlanner: Sendable {
         return racer
     }
 
+    /// The free ranges that run on without a gap from `range`'s start, as one lease, until one reaches `range`'s
+    /// end: the range a response already on its way carries is leased whole, however the plan cut it. `nil` when
+    /// no free range starts there (its first bytes are done, or leased).
+    public mutating func acquire(covering range: Range<Int64>) -> Lease? {
+        var end = range.lowerBound
+        while end < range.upperBound, let index = self.free.firstIndex(where: { $0.lowerBound == end }) {
+            end = self.free.remove(at: index).upperBound
+        }
+        guard end > range.lowerBound else { return nil }
+        return self.makeLease(range.lowerBound..<end)
+    }
+
     /// The leases a racer could join now (racing on, enough left, not yet done, fewer than
     /// ``maximumRacers`` on that tail), whether or not the engine finds them worth it.
     public func raceCandidates() -> [Lease] {

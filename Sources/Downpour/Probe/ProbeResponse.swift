@@ -8,4 +8,6 @@ struct ProbeResponse: Sendable {
     /// The whole body (empty when there was none); `nil` when it was larger than the limit (the request was then
     /// cut short, closing its connection) or failed after the head.
     var body: ByteBuffer?
+    /// The response still streaming, when it was handed over at its head (``ProbeResponseDelegate``).
+    var running: RunningResponse? = nil
 }

@@ -5,10 +5,12 @@ import NIOCore
 import NIOHTTP1
 
 /// Finds out what is at a URL before anything is downloaded: follows redirects (bounded, loops refused), and
-/// asks with the download's first request, a `GET` of the first ``firstChunkSize`` bytes (`Range: bytes=0-…`),
-/// whose bytes are kept: a small file is downloaded whole by the probe, and a larger one has its first bytes.
-/// With a conditional `GET` it asks with `HEAD` first (the local file may make the download unnecessary), and
-/// falls back to the ranged `GET` where `HEAD` is refused or says too little.
+/// asks with the download's first request, a `GET` of the first ``firstRequestSize`` bytes (`Range: bytes=0-…`).
+/// A file of at most ``firstChunkSize`` bytes comes whole with it and is kept; a longer one's `206` is handed over
+/// at its head and goes on streaming as the first range of the transfer stage (``Outcome/running``), so no byte
+/// is asked for twice and the probe's connection never waits between them. With a conditional `GET` it asks with
+/// `HEAD` first (the local file may make the download unnecessary), and falls back to the ranged `GET` where
+/// `HEAD` is refused or says too little.
 struct ResourceProbe: Sendable {
     /// What the probe found, and the headers to send (the configured ones and `User-Agent`; ``authorization``
     /// adds credentials and cookies to each request for the URL it goes to).
@@ -23,19 +25,20 @@ struct ResourceProbe: Sendable {
         /// segmentable they are bytes `0..<count` of it (all of them for a small file); otherwise they are the
         /// whole file (a `200` that fitted), and nothing is left to fetch. `nil` when there are none to keep.
         var firstBytes: ByteBuffer? = nil
+        /// The probe's `206`, still streaming its first bytes, for the transfer stage to take on; `nil` when the
+        /// probe kept its bytes or there are none.
+        var running: RunningResponse? = nil
     }
 
-    /// How many bytes the probe's `GET` asks for. A file this small is downloaded with one request.
+    /// The longest file the probe's `GET` takes in whole; a longer one's `206` goes on streaming.
     static let firstChunkSize: Int64 = 64 * 1024
 
-    /// The shortest file for which the probe does not wait for its bytes: one the download splits over several
-    /// connections (at least two ranges of the minimum split size). Its `206` ends the probe at the head, so
-    /// every connection asks for its range one round trip after the head instead of after the probe's 64 KiB,
-    /// which on a far link take a few more round trips of slow start. The bytes come with the ranges; the
-    /// probe's connection is closed. `nil` with one connection: that one continues on the probe's connection.
-    var stopsAtHeadFrom: Int64? {
-        guard self.configuration.connections > 1 else { return nil }
-        return max(Self.firstChunkSize + 1, 2 * self.configuration.minimumSplitSize)
+    /// How many bytes the probe's `GET` asks for: the first range of the download, which its connection goes on
+    /// fetching as connection 1, far enough for the connection to be past slow start on a far link before it asks
+    /// again (a range no shorter than a split, so that the plan's first range holds it whole unless the file is
+    /// short for its connections).
+    var firstRequestSize: Int64 {
+        self.resuming ? Self.firstChunkSize : max(8 * 1024 * 1024, self.configuration.minimumSplitSize)
     }
 
     let transport: HTTPTransport
@@ -43,6 +46,10 @@ struct ResourceProbe: Sendable {
     /// Credentials and cookies, attached to each request for the URL it goes to.
     let authorization: RequestAuthorization
     let logger: Logger
+    /// Whether a `.part` file of an earlier run may be resumed: then the first bytes may be on disk already, and the
+    /// probe asks for ``firstChunkSize`` bytes only and keeps them, as a probe, rather than a first range that would
+    /// ask the server for bytes the download has.
+    var resuming = false
 
     func probe(_ url: URL) async throws(DownloadError) -> Outcome {
         var target = Target(url: url, headers: self.initialHeaders(), visited: [])
@@ -116,18 +123,19 @@ struct ResourceProbe: Sendable {
         }
     }
 
-    /// Probes with the download's first request, `GET` with `Range: bytes=0-(firstChunkSize - 1)`, and keeps
-    /// its bytes: a `206` says the length and that ranges work; a `200` says they do not (its body is kept when
-    /// it is no larger than the chunk: then it is the whole file); a `416` means an empty file.
+    /// Probes with the download's first request, `GET` with `Range: bytes=0-(firstRequestSize - 1)`: a `206` says
+    /// the length and that ranges work, and its bytes are kept (a file of at most ``firstChunkSize`` bytes) or go on
+    /// streaming (``Outcome/running``); a `200` says they do not (its body is kept when it is no larger than the
+    /// chunk: then it is the whole file); a `416` means an empty file.
     private func probeWithRangedGet(_ target: inout Target) async throws(DownloadError) -> Outcome {
-        let asked = Self.firstChunkSize
+        let asked = self.firstRequestSize
         while true {
             let response = try await self.sendWithRetries(
                 method: .GET,
                 target: target,
                 extraHeaders: [("Range", "bytes=0-\(asked - 1)")],
-                bodyLimit: Int(asked),
-                stopsAtHeadFrom: self.stopsAtHeadFrom
+                bodyLimit: Int(Self.firstChunkSize),
+                handsOverFrom: self.resuming ? nil : Self.firstChunkSize
             )
             if try self.followRedirect(response, target: &target) { continue }
             switch response.status.code {
@@ -138,6 +146,7 @@ struct ResourceProbe: Sendable {
                 guard let header, let contentRange = ContentRange(header), let range = contentRange.range,
                     range.lowerBound == 0, range.upperBound < asked
                 else {
+                    response.running?.cancel()
                     throw DownloadError(
                         code: .remoteMisbehaved,
                         message: "The server answered a request for bytes 0-\(asked - 1) with Content-Range "
@@ -159,11 +168,14 @@ struct ResourceProbe: Sendable {
                 if checksum == nil, !coversWholeFile, response.headers.contains(name: "Digest") {
                     checksum = await self.wholeFileDigest(target: target, file: file)
                 }
+                var running = response.running
+                running?.range = 0..<wanted
                 return Outcome(
                     remoteFile: file,
                     headers: target.headers,
                     serverChecksum: checksum,
-                    firstBytes: total != nil && body?.readableBytes == Int(wanted) ? body : nil
+                    firstBytes: total != nil && body?.readableBytes == Int(wanted) ? body : nil,
+                    running: running
                 )
             case 416:
                 // Nothing to range over: the file is empty.
@@ -279,7 +291,7 @@ struct ResourceProbe: Sendable {
         target: Target,
         extraHeaders: [(String, String)] = [],
         bodyLimit: Int = 64 * 1024,
-        stopsAtHeadFrom: Int64? = nil
+        handsOverFrom: Int64? = nil
     ) async throws(DownloadError) -> ProbeResponse {
         let policy = RetryPolicy(configuration: self.configuration.retry)
         var attempt = 0
@@ -294,7 +306,7 @@ struct ResourceProbe: Sendable {
                     headers: self.authorization.headers(target.headers, for: target.url),
                     extraHeaders: extraHeaders,
                     bodyLimit: bodyLimit,
-                    stopsAtHeadFrom: stopsAtHeadFrom
+                    handsOverFrom: handsOverFrom
                 )
                 self.authorization.cookies?.absorb(response.headers, from: target.url)
                 guard StatusPolicy.isRetryable(response.status) else { return response }

@@ -241,8 +241,8 @@ struct HTTPTransport: Sendable {
         return (clients[(self.first + id) % clients.count], route, relay)
     }
 
-    /// Opens a connection for the probe and connections 1 to `count` to `url`'s origin before the probe is sent, so
-    /// that the ranges' requests
+    /// Opens a connection for the probe and for connections 2 to `count + 1` to `url`'s origin before the probe is
+    /// sent (the probe's goes on as connection 1's first range), so that the ranges' requests
     /// go out the moment its head is in rather than a round trip later (two with TLS), without sending anything:
     /// AsyncHTTPClient opens a connection only for a request, so each gets a placeholder request that is cancelled
     /// on its client's event loop at once, before the connection can be established (that loop runs both); the
@@ -263,9 +263,9 @@ struct HTTPTransport: Sendable {
             let request = try? HTTPClient.Request(url: url.absoluteString, method: .HEAD)
         else { return }
         var perClient = [Int](repeating: 0, count: clients.count)
-        // The probe takes one of connection 1's; it ends at its head when the file is split over the others.
+        // The probe takes connection 1's; its response goes on as connection 1's first range.
         perClient[(self.first + 1) % clients.count] += 1
-        for id in 1...count {
+        for id in 2...(count + 1) {
             perClient[(self.first + id) % clients.count] += 1
         }
         let logger = self.logger
@@ -300,15 +300,15 @@ struct HTTPTransport: Sendable {
     /// Sends one probe request on connection 1's client (so that connection 1 can reuse its connection) and returns
     /// its head and its body, when the body is at most `bodyLimit` bytes; a larger one ends the request. The body
     /// is taken in on the connection's event loop (``ProbeResponseDelegate``): one hop back to the caller, not one
-    /// per body part. Throws when no head came; a failure after the head leaves the body out, and so does a `206`
-    /// for a file of at least `stopsAtHeadFrom` bytes (the request ends at its head).
+    /// per body part. Throws when no head came; a failure after the head leaves the body out. A `206` for a file
+    /// longer than `handsOverFrom` bytes returns at its head, still streaming (``ProbeResponse/running``).
     func probe(
         method: HTTPMethod,
         url: URL,
         headers: [HTTPHeaderField],
         extraHeaders: [(String, String)] = [],
         bodyLimit: Int,
-        stopsAtHeadFrom: Int64? = nil
+        handsOverFrom: Int64? = nil
     ) async throws -> ProbeResponse {
         var request = try HTTPClient.Request(url: url.absoluteString, method: method)
         for header in headers {
@@ -320,17 +320,29 @@ struct HTTPTransport: Sendable {
         let (client, route, relay) = try await self.client(forConnection: 1, url: url)
         self.pool.noteRequest(to: Origin(url), +1)
         defer { self.pool.noteRequest(to: Origin(url), -1) }
-        let delegate = ProbeResponseDelegate(bodyLimit: bodyLimit, stopsAtHeadFrom: stopsAtHeadFrom)
+        let loop = self.eventLoop(forConnection: 1)
+        let delegate = ProbeResponseDelegate(bodyLimit: bodyLimit, handsOverFrom: handsOverFrom, eventLoop: loop)
         let task = client.execute(
             request: request,
             delegate: delegate,
-            eventLoop: .delegate(on: self.eventLoop(forConnection: 1)),
+            eventLoop: .delegate(on: loop),
             deadline: nil,
             logger: self.logger
         )
+        task.futureResult.whenComplete { delegate.requestEnded($0) }
         do {
             return try await withTaskCancellationHandler {
-                try await task.futureResult.get()
+                do {
+                    let head = try await delegate.handedOver.get()
+                    return ProbeResponse(
+                        status: head.status,
+                        headers: head.headers,
+                        body: nil,
+                        running: RunningResponse(task: task, delegate: delegate, url: url)
+                    )
+                } catch is ProbeResponseDelegate.NotHandedOver {
+                    return try await task.futureResult.get()
+                }
             } onCancel: {
                 task.cancel()
             }
@@ -391,21 +403,21 @@ extension HTTPTransport {
 /// Ends one connection's current request from another task (the slow-connection watchdog), with an error
 /// of its choosing. A request that is not running is left alone.
 final class RequestAbort: Sendable {
-    private let task = NIOLockedValueBox<HTTPClient.Task<Void>?>(nil)
+    private let fail = NIOLockedValueBox<(@Sendable (any Error) -> Void)?>(nil)
 
-    func attach(_ task: HTTPClient.Task<Void>) {
-        self.task.withLockedValue { $0 = task }
+    func attach<Response>(_ task: HTTPClient.Task<Response>) {
+        self.fail.withLockedValue { $0 = { task.fail(reason: $0) } }
     }
 
     func detach() {
-        self.task.withLockedValue { $0 = nil }
+        self.fail.withLockedValue { $0 = nil }
     }
 
     /// Fails the running request with `reason`; `false` when none is running.
     @discardableResult
     func abort(_ reason: any Error) -> Bool {
-        guard let task = self.task.withLockedValue({ $0 }) else { return false }
-        task.fail(reason: reason)
+        guard let fail = self.fail.withLockedValue({ $0 }) else { return false }
+        fail(reason)
         return true
     }
 }

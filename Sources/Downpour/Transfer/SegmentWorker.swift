@@ -28,6 +28,18 @@ struct SegmentWorker: Sendable {
 
     func run() async throws(AttemptFailure) {
         var takesOver = true
+        // Connection 1 begins with the probe's response, still streaming, under the permit the probe held.
+        if let (lease, running) = self.session.acquireProbeRange(connection: self.id) {
+            defer {
+                self.session.release(lease.id, connection: self.id)
+                running.end()
+            }
+            takesOver = try await self.fetch(
+                lease.id,
+                from: self.session.mirror(forConnection: self.id),
+                continuing: running
+            )
+        }
         while true {
             let source = self.session.mirror(forConnection: self.id)
             // A permit first, then work: a connection waiting for a permit holds no range another could fetch.
@@ -59,10 +71,13 @@ struct SegmentWorker: Sendable {
     /// Returns early, leaving the rest to the planner, when `source` is dropped.
     private func fetch(
         _ lease: SegmentPlanner.LeaseID,
-        from source: TransferSession.Source
+        from source: TransferSession.Source,
+        continuing running: RunningResponse? = nil
     ) async throws(AttemptFailure)
         -> Bool
     {
+        // The probe's response, for the first attempt only.
+        var running = running
         var failuresWithoutProgress = 0
         var restartsBelowFloor = 0
         var connectionKept = true
@@ -70,7 +85,8 @@ struct SegmentWorker: Sendable {
             if Task.isCancelled { throw .fatal(.cancelled) }
             if source.hasMirrors, !self.session.isLive(mirror: source.index) { return true }
             do {
-                connectionKept = try await self.attempt(lease, range: range, from: source)
+                defer { running = nil }
+                connectionKept = try await self.attempt(lease, range: range, from: source, continuing: running)
             } catch .fatal(let error) where Self.isMirrorFault(error) {
                 guard source.hasMirrors else { throw .fatal(error) }
                 guard self.session.dropMirror(source.index, because: Self.reason(error)) else {
@@ -154,7 +170,8 @@ struct SegmentWorker: Sendable {
     private func attempt(
         _ lease: SegmentPlanner.LeaseID,
         range: Range<Int64>,
-        from source: TransferSession.Source
+        from source: TransferSession.Source,
+        continuing probeResponse: RunningResponse?
     ) async throws(AttemptFailure) -> Bool {
         let session = self.session
         // A mirror's validators are known once its first response was checked (or from an earlier run).
@@ -163,6 +180,15 @@ struct SegmentWorker: Sendable {
         if let validator = remote.ifRangeValidator {
             extraHeaders.append(("If-Range", validator))
         }
+        // Connection 1's first range may be on its way already: the probe's response, checked by the probe. It is
+        // taken on when it carries these bytes from this mirror; otherwise it is closed.
+        var running = probeResponse
+        if let response = running, response.range.lowerBound != range.lowerBound || response.url != source.url {
+            response.cancel()
+            running = nil
+        }
+        // The last byte the response carries, past which nothing may land.
+        let end = running?.range.upperBound ?? range.upperBound
         session.setActive(true, connection: self.id)
         defer { session.setActive(false, connection: self.id) }
 
@@ -170,12 +196,12 @@ struct SegmentWorker: Sendable {
         let outcome = try await session.fetch(
             .init(
                 offset: range.lowerBound,
-                limit: range.upperBound,
+                limit: end,
                 overflow: {
                     DownloadError(
                         code: .remoteMisbehaved,
                         message: "The server sent more bytes than the range it confirmed (up to byte "
-                            + "\(range.upperBound - 1))."
+                            + "\(end - 1))."
                     )
                 },
                 checkHead: { head throws(AttemptFailure) in
@@ -191,16 +217,18 @@ struct SegmentWorker: Sendable {
             ),
             from: source.url,
             extraHeaders: extraHeaders,
-            connection: id
+            connection: id,
+            continuing: running
         )
         if let failure = outcome.failure { throw failure }
         let (reached, stopped) = (outcome.reached, outcome.stopped)
-        if reached < range.upperBound, let rest = session.remaining(lease), !rest.isEmpty {
+        // The probe's response may end before the lease does: the rest is asked for on the same connection.
+        if reached < min(end, range.upperBound), let rest = session.remaining(lease), !rest.isEmpty {
             throw .retryable(
                 DownloadError(
                     code: .network,
                     message: "The server ended the response at byte \(reached), before byte "
-                        + "\(range.upperBound - 1) it had promised."
+                        + "\(min(end, range.upperBound) - 1) it had promised."
                 ),
                 retryAfter: nil
             )

@@ -72,6 +72,8 @@ final class TransferSession: Sendable {
         var prefetchRequests = 0
         /// The URLs the ranges come from, and which bytes each wrote in this run.
         var mirrors: MirrorSet
+        /// The probe's response, still streaming, until connection 1 takes it on as its first range.
+        var probeResponse: RunningResponse?
 
         /// The plan, when segmented.
         var planner: SegmentPlanner? {
@@ -98,6 +100,8 @@ final class TransferSession: Sendable {
         /// A new transfer in `mode`: the connections' counters and the bytes each mirror wrote belong to the one
         /// before (dropped mirrors stay dropped); the bytes of this run are still counted.
         mutating func forgetTransfer(mode: Mode) {
+            self.probeResponse?.end()
+            self.probeResponse = nil
             self.mode = mode
             self.connections = [:]
             self.mostActiveConnections = 0
@@ -143,7 +147,8 @@ final class TransferSession: Sendable {
         authorization: RequestAuthorization,
         hasher: PrefixHasher? = nil,
         pieceChecker: PieceChecker? = nil,
-        mirrors: MirrorSet? = nil
+        mirrors: MirrorSet? = nil,
+        probeResponse: RunningResponse? = nil
     ) {
         self.transport = transport
         self.file = file
@@ -160,7 +165,8 @@ final class TransferSession: Sendable {
             State(
                 remoteFile: remoteFile,
                 mode: mode,
-                mirrors: mirrors ?? MirrorSet(remote: remoteFile, url: remoteFile.url)
+                mirrors: mirrors ?? MirrorSet(remote: remoteFile, url: remoteFile.url),
+                probeResponse: probeResponse
             )
         )
         self.aborts = Dictionary(
@@ -370,6 +376,40 @@ final class TransferSession: Sendable {
         }
     }
 
+    /// Connection 1's first range: the one the probe's response carries, as far as one connection's share of the
+    /// missing bytes goes (past it the response is cut, for the others to have theirs), with the response. `nil`
+    /// for another connection, without a response, or when its first bytes are done (then the response is ended).
+    func acquireProbeRange(connection id: Int) -> (SegmentPlanner.Lease, RunningResponse)? {
+        guard id == 1 else { return nil }
+        let (lease, running) = self.state.withLockedValue { state -> (SegmentPlanner.Lease?, RunningResponse?) in
+            guard let running = state.probeResponse, let planner = state.planner else { return (nil, nil) }
+            state.probeResponse = nil
+            let share = max(
+                planner.minimumSplitSize,
+                (planner.length - planner.completedBytes) / Int64(max(self.configuration.connections, 1))
+            )
+            let covered = running.range.clamped(to: running.range.lowerBound..<(running.range.lowerBound + share))
+            guard let lease = state.withPlanner({ $0.acquire(covering: covered) }) ?? nil else { return (nil, running) }
+            state.connections[id, default: ConnectionState()].lease = lease.id
+            return (lease, running)
+        }
+        guard let running else { return nil }
+        guard let lease else {
+            running.end()
+            return nil
+        }
+        return (lease, running)
+    }
+
+    /// Ends the probe's response if no connection took it.
+    func dropProbeResponse() {
+        let running = self.state.withLockedValue { state in
+            defer { state.probeResponse = nil }
+            return state.probeResponse
+        }
+        running?.end()
+    }
+
     /// Whether a connection with nothing to do should look again soon: some lease could be raced, only its
     /// connection is not (yet) slow enough to be worth it.
     var mayRaceLater: Bool {
@@ -552,7 +592,8 @@ final class TransferSession: Sendable {
         _ target: FileBodyDelegate.Target,
         from url: URL,
         extraHeaders: [(String, String)],
-        connection: Int
+        connection: Int,
+        continuing running: RunningResponse? = nil
     ) async throws(AttemptFailure) -> (reached: Int64, stopped: Bool, failure: AttemptFailure?) {
         var target = target
         if !self.pacing.limiters.isEmpty {
@@ -570,19 +611,23 @@ final class TransferSession: Sendable {
             target: target,
             file: self.file,
             bufferSize: self.configuration.writeBufferSize,
-            eventLoop: self.transport.eventLoop(forConnection: connection)
+            eventLoop: running?.eventLoop ?? self.transport.eventLoop(forConnection: connection)
         )
         var failure: AttemptFailure?
         var stopped = false
         do {
-            try await self.transport.fetch(
-                url: url,
-                headers: self.authorization.headers(self.headers, for: url),
-                extraHeaders: extraHeaders,
-                connection: connection,
-                delegate: delegate,
-                abort: self.aborts[connection]
-            )
+            if let running {
+                try await running.stream(into: delegate, abort: self.aborts[connection])
+            } else {
+                try await self.transport.fetch(
+                    url: url,
+                    headers: self.authorization.headers(self.headers, for: url),
+                    extraHeaders: extraHeaders,
+                    connection: connection,
+                    delegate: delegate,
+                    abort: self.aborts[connection]
+                )
+            }
         } catch is FileBodyDelegate.Stop {
             stopped = true
         } catch {
