@@ -300,4 +300,45 @@ struct SegmentPlannerTests {
         #expect(planner.isComplete)
         #expect(splits > 0)
     }
+
+    /// The range a response already on its way carries (the probe's) is leased whole: the free ranges from its start
+    /// on, as far as it reaches, as one lease; none when its first bytes are not free.
+    @Test(
+        "a lease covering a range on its way",
+        arguments: [
+            // Pieces in order of 1,000 bytes (piece mode); the range ends inside the second piece: two pieces.
+            (0..<1500, ByteRangeSet(), 1000 as Int64?, 0..<2000 as Range<Int64>?),
+            // A range shorter than the first piece: the piece.
+            (0..<500, ByteRangeSet(), 1000, 0..<1000),
+            // One range per connection (no piece size): the first, or as many as the range reaches into.
+            (0..<2000, ByteRangeSet(), nil, 0..<2500),
+            (0..<3000, ByteRangeSet(), nil, 0..<5000),
+            // Bytes done in between: the run of free bytes stops there.
+            (0..<9000, ByteRangeSet([1000..<2000]), 1000, 0..<1000),
+            // The first bytes done: nothing.
+            (0..<1500, ByteRangeSet([0..<10]), 1000, nil),
+        ] as [(Range<Int64>, ByteRangeSet, Int64?, Range<Int64>?)]
+    )
+    func acquireCovering(
+        range: Range<Int64>,
+        done: ByteRangeSet,
+        pieceSize: Int64?,
+        expected: Range<Int64>?
+    ) {
+        var planner = SegmentPlanner(
+            length: 10_000,
+            connections: 4,
+            minimumSplitSize: 100,
+            done: done,
+            pieceSize: pieceSize
+        )
+        let lease = planner.acquire(covering: range)
+        #expect(lease.map { $0.start..<$0.end } == expected)
+        // What it leased is no longer free, and the rest of the plan still covers the file with it.
+        if let lease {
+            #expect(!planner.free.contains { $0.overlaps(lease.start..<lease.end) })
+            let free = planner.free.reduce(0) { $0 + $1.count }
+            #expect(Int64(free) + Int64(lease.end - lease.start) + planner.done.byteCount == 10_000)
+        }
+    }
 }
