@@ -16,7 +16,7 @@ import server
 
 CSV_HEADER = ("case,rep,seq,client_index,client,tool,connections,role,size_bytes,url,exit_code,status,wall_s,mb_s,"
               "user_s,sys_s,cpu_s,max_rss_kb,sha_ok,limit_bps,log_conns,log_requests,server_s,accepted_conns,"
-              "files_ok,first_byte_s,full_speed_s,last_1pct_s,all_asking_s,retrans_segs,rtos").split(",")
+              "files_ok,first_byte_s,full_speed_s,last_1pct_s,all_asking_s,retrans_segs,rtos,first_10pct_s").split(",")
 HERE = os.path.dirname(os.path.abspath(__file__))
 SAMPLE_INTERVAL = 0.002  # seconds between two readings of the received bytes
 RATE_WINDOW = 0.1  # seconds over which a rate is taken
@@ -171,11 +171,13 @@ def execute(m, work):
 class Timeline:
     """When a run's bytes came, from the client namespace's received bytes (the TCP/IP and HTTP overhead
     included), in seconds from the client's start: its first 4 KiB; the first time its rate over RATE_WINDOW
-    reached 90 % of its median rate (the median over the windows between the first byte and the last 1 %); and how
-    long the last 1 % took, up to the client's exit."""
+    reached 90 % of its median rate (the median over the windows between the first byte and the last 1 %); how
+    long the last 1 % took, up to the client's exit; and when its first 10 % were in (a measure of how soon a
+    download gets going that does not depend on its own median, which is higher for a faster client)."""
     first_byte: float
     full_speed: float
     last_1pct: float
+    first_10pct: float
 
 
 def timeline(samples, start, wall):
@@ -188,6 +190,7 @@ def timeline(samples, start, wall):
         return None
     total = points[-1][1]
     first = next(t for t, n in points if n >= 4096)
+    t10 = next(t for t, n in points if n >= 0.1 * total)
     t99 = next(t for t, n in points if n >= 0.99 * total)
 
     times = [t for t, _ in points]
@@ -201,7 +204,7 @@ def timeline(samples, start, wall):
         windows.append((received_at(t + RATE_WINDOW) - received_at(t)) / RATE_WINDOW)
         t += RATE_WINDOW
     if not windows:
-        return Timeline(first, t99, max(0.0, wall - t99))
+        return Timeline(first, t99, max(0.0, wall - t99), t10)
     target = 0.9 * sorted(windows)[len(windows) // 2]
     full = t99
     for t, n in points:
@@ -210,7 +213,7 @@ def timeline(samples, start, wall):
         if (n - received_at(t - RATE_WINDOW)) / RATE_WINDOW >= target:
             full = t
             break
-    return Timeline(first, full, max(0.0, wall - t99))
+    return Timeline(first, full, max(0.0, wall - t99), t10)
 
 
 @dataclass
@@ -272,8 +275,8 @@ def tcp_counters(netns):
 def describe_connections(m, r):
     """The run's connections as nginx saw them, one line each, for the timeline file."""
     lines = [f"[{m.case} rep {m.rep} #{m.seq}] {m.label}: {r.wall:.3f} s, {r.status}"
-             + (f"; first byte {r.timeline.first_byte:.3f} s, full speed {r.timeline.full_speed:.3f} s, last 1 % "
-                f"{r.timeline.last_1pct:.3f} s" if r.timeline else "")
+             + (f"; first byte {r.timeline.first_byte:.3f} s, first 10 % {r.timeline.first_10pct:.3f} s, full speed "
+                f"{r.timeline.full_speed:.3f} s, last 1 % {r.timeline.last_1pct:.3f} s" if r.timeline else "")
              + (f"; nginx's side: {r.tcp[0]} segments retransmitted, {r.tcp[1]} retransmission time-outs"
                 if r.tcp else "")]
     for c in r.connections or []:
@@ -314,7 +317,8 @@ def record(m, r, path):
            *(("%.3f" % r.timeline.first_byte, "%.3f" % r.timeline.full_speed, "%.3f" % r.timeline.last_1pct)
              if r.timeline else ("", "", "")),
            opt("%.3f", all_asking(r.connections, m.connections) if r.connections else None),
-           *(("%d" % r.tcp[0], "%d" % r.tcp[1]) if r.tcp else ("", ""))]
+           *(("%d" % r.tcp[0], "%d" % r.tcp[1]) if r.tcp else ("", "")),
+           opt("%.3f", r.timeline.first_10pct if r.timeline else None)]
     with open(path, "a", newline="") as f:
         csv.writer(f).writerow(row)
 
@@ -326,8 +330,8 @@ def report(m, r, client_log):
         m.case, m.rep, m.reps, m.seq, m.label, r.wall, opt("%.1f", mbs), opt("%.2f", r.cpu, "-"),
         opt("%.1f", r.rss_kb * 1024 / 1e6 if r.rss_kb is not None else None, "-"), r.status)
     if r.timeline:
-        line += "  first byte %.3f s, full speed %.3f s, last 1%% %.3f s" % (
-            r.timeline.first_byte, r.timeline.full_speed, r.timeline.last_1pct)
+        line += "  first byte %.3f s, 10%% in %.3f s, full speed %.3f s, last 1%% %.3f s" % (
+            r.timeline.first_byte, r.timeline.first_10pct, r.timeline.full_speed, r.timeline.last_1pct)
     if r.connections:
         line += ", %d asking by %s s, %d conns, %d requests" % (
             m.connections, opt("%.3f", all_asking(r.connections, m.connections), "-"), len(r.connections),

@@ -99,6 +99,7 @@ def group(rows):
             "server_all": [fnum(r.get("server_s")) for r in good if fnum(r.get("server_s"))],
             # Cases over a link (lossy, far-*): the timeline from the received bytes.
             "first_byte": med([fnum(r.get("first_byte_s")) for r in good]),
+            "first_10pct": med([fnum(r.get("first_10pct_s")) for r in good]),
             "full_speed": med([fnum(r.get("full_speed_s")) for r in good]),
             "last_1pct": med([fnum(r.get("last_1pct_s")) for r in good]),
             # ... and from nginx's side: when the N-th connection asked, segments retransmitted, time-outs.
@@ -216,6 +217,13 @@ def print_timeline(stats, rtt_ms):
     if parts:
         print("Downpour at full speed sooner than aria2c, same N (>0 = sooner; RTT %g ms): %s"
               % (rtt_ms, "  ".join(parts)))
+    parts = []
+    for n in sorted(set(dp) & set(ar)):
+        a, d = ar[n].get("first_10pct"), dp[n].get("first_10pct")
+        if a is not None and d is not None:
+            parts.append("x%d %+.3f s (%+.1f RTT)" % (n, a - d, (a - d) * 1000 / rtt_ms))
+    if parts:
+        print("Downpour has its first 10 %% sooner than aria2c, same N (>0 = sooner): %s" % "  ".join(parts))
     ahead = [n for n in sorted(set(dp) & set(ar)) if dp[n]["mbps"] and ar[n]["mbps"]]
     if ahead:
         behind = [n for n in ahead if dp[n]["mbps"] <= ar[n]["mbps"]]
@@ -399,7 +407,8 @@ def main():
         print_table(stats)
         print_rss(stats, args.rss_limit_mb)
     elif args.rtt_ms:
-        print_table(stats, (("1st byte s", "first_byte", 3), ("full speed s", "full_speed", 3),
+        print_table(stats, (("1st byte s", "first_byte", 3), ("10% in s", "first_10pct", 3),
+                            ("full speed s", "full_speed", 3),
                             ("last 1% s", "last_1pct", 3), ("N asking s", "all_asking", 3),
                             ("retrans", "retrans", 0), ("RTOs", "rtos", 0)))
         print_ratios(stats, args.per_connection_rate)
