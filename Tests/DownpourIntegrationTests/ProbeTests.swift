@@ -167,6 +167,25 @@ struct ProbeTests {
         }
     }
 
+    @Test("behind redirects, the probe's response still goes on as the download's range: one GET of the file")
+    func redirectThenLargeFile() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.large) { server in
+            let path = directory.file("redirected.bin")
+            let result = try await runDownload(
+                server.url("/redirect/2"),
+                to: .file(path),
+                configuration: testConfiguration(connections: 1)
+            ).value
+            try expectFile(path, equals: Self.large, in: directory)
+            #expect(result.remoteFile.url.absoluteString == server.url("/file.bin"))
+            let requests = server.statistics().requests
+            #expect(requests.map(\.status) == [302, 302, 302, 206], "\(describe(requests))")
+            #expect(server.statistics().bodyBytesSent == Self.large.count, "\(describe(requests))")
+        }
+    }
+
     @Test("a server that answers the probe's GET with 200: a small body is the whole file, one request")
     func smallFileWithoutRanges() async throws {
         let directory = try ScratchDirectory()

@@ -15,6 +15,7 @@ struct ConnectionBudgetTests {
         case release(String, grants: [Int])
         case cancel(id: Int, wasWaiting: Bool)
         case limits(total: Int, perHost: Int, grants: [Int])
+        case move(from: String, to: String, moved: Bool, grants: [Int])
 
         var description: String {
             switch self {
@@ -22,6 +23,7 @@ struct ConnectionBudgetTests {
             case .release(let host, let grants): "release \(host) → \(grants)"
             case .cancel(let id, let was): "cancel #\(id) → \(was)"
             case .limits(let total, let perHost, let grants): "limits \(total)/\(perHost) → \(grants)"
+            case .move(let from, let to, let moved, let grants): "move \(from) → \(to): \(moved), \(grants)"
             }
         }
     }
@@ -67,6 +69,19 @@ struct ConnectionBudgetTests {
                 .release("a", grants: []), .release("a", grants: []), .release("b", grants: [4]),
             ]
         ),
+        (
+            // The probe's permit follows its response to the host a redirect led to.
+            "a permit moves to a host with room, freeing its own", 2, 1,
+            [
+                .acquire("a", id: 1, granted: true), .acquire("a", id: 2, granted: false),
+                .move(from: "a", to: "a", moved: true, grants: []),
+                .move(from: "a", to: "b", moved: true, grants: [2]),
+                .move(from: "b", to: "a", moved: false, grants: []),
+                .acquire("c", id: 3, granted: false), .move(from: "b", to: "c", moved: false, grants: []),
+                .move(from: "x", to: "d", moved: false, grants: []),
+                .release("b", grants: [3]),
+            ]
+        ),
     ]
 
     @Test("event → grant tables", arguments: tables)
@@ -82,6 +97,8 @@ struct ConnectionBudgetTests {
                 #expect(state.cancel(id: id) == wasWaiting, "\(table.0): \(step)")
             case .limits(let total, let perHost, let grants):
                 #expect(state.setLimits(total: total, perHost: perHost) == grants, "\(table.0): \(step)")
+            case .move(let from, let to, let moved, let grants):
+                #expect(state.move(from: from, to: to) == (moved, grants), "\(table.0): \(step)")
             }
             #expect(state.inUseTotal <= max(state.total, state.inUseTotal), "\(table.0): \(step)")
             #expect(state.inUseTotal == state.inUse.values.reduce(0, +), "\(table.0): \(step)")

@@ -48,6 +48,18 @@ struct ConnectionBudgetState: Sendable, Hashable {
         return self.grant()
     }
 
+    /// Moves one permit held for `from` to `to` when `to` has room and nobody waits for it (the total stays);
+    /// returns whether it moved, and the waiters that now hold a permit (for `from`, which has room now).
+    mutating func move(from: String, to: String) -> (moved: Bool, granted: [Int]) {
+        guard from != to else { return (true, []) }
+        guard let count = self.inUse[from], count > 0, self.inUse[to, default: 0] < self.perHost,
+            !self.waiting.contains(where: { $0.host == to })
+        else { return (false, []) }
+        self.inUse[from] = count == 1 ? nil : count - 1
+        self.inUse[to, default: 0] += 1
+        return (true, self.grant())
+    }
+
     /// Stops waiting; `false` when `id` was not waiting (it holds a permit, or never asked).
     mutating func cancel(id: Int) -> Bool {
         guard let index = self.waiting.firstIndex(where: { $0.id == id }) else { return false }
@@ -139,6 +151,16 @@ final class ConnectionBudget: Sendable {
         for continuation in ready { continuation.resume() }
     }
 
+    /// See ``ConnectionBudgetState/move(from:to:)``.
+    func move(from: String, to: String) -> Bool {
+        let (moved, ready) = self.box.withLockedValue { box in
+            let (moved, granted) = box.state.move(from: from, to: to)
+            return (moved, granted.compactMap { box.continuations.removeValue(forKey: $0) })
+        }
+        for continuation in ready { continuation.resume() }
+        return moved
+    }
+
     func setLimits(total: Int, perHost: Int) {
         let ready = self.box.withLockedValue { box in
             box.state.setLimits(total: total, perHost: perHost).compactMap { box.continuations.removeValue(forKey: $0) }
@@ -151,22 +173,32 @@ extension ConnectionBudget {
     /// One permit held past the task that took it (the probe's, for the response connection 1 goes on with):
     /// given back once, by whoever ends first.
     final class Permit: Sendable {
-        let host: String
         private let budget: ConnectionBudget
-        private let isHeld = NIOLockedValueBox(true)
+        /// The host it counts for while held; `nil` once given back.
+        private let held: NIOLockedValueBox<String?>
 
         /// Takes over a permit already acquired for `host`.
         init(budget: ConnectionBudget, host: String) {
             self.budget = budget
-            self.host = host
+            self.held = NIOLockedValueBox(host)
+        }
+
+        /// Counts the permit for `host` from now on (the host a redirect led to, or a mirror's), when that host has
+        /// room and nobody waits for it; `false` otherwise, or when it was given back.
+        func move(to host: String) -> Bool {
+            self.held.withLockedValue { held in
+                guard let from = held, self.budget.move(from: from, to: host) else { return false }
+                held = host
+                return true
+            }
         }
 
         func release() {
-            let wasHeld = self.isHeld.withLockedValue { isHeld in
-                defer { isHeld = false }
-                return isHeld
+            let host = self.held.withLockedValue { held in
+                defer { held = nil }
+                return held
             }
-            if wasHeld { self.budget.release(host: self.host) }
+            if let host { self.budget.release(host: host) }
         }
     }
 }

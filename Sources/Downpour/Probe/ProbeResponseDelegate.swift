@@ -25,6 +25,8 @@ final class ProbeResponseDelegate: HTTPClientResponseDelegate, Sendable {
         var head: HTTPResponseHead?
         var body: ByteBuffer?
         var isHandedOver = false
+        /// Nobody will take the body: every part fails (see ``abandon()``).
+        var isAbandoned = false
         /// Where a handed-over body goes, once attached.
         var sink: FileBodyDelegate?
         /// The body part that came before the sink, and the promise that lets the next one come.
@@ -72,6 +74,20 @@ final class ProbeResponseDelegate: HTTPClientResponseDelegate, Sendable {
         }
     }
 
+    /// Ends a handed-over response nobody will take: the part waiting, if any, and every later one fail. Cancelling
+    /// the task is not enough: when the whole response is read while a part waits, AsyncHTTPClient fails a
+    /// cancelled task only once that part's future completes.
+    func abandon() {
+        self.eventLoop.execute {
+            let parked = self.state.withLockedValue { state in
+                state.isAbandoned = true
+                defer { state.parked = nil }
+                return state.parked
+            }
+            parked?.promise.fail(HTTPClientError.cancelled)
+        }
+    }
+
     /// Sends the handed-over body to `sink` from now on, starting with the part waiting, if any. `sink` must run on
     /// ``eventLoop``.
     func attach(_ sink: FileBodyDelegate) {
@@ -107,11 +123,13 @@ final class ProbeResponseDelegate: HTTPClientResponseDelegate, Sendable {
         enum Next {
             case taken
             case tooLarge
+            case abandoned
             case park(EventLoopPromise<Void>)
             case forward(FileBodyDelegate)
         }
         let next: Next = self.state.withLockedValue { state in
             if state.isHandedOver {
+                if state.isAbandoned { return .abandoned }
                 if let sink = state.sink { return .forward(sink) }
                 let promise = task.eventLoop.makePromise(of: Void.self)
                 state.parked = (buffer, promise)
@@ -132,6 +150,7 @@ final class ProbeResponseDelegate: HTTPClientResponseDelegate, Sendable {
         switch next {
         case .taken: return task.eventLoop.makeSucceededVoidFuture()
         case .tooLarge: return task.eventLoop.makeFailedFuture(BodyTooLarge())
+        case .abandoned: return task.eventLoop.makeFailedFuture(HTTPClientError.cancelled)
         case .park(let promise): return promise.futureResult
         case .forward(let sink): return sink.receiveBodyPart(buffer)
         }
@@ -165,6 +184,9 @@ struct RunningResponse: Sendable {
     /// The loop its callbacks run on, where the sink must live.
     var eventLoop: any EventLoop { self.delegate.eventLoop }
 
+    /// Completes when the request has ended, however it ended.
+    var ended: EventLoopFuture<Void> { self.task.futureResult.map { _ in } }
+
     /// Sends the rest of the body to `sink` and returns when the request has ended; cancelling the calling task
     /// cancels the request (and closes its connection). `abort` can end it from another task meanwhile.
     func stream(into sink: FileBodyDelegate, abort: RequestAbort?) async throws {
@@ -178,8 +200,9 @@ struct RunningResponse: Sendable {
         }
     }
 
-    /// Ends the request, if it still runs, closing its connection.
+    /// Ends the request, if it still runs, closing its connection; nobody will take its body.
     func cancel() {
+        self.delegate.abandon()
         self.task.cancel()
     }
 

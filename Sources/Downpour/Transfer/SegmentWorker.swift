@@ -28,17 +28,18 @@ struct SegmentWorker: Sendable {
 
     func run() async throws(AttemptFailure) {
         var takesOver = true
-        // Connection 1 begins with the probe's response, still streaming, under the permit the probe held.
+        // Connection 1 begins with the probe's response, still streaming, under the permit the probe held, counted
+        // for the host it comes from (a redirect's); one from another mirror than connection 1's, or whose host has
+        // no room, is ended.
         if let (lease, running) = self.session.acquireProbeRange(connection: self.id) {
             defer {
                 self.session.release(lease.id, connection: self.id)
                 running.end()
             }
-            takesOver = try await self.fetch(
-                lease.id,
-                from: self.session.mirror(forConnection: self.id),
-                continuing: running
-            )
+            let source = self.session.mirror(forConnection: self.id)
+            if source.url == running.url, running.permit?.move(to: source.host) ?? false {
+                takesOver = try await self.fetch(lease.id, from: source, continuing: running)
+            }
         }
         while true {
             let source = self.session.mirror(forConnection: self.id)
