@@ -72,8 +72,9 @@ final class TransferSession: Sendable {
         var prefetchRequests = 0
         /// The URLs the ranges come from, and which bytes each wrote in this run.
         var mirrors: MirrorSet
-        /// The probe's response, still streaming, until connection 1 takes it on as its first range.
-        var probeResponse: RunningResponse?
+        /// The probe's response, still streaming, and the range leased for it, until connection 1 takes them on
+        /// as its first range: leased as the plan is made, so that no other connection takes those bytes first.
+        var probeRange: (lease: SegmentPlanner.Lease, running: RunningResponse)?
 
         /// The plan, when segmented.
         var planner: SegmentPlanner? {
@@ -100,8 +101,8 @@ final class TransferSession: Sendable {
         /// A new transfer in `mode`: the connections' counters and the bytes each mirror wrote belong to the one
         /// before (dropped mirrors stay dropped); the bytes of this run are still counted.
         mutating func forgetTransfer(mode: Mode) {
-            self.probeResponse?.end()
-            self.probeResponse = nil
+            self.probeRange?.running.end()
+            self.probeRange = nil
             self.mode = mode
             self.connections = [:]
             self.mostActiveConnections = 0
@@ -111,6 +112,17 @@ final class TransferSession: Sendable {
 
         /// Changes the plan in place, when segmented; `nil` when streaming. The mode lets go of the planner while
         /// `body` runs, so that its storage is not copied on every write.
+        /// Leases the range `running` carries, as far as one connection's share of the missing bytes goes (past it
+        /// the response is cut, for the others to have theirs); `false` when its first bytes are not free.
+        mutating func reserve(_ running: RunningResponse, connections: Int) -> Bool {
+            guard let planner = self.planner else { return false }
+            let share = max(planner.minimumSplitSize, (planner.length - planner.completedBytes) / Int64(connections))
+            let covered = running.range.clamped(to: running.range.lowerBound..<(running.range.lowerBound + share))
+            guard let lease = self.withPlanner({ $0.acquire(covering: covered) }) ?? nil else { return false }
+            self.probeRange = (lease, running)
+            return true
+        }
+
         mutating func withPlanner<Result>(_ body: (inout SegmentPlanner) -> Result) -> Result? {
             guard case .segmented(var planner) = self.mode else { return nil }
             self.mode = .stream(received: 0)
@@ -161,14 +173,17 @@ final class TransferSession: Sendable {
         self.authorization = authorization
         self.hasher = hasher
         self.pieceChecker = pieceChecker
-        self.state = NIOLockedValueBox(
-            State(
-                remoteFile: remoteFile,
-                mode: mode,
-                mirrors: mirrors ?? MirrorSet(remote: remoteFile, url: remoteFile.url),
-                probeResponse: probeResponse
-            )
+        var state = State(
+            remoteFile: remoteFile,
+            mode: mode,
+            mirrors: mirrors ?? MirrorSet(remote: remoteFile, url: remoteFile.url)
         )
+        // The probe's response goes on as connection 1's first range, leased now; one whose first bytes are done is
+        // ended.
+        if let probeResponse, !state.reserve(probeResponse, connections: max(configuration.connections, 1)) {
+            probeResponse.end()
+        }
+        self.state = NIOLockedValueBox(state)
         self.aborts = Dictionary(
             uniqueKeysWithValues: (1...max(configuration.connections, 1)).map { ($0, RequestAbort()) }
         )
@@ -340,7 +355,12 @@ final class TransferSession: Sendable {
 
     /// A new plan for the bytes that are not on disk (bad pieces to fetch again, taken out of the done ranges).
     func replan(_ planner: SegmentPlanner) {
-        self.state.withLockedValue { $0.mode = .segmented(planner) }
+        let running = self.state.withLockedValue { state in
+            defer { state.probeRange = nil }
+            state.mode = .segmented(planner)
+            return state.probeRange?.running
+        }
+        running?.end()
     }
 
     /// Work for connection `id`, or `nil` when there is none left for it. A connection that was closed because
@@ -376,36 +396,25 @@ final class TransferSession: Sendable {
         }
     }
 
-    /// Connection 1's first range: the one the probe's response carries, as far as one connection's share of the
-    /// missing bytes goes (past it the response is cut, for the others to have theirs), with the response. `nil`
-    /// for another connection, without a response, or when its first bytes are done (then the response is ended).
+    /// Connection 1's first range, leased for the probe's response as the plan was made, with the response; `nil`
+    /// for another connection, or without a response.
     func acquireProbeRange(connection id: Int) -> (SegmentPlanner.Lease, RunningResponse)? {
         guard id == 1 else { return nil }
-        let (lease, running) = self.state.withLockedValue { state -> (SegmentPlanner.Lease?, RunningResponse?) in
-            guard let running = state.probeResponse, let planner = state.planner else { return (nil, nil) }
-            state.probeResponse = nil
-            let share = max(
-                planner.minimumSplitSize,
-                (planner.length - planner.completedBytes) / Int64(max(self.configuration.connections, 1))
-            )
-            let covered = running.range.clamped(to: running.range.lowerBound..<(running.range.lowerBound + share))
-            guard let lease = state.withPlanner({ $0.acquire(covering: covered) }) ?? nil else { return (nil, running) }
-            state.connections[id, default: ConnectionState()].lease = lease.id
-            return (lease, running)
+        return self.state.withLockedValue { state in
+            guard let reserved = state.probeRange else { return nil }
+            state.probeRange = nil
+            state.connections[id, default: ConnectionState()].lease = reserved.lease.id
+            return (reserved.lease, reserved.running)
         }
-        guard let running else { return nil }
-        guard let lease else {
-            running.end()
-            return nil
-        }
-        return (lease, running)
     }
 
-    /// Ends the probe's response if no connection took it.
+    /// Ends the probe's response if no connection took it, its range back in the plan.
     func dropProbeResponse() {
-        let running = self.state.withLockedValue { state in
-            defer { state.probeResponse = nil }
-            return state.probeResponse
+        let running = self.state.withLockedValue { state -> RunningResponse? in
+            guard let reserved = state.probeRange else { return nil }
+            state.probeRange = nil
+            state.withPlanner { $0.release(reserved.lease.id) }
+            return reserved.running
         }
         running?.end()
     }
