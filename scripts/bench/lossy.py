@@ -90,12 +90,24 @@ class LossyLink:
         self.kind = "veth pair with netem on both ends"
         return True
 
+    def _delay_line_argv(self):
+        """delayline.c compiled with `cc -O2` (a fraction of the CPU per frame), else delayline.py."""
+        binary = os.path.join(self.dir, "delayline")
+        result = subprocess.run(["cc", "-O2", "-Wall", "-o", binary, os.path.join(HERE, "delayline.c")],
+                                stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        if result.returncode == 0:
+            return [binary], "C"
+        self.note("cannot compile delayline.c (%s); using delayline.py"
+                  % (result.stderr.strip().splitlines() or ["no compiler"])[0])
+        return [sys.executable, os.path.join(HERE, "delayline.py")], "python3"
+
     def _delay_line(self):
-        """2. Userspace: two TAP devices bridged by delayline.py, one of them moved into the client namespace."""
+        """2. Userspace: two TAP devices bridged by the delay line, one of them moved into the client namespace."""
+        argv, language = self._delay_line_argv()
         out = os.path.join(self.dir, "delayline.out")
         with open(out, "wb") as o, open(os.path.join(self.dir, "delayline.err"), "wb") as e:
             self.delay_line = subprocess.Popen(
-                ["ip", "netns", "exec", self.server_ns, sys.executable, os.path.join(HERE, "delayline.py"),
+                ["ip", "netns", "exec", self.server_ns, *argv,
                  "--a", "dpb0", "--b", "dpb1", "--delay-ms", str(self.link.delay_ms),
                  "--loss-from-a", "%.6f" % (self.link.loss_from_server / 100),
                  "--loss-from-b", "%.6f" % (self.link.loss_from_client / 100), "--max-seconds", "21600"],
@@ -113,7 +125,7 @@ class LossyLink:
             raise Skip(f"cannot move the TAP device into {self.client_ns}")
         ip("link", "set", "dpb0", "txqueuelen", "10000", ns=self.server_ns)
         ip("link", "set", "dpb1", "txqueuelen", "10000", ns=self.client_ns)
-        self.kind = "userspace delay line (python3, 2 TAP devices)"
+        self.kind = f"userspace delay line ({language}, 2 TAP devices)"
 
     def curl(self, *args):
         """curl -sf ARGS in the client namespace: its standard output, or None."""

@@ -6,7 +6,7 @@ struct ProbeResponse: Sendable {
     var status: HTTPResponseStatus
     var headers: HTTPHeaders
     /// The whole body (empty when there was none); `nil` when it was larger than the limit (the request was then
-    /// cut short, closing its connection) or failed after the head.
+    /// cut short, closing its connection), failed after the head, or was handed over (``running``).
     var body: ByteBuffer?
     /// The response still streaming, when it was handed over at its head (``ProbeResponseDelegate``).
     var running: RunningResponse? = nil

@@ -206,10 +206,10 @@ struct RunningResponse: Sendable {
         self.task.cancel()
     }
 
-    /// Ends the request, if it still runs, and gives the permit back, once: when the connection that took the
-    /// response on is done, or when none took it.
+    /// Ends the request, if it still runs (as ``cancel()``), and gives the permit back, once: when the connection
+    /// that took the response on is done, or when none took it.
     func end() {
-        self.task.cancel()
+        self.cancel()
         self.permit?.release()
     }
 }

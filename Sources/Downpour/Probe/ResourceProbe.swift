@@ -188,8 +188,9 @@ struct ResourceProbe: Sendable {
                 )
                 return Outcome(remoteFile: file, headers: target.headers)
             case 200..<300:
-                // The server sends the whole file. One no larger than the chunk is kept: the download is done.
-                // A larger one is dropped (closing the connection) and fetched again as one stream.
+                // The server sends the whole file. One that came whole within the probe's body limit (64 KiB) is
+                // kept: the download is done. A larger one is dropped (closing the connection) and fetched again as
+                // one stream.
                 let length = response.headers.value("Content-Length").flatMap { Int64(decimal: Substring($0)) }
                 var whole: ByteBuffer?
                 if (length ?? 0) <= asked, let body = response.body,

@@ -181,13 +181,11 @@ struct SegmentWorker: Sendable {
         if let validator = remote.ifRangeValidator {
             extraHeaders.append(("If-Range", validator))
         }
-        // Connection 1's first range may be on its way already: the probe's response, checked by the probe. It is
-        // taken on when it carries these bytes from this mirror; otherwise it is closed.
-        var running = probeResponse
-        if let response = running, response.range.lowerBound != range.lowerBound || response.url != source.url {
-            response.cancel()
-            running = nil
-        }
+        // Connection 1's first range may be on its way already: the probe's response, checked by the probe, from
+        // this mirror (`run()` compared the URLs), its lease beginning at the response's first byte
+        // (`acquireProbeRange`), and this the lease's first attempt.
+        let running = probeResponse
+        assert(running.map { $0.range.lowerBound == range.lowerBound } ?? true)
         // The last byte the response carries, past which nothing may land.
         let end = running?.range.upperBound ?? range.upperBound
         session.setActive(true, connection: self.id)

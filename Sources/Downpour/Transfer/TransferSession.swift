@@ -110,10 +110,10 @@ final class TransferSession: Sendable {
             self.mirrors = self.mirrors.forgettingWrites()
         }
 
-        /// Changes the plan in place, when segmented; `nil` when streaming. The mode lets go of the planner while
-        /// `body` runs, so that its storage is not copied on every write.
-        /// Leases the range `running` carries, as far as one connection's share of the missing bytes goes (past it
-        /// the response is cut, for the others to have theirs); `false` when its first bytes are not free.
+        /// Leases the bytes `running` carries from its first, up to one connection's share of the missing bytes or
+        /// on to the end of the free range that share ends in (``SegmentPlanner/acquire(covering:)``); a response
+        /// longer than its lease is cut at the lease's end, for the others to have theirs. `false` when its first
+        /// bytes are not free.
         mutating func reserve(_ running: RunningResponse, connections: Int) -> Bool {
             guard let planner = self.planner else { return false }
             let share = max(planner.minimumSplitSize, (planner.length - planner.completedBytes) / Int64(connections))
@@ -123,6 +123,8 @@ final class TransferSession: Sendable {
             return true
         }
 
+        /// Changes the plan in place, when segmented; `nil` when streaming. The mode lets go of the planner while
+        /// `body` runs, so that its storage is not copied on every write.
         mutating func withPlanner<Result>(_ body: (inout SegmentPlanner) -> Result) -> Result? {
             guard case .segmented(var planner) = self.mode else { return nil }
             self.mode = .stream(received: 0)
