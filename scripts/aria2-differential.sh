@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Differential test of `downpour daemon` against `aria2c --enable-rpc`: both daemons get the same JSON-RPC calls
-# (scripts/aria2_differential.py) with downloads from a real nginx on 127.0.0.1, and every difference in their
-# answers must be listed, with its reason, in docs/aria2-differences.tsv; then docs/rpc.md must show that list.
+# Differential test of `downpour daemon` against `aria2c --enable-rpc`: both daemons get the same JSON-RPC calls,
+# and a pass of XML-RPC calls at /rpc (scripts/aria2_differential.py; those labels start with `xmlrpc `), with
+# downloads from a real nginx on 127.0.0.1, and every difference in their answers must be listed, with its
+# reason, in docs/aria2-differences.tsv; then docs/rpc.md must show that list.
 #
 # Usage: scripts/aria2-differential.sh [BINARY [ARGS...]]   (default: .build/release/downpour)
 #        ARGS go to aria2_differential.py, e.g. --report to print every difference and not fail.

@@ -17,9 +17,17 @@ Each difference has a stable identifier, `LABEL: KIND[: PATH]`, for instance
     tellStatus(complete): value format differs: files[].uris[].status
 
 LABEL names the call in the scenario; PATH is a key path in the result (`[]` stands for any element of a
-list). The differences file (default docs/aria2-differences.tsv) allows some: one line per identifier or glob,
-a TAB, and the reason; `#` starts a comment line. In a glob, `*` matches any run of characters and nothing
-else is special (so `getOption*: key missing in downpour: bt-*` covers a family).
+list).
+
+A pass of XML-RPC calls (`POST /rpc`, as xmlrpc.client writes them) goes through the same comparison: each
+answer is parsed with xmlrpc.client.loads, a result taken as {"result": value} and a <fault> as
+{"error": {"code": faultCode, "message": faultString}}; the HTTP status and the Content-Type are compared too
+(`Content-Type differs`). Their labels start with `xmlrpc `, e.g. `xmlrpc getOption(paused): value differs: split`,
+and `answer is not XML-RPC in downpour` stands where a JSON row would say `answer is not JSON in downpour`.
+
+The differences file (default docs/aria2-differences.tsv) allows some: one line per identifier or glob, a TAB,
+and the reason; `#` starts a comment line. In a glob, `*` matches any run of characters and nothing else is special
+(so `getOption*: key missing in downpour: bt-*` covers a family).
 
 Exit status: 0 when every difference is allowed and every line of the differences file matched at least one
 difference; 1 otherwise (each new difference and each stale line is printed); 2 when the test itself could not
@@ -48,6 +56,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import xmlrpc.client
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_DIFFERENCES = os.path.join(REPO, "docs", "aria2-differences.tsv")
@@ -85,10 +94,11 @@ TOKEN = Token()
 
 
 class Gid:
-    """The GID a daemon gave to the download named `name` (optionally a prefix of it, or upper-cased)."""
+    """The GID a daemon gave to the download named `name` (optionally a prefix of it, or upper-cased). With a
+    fallback, a daemon whose add failed gets the fallback instead of stopping the test (the XML-RPC pass)."""
 
-    def __init__(self, name, length=16, upper=False):
-        self.name, self.length, self.upper = name, length, upper
+    def __init__(self, name, length=16, upper=False, fallback=None):
+        self.name, self.length, self.upper, self.fallback = name, length, upper, fallback
 
 
 class Dir:
@@ -124,6 +134,12 @@ class Answer:
 
     def describe(self):
         return f"HTTP {self.status} {self.text[:300]}"
+
+
+class XmlAnswer(Answer):
+    def __init__(self, status, body, text, content_type):
+        super().__init__(status, body, text)
+        self.content_type = content_type
 
 
 class Daemon:
@@ -190,6 +206,32 @@ class Daemon:
     def request(self, method, params, ident="poll"):
         body = {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
         return self.post(json.dumps(body).encode())
+
+    def post_xml(self, body):
+        """POST /rpc (XML-RPC). The answer's body is put in JSON-RPC's shape so that one comparison serves both:
+        {"result": value} or, for a <fault>, {"error": {"code": faultCode, "message": faultString}}; None when it
+        is not an XML-RPC answer. A connection closed without an answer is an answer too (status 0): this daemon
+        may not speak XML-RPC yet."""
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/rpc", data=body, method="POST", headers={"Content-Type": "text/xml"})
+        try:
+            with urllib.request.urlopen(request, timeout=CALL_TIMEOUT) as response:
+                status, raw, content_type = response.status, response.read(), response.headers.get("Content-Type")
+        except urllib.error.HTTPError as error:
+            status, raw, content_type = error.code, error.read(), error.headers.get("Content-Type")
+        except (urllib.error.URLError, OSError) as error:
+            if self.proc.poll() is not None:
+                raise TestError(f"{self.name}: the daemon exited: {error}\n{self.log_tail()}") from error
+            return XmlAnswer(0, None, f"(no answer: {error})", None)
+        text = raw.decode("utf-8", "replace")
+        try:
+            params, _ = xmlrpc.client.loads(raw)
+            parsed = {"result": params[0]} if len(params) == 1 else None
+        except xmlrpc.client.Fault as fault:
+            parsed = {"error": {"code": fault.faultCode, "message": fault.faultString}}
+        except Exception:  # not XML, not an XML-RPC answer
+            parsed = None
+        return XmlAnswer(status, parsed, text, content_type)
 
     def wait_until_answers(self, deadline):
         while time.monotonic() < deadline:
@@ -313,12 +355,12 @@ class Differences:
         identifier = f"{label}: {kind}" + (f": {path}" if path else "")
         self.found.setdefault(identifier, detail)
 
-    def compare_answers(self, label, a, d, indexed=False):
+    def compare_answers(self, label, a, d, indexed=False, kind="JSON"):
         if a.status != d.status:
             self.add(label, "HTTP status differs", detail=f"aria2 {a.status}, downpour {d.status}")
         if a.body is None or d.body is None:
             if (a.body is None) != (d.body is None) or a.text != d.text:
-                self.add(label, "answer is not JSON in " + ("both" if a.body is None and d.body is None else
+                self.add(label, f"answer is not {kind} in " + ("both" if a.body is None and d.body is None else
                                                              "aria2" if a.body is None else "downpour"),
                          detail=f"aria2 {a.describe()}; downpour {d.describe()}")
             return
@@ -432,7 +474,7 @@ class Runner:
         if value is TOKEN:
             return "token:" + daemon.secret
         if isinstance(value, Gid):
-            gid = daemon.gids.get(value.name)
+            gid = daemon.gids.get(value.name, value.fallback)
             if gid is None:
                 raise TestError(f"{daemon.name}: no download named {value.name!r} (its add failed)")
             gid = gid[: value.length]
@@ -490,6 +532,45 @@ class Runner:
         if isinstance(body, bytes):
             return self.exchange(label, lambda d: d.post(body))
         return self.exchange(label, lambda d: d.post(json.dumps(self.resolve(d, body)).encode()))
+
+    def xml_exchange(self, label, body, indexed=False):
+        """XML-RPC at /rpc: body(daemon) -> bytes, on both; compares the answers like JSON ones (label prefixed
+        `xmlrpc `), and their Content-Type."""
+        label = "xmlrpc " + label
+        self.claim(label)
+        self.calls += 1
+        raw = [daemon.post_xml(body(daemon)) for daemon in self.daemons]
+        normalized = [Answer(a.status, self.normalize(d, a.body), self.normalize(d, a.text))
+                      for d, a in zip(self.daemons, raw)]
+        self.differences.compare_answers(label, normalized[0], normalized[1], indexed, kind="XML-RPC")
+        if raw[0].content_type != raw[1].content_type:
+            self.differences.add(label, "Content-Type differs",
+                                 detail=f"aria2 {raw[0].content_type!r}, downpour {raw[1].content_type!r}")
+        if self.dump:
+            record = {"label": label}
+            for daemon, answer, original in zip(self.daemons, normalized, raw):
+                record[daemon.name] = {"status": answer.status, "content-type": original.content_type,
+                                       "body": answer.body if answer.body is not None else answer.text}
+            self.dump.write(json.dumps(record, ensure_ascii=False) + "\n")
+        return raw
+
+    def xml_call(self, label, method, params, indexed=False, int_tag="int"):
+        """An XML-RPC call as xmlrpc.client writes it (integers as <int>, or as <i4> with int_tag="i4")."""
+        def body(daemon):
+            text = xmlrpc.client.dumps(tuple(self.resolve(daemon, params)), method)
+            if int_tag != "int":
+                text = text.replace("<int>", f"<{int_tag}>").replace("</int>", f"</{int_tag}>")
+            return text.encode()
+        return self.xml_exchange(label, body, indexed)
+
+    def xml_add(self, label, name, params):
+        """addUri over XML-RPC; a daemon that gives no GID is only a difference (Gid(name, fallback=...) then)."""
+        answers = self.xml_call(label, "aria2.addUri", params)
+        for daemon, answer in zip(self.daemons, answers):
+            gid = answer.result()
+            if isinstance(gid, str):
+                daemon.gids[name] = gid
+        return answers
 
     def add(self, label, name, params):
         answers = self.call(label, "aria2.addUri", params)
@@ -757,6 +838,8 @@ def scenario(r):
     r.call("tellWaiting(final)", "aria2.tellWaiting", [T, 0, 10, ["gid", "status"]])
     r.call("getGlobalStat(final)", "aria2.getGlobalStat", [T])
 
+    xmlrpc_pass(r)
+
     # Last, as one daemon may add a download where the other refuses: bad parameters of the add methods.
     r.call("addUri(uris not a list)", "aria2.addUri", [T, url])
     r.call("addUri(uris missing)", "aria2.addUri", [T])
@@ -770,6 +853,41 @@ def scenario(r):
     r.call("addTorrent(not a torrent)", "aria2.addTorrent", [T, "bm90IGEgdG9ycmVudA=="])
     r.call("addMetalink(not a metalink)", "aria2.addMetalink", [T, "bm90IGEgbWV0YWxpbms="])
     r.call("changeGlobalOption(value not a string)", "aria2.changeGlobalOption", [T, {"max-download-result": 50}])
+
+
+def xmlrpc_pass(r):
+    """The same kind of calls as XML-RPC (`POST /rpc`), answers parsed with xmlrpc.client.loads; labels start with
+    `xmlrpc `. The one download added here is removed at the end (through JSON-RPC, not compared), so that the
+    queue is the same as before for what follows."""
+    x = Gid("xml paused", fallback=UNKNOWN_GID)
+    r.xml_call("getVersion", "aria2.getVersion", [T])
+    r.xml_call("system.listMethods", "system.listMethods", [])
+    r.xml_call("getGlobalOption", "aria2.getGlobalOption", [T])
+    r.xml_add("addUri(paused, options, position)", "xml paused",
+              [T, [r.url("small.bin")], {"pause": "true", "split": "2", "out": "xml-paused.bin",
+                                         "header": ["X-Xml-One: 1", "X-Xml-Two: 2"]}, 0])
+    r.xml_call("tellStatus(paused)", "aria2.tellStatus", [T, x])
+    r.xml_call("tellStatus(paused, keys)", "aria2.tellStatus", [T, x, TELL_KEYS])
+    r.xml_call("getOption(paused)", "aria2.getOption", [T, x])
+    r.xml_call("tellWaiting(0,10, keys)", "aria2.tellWaiting", [T, 0, 10, ["gid", "status"]])
+    r.xml_call("tellWaiting(0,10, i4)", "aria2.tellWaiting", [T, 0, 10, ["gid", "status"]], int_tag="i4")
+    r.xml_call("changePosition(POS_END)", "aria2.changePosition", [T, x, 0, "POS_END"])
+    r.xml_call("changePosition(POS_SET 0)", "aria2.changePosition", [T, x, 0, "POS_SET"])
+    r.xml_call("system.multicall", "system.multicall", [[
+        {"methodName": "aria2.getGlobalStat", "params": [T]},
+        {"methodName": "aria2.tellStatus", "params": [T, x, ["gid", "status"]]},
+        {"methodName": "aria2.tellStatus", "params": [T, UNKNOWN_GID]},
+        {"methodName": "aria2.noSuchMethod", "params": [T]},
+        {"methodName": "aria2.tellActive", "params": ["token:wrong"]},
+    ]], indexed=True)
+    r.xml_call("wrong token", "aria2.tellActive", ["token:wrong", ["gid"]])
+    r.xml_call("unknown method", "aria2.noSuchMethod", [T])
+    r.xml_exchange("request(malformed)", lambda d: b"<?xml version='1.0'?><methodCall><methodName>aria2.getVersion")
+    for daemon in r.daemons:
+        gid = daemon.gids.get("xml paused")
+        if gid:
+            daemon.request("aria2.remove", ["token:" + daemon.secret, gid])
+    r.settle()
 
 
 # ------------------------------------------------------------------------------------------ the differences file

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Interoperability test of `downpour daemon` with a real aria2 client: aria2p
-# (PyPI), its command line and its library, against a real nginx on 127.0.0.1.
+# Interoperability test of `downpour daemon` with real aria2 clients: aria2p
+# (PyPI), its command line and its library, and two XML-RPC clients (Python's
+# xmlrpc.client, aiohttp-xmlrpc from PyPI), against a real nginx on 127.0.0.1.
 #
 # Usage: scripts/daemon-interop.sh [BINARY]     (default: .build/release/downpour)
 #
-# Needs: nginx, curl, python3 with aria2p (pip install aria2p), coreutils.
+# Needs: nginx, curl, python3 with aria2p and aiohttp-xmlrpc (pip install aria2p aiohttp-xmlrpc==1.5.0), coreutils.
 set -euo pipefail
 
 die() { echo "daemon-interop: $*" >&2; exit 2; }
@@ -133,6 +134,17 @@ if timeout -k 5 300 python3 "$HERE/aria2p_check.py" "$RPC_PORT" "$SECRET" "$BASE
     pass "aria2p library: add, notifications, pause, resume, error, remove, purge"
 else
     fail "aria2p library"
+fi
+
+# ------------------------------------------- XML-RPC at /rpc: two real clients
+# Python's xmlrpc.client (aria2's manual's examples) and aiohttp-xmlrpc from PyPI (lxml writes its requests).
+if timeout -k 5 360 python3 "$HERE/xmlrpc_check.py" --url "http://127.0.0.1:$RPC_PORT/rpc" --secret "$SECRET" \
+    --base-url "$BASE" >"$LOG" 2>&1; then
+    sed 's/^/     /' "$LOG" | tail -n 3
+    pass "XML-RPC: xmlrpc.client and aiohttp-xmlrpc, every check"
+else
+    sed 's/^/     /' "$LOG" | grep -v '^     ok ' | tail -n 40
+    fail "XML-RPC clients"
 fi
 
 # ------------------------------------- graceful stop (SIGTERM) mid-download

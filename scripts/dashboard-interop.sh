@@ -42,12 +42,14 @@ SERVER_PID=""
 DOUBLE_PID=""
 OPEN_PID=""
 ARIA2_PID=""
+ARIA2_SECRET_PID=""
 
 cleanup() {
     local rc=$?
     stop_pid "$DOUBLE_PID" "push double"
     stop_pid "$OPEN_PID" "daemon without a secret"
     stop_pid "$ARIA2_PID" "aria2c without a secret"
+    stop_pid "$ARIA2_SECRET_PID" "aria2c with a secret"
     stop_pid "$SERVER_PID" "$MODE"
     stop_pid "$NGINX_PID" nginx
     rm -rf -- "$WORK"
@@ -217,6 +219,56 @@ if [[ $MODE == daemon ]]; then
     fi
 fi
 
+# ------------------------------------------- a page of another origin that holds the secret
+# With a secret, the secret is the gate: scripts/browser/secret-page.html, from another origin, sends
+# aria2.addUri with "token:SECRET" first as a preflighted JSON fetch and as a no-cors text/plain fetch, and the
+# same two with a wrong token. hostile_page_test.py --secret serves that page itself from a free port of
+# 127.0.0.1 (nginx_interop_conf's html= makes only one exact path text/html, and that is /hostile.html), then
+# asks the RPC (with the token) which downloads are new: the right-token ones, named by their out names, and no
+# wrong-token one.
+rc_secret=0
+secret_page() {
+    (cd "$ROOT/scripts" && timeout -k 10 120 python3 hostile_page_test.py --secret "$SECRET" \
+        --file "$FILES/fast.bin" "$@") </dev/null || rc_secret=1
+}
+if [[ $MODE == daemon ]]; then
+    # The daemon started above has the secret and no --rpc-allow-origin: the preflight from any origin is
+    # answered with leave to send, so both right-token adds arrive; the answer carries no CORS header, so the
+    # page cannot read it (its JSON fetch throws).
+    secret_page --rpc-port "$DPORT" --dir "$WORK/secret-page-dir" --name "downpour daemon with a secret" \
+        --right-adds cors,no-cors --cors-readable no
+    # The control: aria2c with the same secret serves any origin that holds it. Without --rpc-allow-origin-all
+    # aria2c answers the preflight (OPTIONS) with a bare 200 and no Access-Control-* headers, so Chromium never
+    # sends the JSON POST: only the no-cors add arrives there, and the JSON fetch throws.
+    if ARIA2C=$(command -v aria2c); then
+        SPORT=$((DPORT + 1))
+        while port_in_use "$SPORT"; do SPORT=$((SPORT + 1)); done
+        "$ARIA2C" --no-conf --enable-rpc --rpc-listen-port="$SPORT" --rpc-secret="$SECRET" \
+            -d "$WORK/aria2-secret-out" --quiet </dev/null >"$WORK/aria2-secret.log" 2>&1 &
+        ARIA2_SECRET_PID=$!
+        up=0
+        for ((i = 0; i < 100; i++)); do
+            curl -s --max-time 2 -d '{"id":1,"method":"system.listMethods"}' \
+                "http://127.0.0.1:$SPORT/jsonrpc" | grep -q result && { up=1; break; }
+            kill -0 "$ARIA2_SECRET_PID" 2>/dev/null || break
+            sleep 0.1
+        done
+        if [[ $up -eq 1 ]]; then
+            secret_page --rpc-port "$SPORT" --dir "$WORK/aria2-secret-page-dir" --name "aria2c with a secret" \
+                --right-adds no-cors --cors-readable no
+        else
+            sed 's/^/     | /' "$WORK/aria2-secret.log" >&2
+            fail "aria2c with a secret did not start on port $SPORT"
+        fi
+    else
+        note "aria2c not found: no control run for the page with the secret"
+    fi
+else
+    # aria2c here runs with --rpc-allow-origin-all: both adds arrive, and the page reads the answer.
+    secret_page --rpc-port "$((PORT + 2))" --dir "$WORK/secret-page-dir" \
+        --name "aria2c with a secret and --rpc-allow-origin-all" --right-adds cors,no-cors --cors-readable yes
+fi
+
 if [[ $rc -ne 0 ]]; then
     echo "dashboard: $MODE log (last lines):"
     tail -n 20 "$SERVER_LOG" | sed 's/^/     | /' || true
@@ -224,8 +276,9 @@ if [[ $rc -ne 0 ]]; then
     tail -n 10 "$WORK/error.log" 2>/dev/null | sed 's/^/     | /' || true
 fi
 echo "dashboard: screenshots in $SHOTS"
-if [[ $rc -ne 0 || $rc_open -ne 0 || $FAILED -gt 0 ]]; then
-    echo "dashboard: FAILED (browser test exit $rc, without a secret $rc_open, $FAILED shell check(s) failed)"
+if [[ $rc -ne 0 || $rc_open -ne 0 || $rc_secret -ne 0 || $FAILED -gt 0 ]]; then
+    echo "dashboard: FAILED (browser test exit $rc, without a secret $rc_open, page with the secret $rc_secret," \
+        "$FAILED shell check(s) failed)"
     exit 1
 fi
 echo "dashboard: all checks passed"

@@ -35,18 +35,22 @@ struct OptionResolver: Sendable {
     }
 
     /// What `aria2.getOption` answers for a download with options `own`: every download option Downpour has that
-    /// aria2 has too, with the download's value, else the global one, else the default, written as aria2 writes it.
+    /// aria2 has too, with the download's value, else the global one, else the default, written as aria2 writes it;
+    /// then the download options Downpour only answers (``Aria2FixedOption``), with what it does.
     func downloadOptions(_ own: [QueueOption]) -> [QueueOption] {
         let effective = self.effective(own)
         var answer: [QueueOption] = []
         for option in Aria2Option.all where option.scope == .download && option.isAria2s {
             answer += Self.values(of: option, in: effective) ?? Self.defaults(of: option, in: self.base)
         }
+        for fixed in Aria2FixedOption.all where fixed.scope == .download {
+            answer.append(QueueOption(name: fixed.name, value: fixed.currentValue))
+        }
         return answer
     }
 
     /// What `aria2.getGlobalOption` answers: every option with a value, defaults included, but the secret; the
-    /// queue's own as `queue` has them.
+    /// queue's own as `queue` has them; then every option Downpour only answers (``Aria2FixedOption``).
     func globalOptions(queue: DownloadQueue, overallLimit: Int64?) -> [QueueOption] {
         var answer: [QueueOption] = []
         for option in Aria2Option.all where option.isAria2s && option.name != Aria2Option.rpcSecret.name {
@@ -65,6 +69,9 @@ struct OptionResolver: Sendable {
                 }
                 if let value { answer.append(QueueOption(name: option.name, value: value)) }
             }
+        }
+        for fixed in Aria2FixedOption.all {
+            answer.append(QueueOption(name: fixed.name, value: fixed.currentValue))
         }
         return answer
     }

@@ -429,6 +429,12 @@ struct DownloadManagerTests {
         #expect(answered.contains(QueueOption(name: "split", value: "2")))
         #expect(answered.contains { $0.name == "dir" })
         #expect(!answered.contains { ["bt-max-peers", "gid", "pause"].contains($0.name) })
+        // aria2's keys Downpour has no setting for are answered with what it does, each once.
+        for fixed in Aria2FixedOption.all where fixed.scope == .download {
+            #expect(answered.filter { $0.name == fixed.name } == [QueueOption(name: fixed.name, value: fixed.value)])
+        }
+        #expect(answered.contains(QueueOption(name: "file-allocation", value: "falloc")))
+        #expect(!answered.contains { $0.name == "disk-cache" })
         for (name, value) in [("split", "many"), ("gid", "xyz"), ("pause", "maybe"), ("out", "../escape")] {
             await #expect {
                 _ = try await manager.add(
@@ -464,6 +470,11 @@ struct DownloadManagerTests {
         #expect(globals.contains(QueueOption(name: "dir", value: directory.path)))
         #expect(globals.contains(QueueOption(name: "max-overall-download-limit", value: "\(1024 * 1024)")))
         #expect(!globals.contains { $0.name == "rpc-secret-thing" })
+        for fixed in Aria2FixedOption.all {
+            #expect(globals.filter { $0.name == fixed.name }.map(\.value) == [fixed.currentValue])
+        }
+        #expect(globals.contains(QueueOption(name: "disk-cache", value: "0")))
+        #expect(Set(globals.map(\.name)).count == globals.count, "each key once")
         #expect(downloader.configuration.maximumOverallRate == Int64(1024 * 1024))
         await manager.shutdown()
         await downloader.shutdown()

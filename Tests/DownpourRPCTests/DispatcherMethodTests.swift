@@ -489,6 +489,31 @@ import Testing
         #expect(waiting.arrayValue?.compactMap { $0["status"]?.stringValue } == ["waiting", "paused"])
     }
 
+    @Test("An option Downpour only answers: its own value is taken and changes nothing; another is refused, with why")
+    func fixedOptions() async throws {
+        let gid = try await harness.add("http://a/f")
+        #expect(
+            try await harness.result("aria2.changeGlobalOption", [["file-allocation": "FALLOC", "split": "3"]]) == "OK"
+        )
+        #expect(try await harness.result("aria2.getGlobalOption")["file-allocation"] == nil)
+        #expect(try await harness.result("aria2.getGlobalOption")["split"] == "3")
+        #expect(
+            try await harness.result("aria2.changeOption", [.string(gid.description), ["disk-cache": "0M"]]) == "OK"
+        )
+        let refused = try await harness.errorMessage("aria2.changeGlobalOption", [["enable-mmap": "true"]])
+        #expect(refused.contains("'enable-mmap'") && refused.contains("never mapped into memory"), "\(refused)")
+        let onAdd = try await harness.errorMessage("aria2.addUri", [["http://a/g"], ["file-allocation": "none"]])
+        #expect(onAdd.contains("'file-allocation'") && onAdd.contains("fallocate"), "\(onAdd)")
+        let onChange = try await harness.errorMessage(
+            "aria2.changeOption",
+            [.string(gid.description), ["max-file-not-found": "5"]]
+        )
+        #expect(onChange.contains("'max-file-not-found'"), "\(onChange)")
+        // Nothing of a refused call was made.
+        #expect(try await harness.result("aria2.getGlobalOption")["split"] == "3")
+        #expect(try await harness.result("aria2.tellWaiting", [0, 10, ["gid"]]).arrayValue?.count == 1)
+    }
+
     @Test func unsupportedAndFixedAnswers() async throws {
         #expect(try await harness.errorMessage("aria2.addTorrent", ["AAAA"]).contains("BitTorrent is not supported"))
         #expect(try await harness.errorMessage("aria2.addMetalink", ["AAAA"]).contains("Metalink"))
@@ -496,7 +521,9 @@ import Testing
         // As aria2 answers when no save-session file is set.
         #expect(try await harness.errorMessage("aria2.saveSession") == "Filename is not given.")
         let version = try await harness.result("aria2.getVersion")
-        #expect(version == ["version": "1.37.0", "enabledFeatures": ["HTTPS", "Message Digest", "Metalink"]])
+        #expect(
+            version == ["version": "1.37.0", "enabledFeatures": ["HTTPS", "Message Digest", "Metalink", "XML-RPC"]]
+        )
         let session = try await harness.result("aria2.getSessionInfo")["sessionId"]?.stringValue ?? ""
         #expect(session.count == 40)
         #expect(session.allSatisfy { $0.isHexDigit })

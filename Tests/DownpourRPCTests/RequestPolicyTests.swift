@@ -193,6 +193,95 @@ import Testing
         Self.check(row, Self.anyOrigin)
     }
 
+    /// With a secret the token is the gate (browser extensions, AriaNg from a file, reverse proxies): every `Host`
+    /// and origin is served, and only allowed origins may read the answers.
+    static let withSecret = RequestPolicy(
+        port: 6800,
+        allowedOrigins: [WebOrigin("https://ariang.example")],
+        secretGates: true
+    )
+    static let withSecretRows: [Row] = [
+        Row(name: "aria2p on loopback", host: "127.0.0.1:6800"),
+        Row(name: "a reverse proxy's own Host", host: "aria2.example.com"),
+        Row(name: "a reverse proxy's Host and port", host: "aria2.example.com:8443"),
+        Row(name: "a rebinding name (the token still gates)", host: "evil.example:6800"),
+        Row(name: "not a host is still refused", host: "a b", refused: 400),
+        Row(
+            name: "Chrome extension",
+            host: "127.0.0.1:6800",
+            origin: "chrome-extension://mpkodccbngfoacfalldjimigbofkhgjn"
+        ),
+        Row(
+            name: "Firefox extension",
+            host: "localhost:6800",
+            origin: "moz-extension://0f2bd1f4-6b4e-4c6a-9ad2-3f0a1b2c3d4e",
+            fetchSite: "cross-site"
+        ),
+        Row(name: "AriaNg from a file", host: "127.0.0.1:6800", origin: "null", fetchSite: "cross-site"),
+        Row(
+            name: "a page of another origin: served, its answers unreadable",
+            host: "127.0.0.1:6800",
+            origin: "http://evil.example"
+        ),
+        Row(
+            name: "a page of another origin's preflight: leave to send",
+            host: "127.0.0.1:6800",
+            origin: "http://evil.example",
+            resource: .preflight,
+            crossOrigin: .origin("http://evil.example")
+        ),
+        Row(
+            name: "an extension's preflight through a proxy",
+            host: "aria2.example.com",
+            origin: "chrome-extension://abc",
+            resource: .preflight,
+            crossOrigin: .origin("chrome-extension://abc")
+        ),
+        Row(
+            name: "an allowed origin reads its answers",
+            host: "aria2.example.com",
+            origin: "https://ariang.example",
+            crossOrigin: .origin("https://ariang.example")
+        ),
+        Row(name: "JSONP from a script tag", host: "127.0.0.1:6800", fetchSite: "cross-site"),
+        Row(name: "the dashboard through a proxy", host: "aria2.example.com", resource: .page),
+        Row(name: "the proxy's own page", host: "aria2.example.com", origin: "https://aria2.example.com"),
+    ]
+
+    @Test(arguments: withSecretRows)
+    func daemonWithSecret(_ row: Row) {
+        Self.check(row, Self.withSecret)
+    }
+
+    /// `--rpc-allow-origin-all` with its secret: `*` for everyone, any `Host`.
+    static let anyOriginWithSecret = RequestPolicy(port: 6800, allowsAnyOrigin: true, secretGates: true)
+    static let anyOriginWithSecretRows: [Row] = [
+        Row(
+            name: "AriaNg's public page",
+            host: "127.0.0.1:6800",
+            origin: "https://ariang.mayswind.net",
+            crossOrigin: .any
+        ),
+        Row(name: "through a proxy", host: "aria2.example.com", origin: "null", crossOrigin: .any),
+        Row(name: "a preflight", host: "aria2.example.com", origin: "null", resource: .preflight, crossOrigin: .any),
+    ]
+
+    @Test(arguments: anyOriginWithSecretRows)
+    func anyOriginDaemonWithSecret(_ row: Row) {
+        Self.check(row, Self.anyOriginWithSecret)
+    }
+
+    @Test("Without the secret's gate, the same policy refuses what only the secret admits")
+    func withoutSecretIsTodaysPolicy() {
+        let plain = Self.withSecret.withoutSecret
+        #expect(!plain.secretGates)
+        Self.check(Row(name: "proxy Host", host: "aria2.example.com", refused: 421), plain)
+        Self.check(
+            Row(name: "extension", host: "127.0.0.1:6800", origin: "chrome-extension://abc", refused: 403),
+            plain
+        )
+    }
+
     static func check(_ row: Row, _ policy: RequestPolicy, sourceLocation: SourceLocation = #_sourceLocation) {
         let verdict = policy.evaluate(
             host: row.host,

@@ -105,7 +105,7 @@ import Darwin
 
     @Test func otherPathsAre404() async throws {
         try await LoopbackServer.with { server in
-            let rpc = try await server.send(.POST, path: "/rpc", body: "{}").0
+            let rpc = try await server.send(.GET, path: "/rpc").0
             #expect(rpc.status.code == 404)
             let other = try await server.send(.GET, path: "/dashboard/other.js").0
             #expect(other.status.code == 404)
@@ -315,16 +315,16 @@ import Darwin
         let channel = EmbeddedChannel()
         let pipeline = channel.pipeline.syncOperations
         try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
-        let handler = JSONRPCPostHandler(maximumBodySize: 1024) { _ in
-            .now(JSONRPCPostHandler.Reply(status: .ok, headers: [:], body: ByteBuffer()))
+        let handler = RPCPostHandler(maximumBodySize: 1024) { _, _ in
+            .now(RPCPostHandler.Reply(status: .ok, headers: [:], body: ByteBuffer()))
         }
         try pipeline.addHandler(
-            JSONRPCPostHandlerInstaller(policy: RequestPolicy(port: 80, allowedHosts: ["h"]), handler)
+            RPCPostHandlerInstaller(policy: RequestPolicy(port: 80, allowedHosts: ["h"]), handler)
         )
-        #expect(try pipeline.handler(type: JSONRPCPostHandler.self) === handler)
+        #expect(try pipeline.handler(type: RPCPostHandler.self) === handler)
         // The policy is installed too (the socket tests show that nothing passes it unchecked).
         _ = try pipeline.handler(type: RequestPolicyHandler.self)
-        #expect(throws: (any Error).self) { try pipeline.handler(type: JSONRPCPostHandlerInstaller.self) }
+        #expect(throws: (any Error).self) { try pipeline.handler(type: RPCPostHandlerInstaller.self) }
 
         // NIO's parts reach the handler first (it would trap on Swift HTTP Types' parts); a request it does not
         // answer goes on to the codec, which hands the router its converted form.

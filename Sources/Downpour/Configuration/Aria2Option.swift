@@ -840,6 +840,7 @@ extension Aria2Option {
         "quiet",
         .startup,
         .flag,
+        default: "false",
         short: "q",
         commands: .get,
         help: "Print nothing but errors."

@@ -7,4 +7,6 @@ enum ConnectionEvent: Sendable, Hashable {
     case responseSent
     /// The connection is now a WebSocket.
     case webSocketOpened
+    /// The bytes an unanswered request's body holds now (0 once it is read into a call, answered or dropped).
+    case bodyHeld(Int)
 }

@@ -19,7 +19,8 @@ import Darwin
 ///   per connection, moved only when the deadline comes sooner. The request boundaries come from
 ///   ``RequestPolicyHandler`` and the WebSocket route as ``ConnectionEvent``s.
 /// - **Cap**: the connection is entered in the server's ``ConnectionRegistry``, which closes the one stalled
-///   longest when the cap is passed.
+///   longest when the cap is passed, and, when the bodies of unanswered requests hold more than the body budget,
+///   the one of those stalled longest (``ConnectionEvent/bodyHeld(_:)``).
 final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -124,6 +125,12 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         case .requestReceived: self.timeline?.requestReceived()
         case .responseSent: self.timeline?.responseSent(at: .now())
         case .webSocketOpened: self.timeline?.webSocketOpened()
+        case .bodyHeld(let bytes):
+            if let id = self.id {
+                for victim in self.registry.hold(id, bytes: bytes) { victim.close(promise: nil) }
+            }
+            promise?.succeed(())
+            return
         }
         self.changed(context: context)
         promise?.succeed(())

@@ -1,3 +1,4 @@
+import Downpour
 import DownpourJSON
 import DownpourQueue
 
@@ -6,8 +7,24 @@ enum OptionsStruct {
     /// The options of a struct, in order. Values are strings; an array gives one option per string (aria2 takes
     /// arrays for `header` and `index-out`, the options that may repeat; Downpour takes them for any name);
     /// JSON booleans and numbers are turned into their text (aria2 ignores them silently, which surprises
-    /// clients); `null`s and objects are skipped. Names are passed on unchecked: the queue judges them.
-    static func options(from object: JSONObject) -> [QueueOption] {
+    /// clients); `null`s and objects are skipped. Names are passed on unchecked: the queue judges them; but an
+    /// option Downpour only answers (``Aria2FixedOption``) is taken out when its value is the one Downpour has, and
+    /// refused otherwise, with an error that names it and says why.
+    ///
+    /// - Throws: ``RPCError`` for a fixed option set to a value Downpour cannot honour.
+    static func options(from object: JSONObject) throws(RPCError) -> [QueueOption] {
+        var options: [QueueOption] = []
+        for option in Self.allOptions(from: object) {
+            guard let fixed = Aria2FixedOption.named(option.name) else {
+                options.append(option)
+                continue
+            }
+            guard fixed.accepts(option.value) else { throw .method(fixed.message(for: option.value)) }
+        }
+        return options
+    }
+
+    private static func allOptions(from object: JSONObject) -> [QueueOption] {
         var options: [QueueOption] = []
         options.reserveCapacity(object.count)
         for member in object.members {

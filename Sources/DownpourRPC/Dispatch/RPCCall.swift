@@ -22,6 +22,16 @@ enum RPCCall: Sendable {
         }
     }
 
+    /// Whether the call passed a token check (with a secret set, every call that needs a token and was read):
+    /// `system.listMethods` and `listNotifications` need none; a multicall proves it by an entry that did.
+    var provesToken: Bool {
+        switch self {
+        case .read(.listMethods), .read(.listNotifications): false
+        case .read, .write: true
+        case .multicall(let entries): entries.contains { (try? $0.get())?.provesToken ?? false }
+        }
+    }
+
     /// Reads a call of `name` with `params` (the token, if any, still first).
     ///
     /// - Throws: ``RPCError/unauthorized`` for a wrong or missing token (before anything else, as aria2 does:
@@ -47,7 +57,9 @@ enum RPCCall: Sendable {
         // Calls that change the queue.
         case .addUri:
             let uris = try params.strings(at: 0, required: true) ?? []
-            let options = try params.object(at: 1).map(OptionsStruct.options(from:)) ?? []
+            let options =
+                try params.object(at: 1).map { object throws(RPCError) in try OptionsStruct.options(from: object) }
+                ?? []
             let position = try params.position(at: 2)
             guard !uris.isEmpty else { throw .method("URI is not provided.") }
             return .write(.addUri(AddRequest(uris: uris, options: options, position: position)))
@@ -79,12 +91,12 @@ enum RPCCall: Sendable {
             return .write(.changeURIs(gid: gid, fileIndex: fileIndex, remove: remove, add: add, position: position))
         case .changeOption:
             let gid = try params.requiredString(at: 0)
-            let options = OptionsStruct.options(from: try params.object(at: 1, required: true) ?? JSONObject())
+            let options = try OptionsStruct.options(from: try params.object(at: 1, required: true) ?? JSONObject())
             return .write(.changeOptions(gid: gid, options))
         case .changeGlobalOption:
             return .write(
                 .changeGlobalOptions(
-                    OptionsStruct.options(from: try params.object(at: 0, required: true) ?? JSONObject())
+                    try OptionsStruct.options(from: try params.object(at: 0, required: true) ?? JSONObject())
                 )
             )
         case .purgeDownloadResult:
@@ -208,7 +220,8 @@ enum WriteCall: Sendable {
     /// ``AddRequest/files(of:options:position:)`` makes them.
     static func addMetalink(_ params: RPCParameters) throws(RPCError) -> WriteCall {
         let encoded = try params.requiredString(at: 0)
-        let options = try params.object(at: 1).map(OptionsStruct.options(from:)) ?? []
+        let options =
+            try params.object(at: 1).map { object throws(RPCError) in try OptionsStruct.options(from: object) } ?? []
         let position = try params.position(at: 2)
         guard let bytes = Base64.decode(Array(encoded.utf8)), !bytes.isEmpty else {
             throw .method("The Metalink is not valid base64.")

@@ -17,6 +17,8 @@ extension RPCDispatcher {
             return (RPCReply(body: writer.bytes, httpStatus: 400, isUnauthorized: true), false)
         }
         Self.write(Response(id: id, result: "OK"), to: &writer)
-        return (RPCReply(body: writer.bytes), true)
+        var reply = RPCReply(body: writer.bytes)
+        reply.provesToken = true
+        return (reply, true)
     }
 }

@@ -26,9 +26,9 @@ public struct RPCDispatcher: Sendable {
     /// release whose interface it follows, not its own version.
     public static let aria2Version = "1.37.0"
 
-    /// The features `aria2.getVersion` lists: only those of aria2's names that Downpour has. No BitTorrent,
-    /// Metalink, XML-RPC, SFTP, GZip (responses are never decompressed), asynchronous DNS or Firefox cookies.
-    public static let enabledFeatures = ["HTTPS", "Message Digest", "Metalink"]
+    /// The features `aria2.getVersion` lists: only those of aria2's names that Downpour has. No BitTorrent, SFTP,
+    /// GZip (responses are never decompressed), asynchronous DNS or Firefox cookies.
+    public static let enabledFeatures = ["HTTPS", "Message Digest", "Metalink", "XML-RPC"]
 
     let service: any DownloadQueueService
     let tokenCheck: TokenCheck
@@ -57,12 +57,34 @@ public struct RPCDispatcher: Sendable {
 
     // MARK: Entry points
 
+    /// How a request came and how it is answered: JSON-RPC (`/jsonrpc`, the WebSocket) or XML-RPC (`/rpc`).
+    public enum Dialect: Sendable, Hashable {
+        case jsonRPC
+        case xmlRPC
+    }
+
     /// A request read once: one request object or a batch, each object's call parsed (``RPCCall``).
     public struct ParsedRequest: Sendable {
         /// The request as JSON.
         package let body: JSONValue
         let requests: [RequestObject]
         let isBatch: Bool
+        var dialect = Dialect.jsonRPC
+
+        /// Whether it is one `system.multicall`.
+        var isMulticall: Bool {
+            guard !self.isBatch, case .call(_, .multicall)? = self.requests.first else { return false }
+            return true
+        }
+
+        /// Whether a call in it carried the right token (with a secret set, any call that needs one and was not
+        /// refused for it): a WebSocket admitted only by the secret is served notifications from then on.
+        public var provesToken: Bool {
+            self.requests.contains { request in
+                guard case .call(_, let call) = request else { return false }
+                return call.provesToken
+            }
+        }
 
         /// Whether every call only reads (calls refused before they run change nothing).
         public var onlyReads: Bool {
@@ -160,7 +182,7 @@ public struct RPCDispatcher: Sendable {
                 responses.append(Response(id, await self.run(call, effects: &effects)))
             }
         }
-        return self.reply(responses, isBatch: parsed.isBatch, effects: effects)
+        return self.reply(responses, of: parsed, effects: effects)
     }
 
     /// ``handle(parsed:)`` for a request of reads only, from `queue`.
@@ -174,7 +196,48 @@ public struct RPCDispatcher: Sendable {
                 return Response(id, self.answer(call, reading: queue, effects: &effects))
             }
         }
-        return self.reply(responses, isBatch: parsed.isBatch, effects: effects)
+        return self.reply(responses, of: parsed, effects: effects)
+    }
+
+    /// Reads an XML-RPC body (`POST /rpc`): one `<methodCall>`, read as a call (``XMLRPCRequest``), or the fault
+    /// that refuses it.
+    public func parse(xml body: some Collection<UInt8>) -> Result<ParsedRequest, RPCError> {
+        let request: XMLRPCRequest
+        do {
+            request = try XMLRPCRequest(parsing: body)
+        } catch {
+            return .failure(error)
+        }
+        let object = RequestObject(
+            method: request.methodName,
+            params: request.params,
+            id: .null,
+            tokenCheck: self.tokenCheck
+        )
+        var parsed = ParsedRequest(body: .null, requests: [object], isBatch: false)
+        parsed.dialect = .xmlRPC
+        return .success(parsed)
+    }
+
+    /// ``handleNow(body:)`` for an XML-RPC body: answered now when it is malformed or only reads on the queue's
+    /// own thread, else parsed for ``handle(parsed:)``.
+    public func handleNow(xml body: some Collection<UInt8>) -> Immediate {
+        switch self.parse(xml: body) {
+        case .failure(let error):
+            return .answered(Self.faultReply(error, httpStatus: 400))
+        case .success(let parsed):
+            guard parsed.onlyReads, let reply = self.service.readIfIsolated({ self.answer(parsed, reading: $0) })
+            else { return .pending(parsed) }
+            return .answered(reply)
+        }
+    }
+
+    /// Answers an XML-RPC body (`POST /rpc`).
+    public func handle(xml body: some Collection<UInt8>) async -> RPCReply {
+        switch self.parse(xml: body) {
+        case .failure(let error): Self.faultReply(error, httpStatus: 400)
+        case .success(let parsed): await self.handle(parsed: parsed)
+        }
     }
 
     /// Answers the query of `GET /jsonrpc` (the text after `?`), JSONP when it has `jsoncallback`.
@@ -220,7 +283,20 @@ public struct RPCDispatcher: Sendable {
     }
 
     /// The reply to the responses of a request: the one response, or a batch's in an array.
-    private func reply(_ responses: [Response], isBatch: Bool, effects: Effects) -> RPCReply {
+    private func reply(_ responses: [Response], of parsed: ParsedRequest, effects: Effects) -> RPCReply {
+        var afterReply: (@Sendable () async -> Void)?
+        if let force = effects.shutdown {
+            let onShutdown = self.onShutdown
+            afterReply = { await onShutdown(force) }
+        }
+        guard parsed.dialect == .jsonRPC else {
+            var reply = Self.xmlReply(responses.first, isMulticall: parsed.isMulticall)
+            reply.isUnauthorized = effects.isUnauthorized
+            reply.afterReply = afterReply
+            reply.provesToken = parsed.provesToken
+            return reply
+        }
+        let isBatch = parsed.isBatch
         var writer = JSONWriter()
         if isBatch {
             writer.writeASCII("[")
@@ -233,16 +309,37 @@ public struct RPCDispatcher: Sendable {
             Self.write(response, to: &writer)
         }
         let status = isBatch ? 200 : responses.first?.error?.httpStatus ?? 200
-        var afterReply: (@Sendable () async -> Void)?
-        if let force = effects.shutdown {
-            let onShutdown = self.onShutdown
-            afterReply = { await onShutdown(force) }
-        }
-        return RPCReply(
+        var reply = RPCReply(
             body: writer.bytes,
             httpStatus: status,
             isUnauthorized: effects.isUnauthorized,
             afterReply: afterReply
+        )
+        reply.provesToken = parsed.provesToken
+        return reply
+    }
+
+    /// An XML-RPC answer: the result, or a fault; HTTP 200 either way, as aria2 answers.
+    static func xmlReply(_ response: Response?, isMulticall: Bool) -> RPCReply {
+        guard let response, response.error == nil else {
+            return Self.faultReply(response?.error ?? .invalidRequest)
+        }
+        let result = response.result ?? .null
+        return RPCReply(
+            body: XMLRPCWriter.response(isMulticall ? XMLRPCWriter.multicallResults(result) : result),
+            contentType: XMLRPCWriter.contentType
+        )
+    }
+
+    /// An XML-RPC fault: HTTP 200 for a call's error, 400 for a document that is not a call (aria2 answers 400
+    /// there too, with no body; the fault says what is wrong). A wrong token is marked, so its answer is held back
+    /// as a JSON-RPC one is.
+    static func faultReply(_ error: RPCError, httpStatus: Int = 200) -> RPCReply {
+        RPCReply(
+            body: XMLRPCWriter.fault(error),
+            httpStatus: httpStatus,
+            contentType: XMLRPCWriter.contentType,
+            isUnauthorized: error == .unauthorized
         )
     }
 
@@ -300,6 +397,11 @@ public struct RPCDispatcher: Sendable {
                 self = .refused(Response(id: id, error: .invalidParams))
                 return
             }
+            self.init(method: method, params: params, id: id, tokenCheck: tokenCheck)
+        }
+
+        /// A call of `method` with `params` (the token, if any, first), answered with `id`.
+        init(method: String, params: [JSONValue], id: JSONValue, tokenCheck: TokenCheck) {
             do throws(RPCError) {
                 self = .call(id: id, try RPCCall(method, params: params, tokenCheck: tokenCheck))
             } catch {

@@ -12,6 +12,8 @@ public struct RPCReply: Sendable {
     public var isUnauthorized: Bool
     /// To run once the reply has been sent (the daemon's shutdown after `aria2.shutdown`).
     public var afterReply: (@Sendable () async -> Void)?
+    /// A call carried the right token (``RPCDispatcher/ParsedRequest/provesToken``).
+    public var provesToken = false
 
     public init(
         body: [UInt8],

@@ -21,6 +21,14 @@
 /// The dashboard's files (``Resource/page``) are checked for their `Host` only: they hold no data, and a link to
 /// the dashboard from another site must open it.
 ///
+/// **With a secret** (``secretGates``) the token every call carries is the gate, as with aria2: browser extensions
+/// (`chrome-extension://…`, `moz-extension://…`), AriaNg from a file (`Origin: null`) and reverse proxies (their
+/// own `Host`) rely on that. Every `Host` and every origin is served, and a call without the right token gets
+/// aria2's `Unauthorized`. What the browser lets a page *read* is still the policy's: an answer carries
+/// `Access-Control-Allow-Origin` only for an allowed origin (or `*` with ``allowsAnyOrigin``). A preflight from
+/// any origin is answered with leave to send (it carries no token and grants nothing: the call itself is checked),
+/// so a page that holds the secret can call.
+///
 /// ```swift
 /// let policy = RequestPolicy(port: 6800, allowedOrigins: [WebOrigin("https://ariang.example")])
 /// policy.evaluate(host: "evil.example:6800", origin: nil, fetchSite: nil, resource: .rpc)
@@ -74,19 +82,33 @@ public struct RequestPolicy: Sendable, Hashable {
     public var allowedOrigins: [WebOrigin]
     /// Every origin may call (`--rpc-allow-origin-all`); the server refuses this without a secret.
     public var allowsAnyOrigin: Bool
+    /// A secret is set: the token in each call is the gate, so no `Host` or origin is refused (the answers are still
+    /// readable only by allowed origins).
+    public var secretGates: Bool
 
     public init(
         port: Int,
         allowedHosts: [String] = [],
         machineAddresses: [String] = [],
         allowedOrigins: [WebOrigin] = [],
-        allowsAnyOrigin: Bool = false
+        allowsAnyOrigin: Bool = false,
+        secretGates: Bool = false
     ) {
         self.port = port
         self.allowedHosts = allowedHosts
         self.machineAddresses = machineAddresses
         self.allowedOrigins = allowedOrigins
         self.allowsAnyOrigin = allowsAnyOrigin
+        self.secretGates = secretGates
+    }
+
+    /// The same policy without the secret's gate: what a request would get from a daemon with no secret. A
+    /// WebSocket this refuses but ``evaluate(host:origin:fetchSite:resource:)`` allows (a page of another origin,
+    /// a reverse proxy) is served only once it has sent the right token: until then it gets no notification.
+    public var withoutSecret: RequestPolicy {
+        var policy = self
+        policy.secretGates = false
+        return policy
     }
 
     /// The names that need no option: the loopback addresses and `localhost`.
@@ -101,11 +123,14 @@ public struct RequestPolicy: Sendable, Hashable {
     public func evaluate(host: String?, origin: String?, fetchSite: String?, resource: Resource) -> Verdict {
         let requestAuthority: Authority?
         switch self.checkHost(host) {
+        case .failure(let refusal) where refusal.status == 421 && self.secretGates:
+            requestAuthority = nil
         case .failure(let refusal): return .refuse(refusal)
         case .success(let authority): requestAuthority = authority
         }
         if resource == .page { return .allow(.none) }
         if self.allowsAnyOrigin { return .allow(.any) }
+        if self.secretGates { return .allow(self.crossOriginWithSecret(origin, requestAuthority, resource)) }
         if let origin = origin.map({ WebOrigin($0) }), !origin.isNonBrowser {
             if self.isOwn(origin, requestAuthority: requestAuthority) { return .allow(.none) }
             if self.allowedOrigins.contains(origin) { return .allow(.origin(origin.description)) }
@@ -127,6 +152,19 @@ public struct RequestPolicy: Sendable, Hashable {
         default:
             return .allow(.none)
         }
+    }
+
+    /// What an answer may say to the browser when the secret is the gate: an allowed origin may read it; any
+    /// other may send a preflighted call (and read nothing).
+    private func crossOriginWithSecret(
+        _ origin: String?,
+        _ requestAuthority: Authority?,
+        _ resource: Resource
+    ) -> CrossOrigin {
+        guard let origin = origin.map({ WebOrigin($0) }), !origin.isNonBrowser else { return .none }
+        if self.isOwn(origin, requestAuthority: requestAuthority) { return .none }
+        if self.allowedOrigins.contains(origin) || resource == .preflight { return .origin(origin.description) }
+        return .none
     }
 
     private func checkHost(_ host: String?) -> Result<Authority?, Refusal> {

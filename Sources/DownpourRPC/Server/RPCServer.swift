@@ -23,8 +23,8 @@ import Darwin
 
 /// aria2's JSON-RPC over HTTP and WebSocket on `/jsonrpc`, for AriaNg, aria2p, Motrix and scripts (§1 of
 /// `shared/aria2-rpc.md`): `POST` (any content type), `GET` with base64 `params` and JSONP, a WebSocket on the
-/// same path that also pushes aria2's notifications, CORS when asked. A `Service`: run it in a
-/// `ServiceGroup`, whose graceful shutdown stops it.
+/// same path that also pushes aria2's notifications, CORS when asked; and aria2's XML-RPC, `POST /rpc` (§10). A
+/// `Service`: run it in a `ServiceGroup`, whose graceful shutdown stops it.
 ///
 /// ```swift
 /// let server = try RPCServer(
@@ -45,8 +45,10 @@ public struct RPCServer: Service {
     public let hub: WebSocketHub
     let service: any DownloadQueueService
     let logger: Logger
-    /// The open connections and their cap.
+    /// The open connections, their cap and the budget for the bodies they hold.
     let connections: ConnectionRegistry
+    /// Slows an address that keeps sending wrong tokens.
+    let guesses: TokenGuessLimiter
     /// Counts the queue's changes, for the progress push's `queueVersion`.
     let queueVersion = NIOLockedValueBox(0)
     let onServerRunning: @Sendable (_ port: Int) async -> Void
@@ -77,7 +79,13 @@ public struct RPCServer: Service {
         self.eventLoopGroup = eventLoopGroup
         self.dispatcher = RPCDispatcher(service: service, secret: configuration.secret, onShutdown: onShutdown)
         self.hub = WebSocketHub()
-        self.connections = ConnectionRegistry(capacity: configuration.maximumConnections)
+        self.connections = ConnectionRegistry(
+            capacity: configuration.maximumConnections,
+            bodyBudget: configuration.maximumHeldBodies
+        )
+        self.guesses = TokenGuessLimiter(
+            GuessLimit(burst: configuration.guessBurst, interval: TimeAmount(configuration.guessInterval))
+        )
         self.logger = logger
         self.onServerRunning = onServerRunning
     }
@@ -126,7 +134,7 @@ public struct RPCServer: Service {
     private func serverBuilder(policy: RequestPolicy) -> HTTPServerBuilder {
         let webSocketResponder = self.webSocketRouter(policy: policy).buildResponder()
         let configuration = HTTP1WebSocketUpgradeChannel.Configuration(
-            http1: .init(additionalChannelHandlers: [JSONRPCPostHandlerInstaller(policy: policy, self.postHandler())]),
+            http1: .init(additionalChannelHandlers: [RPCPostHandlerInstaller(policy: policy, self.postHandler())]),
             ws: .init(
                 maxFrameSize: self.configuration.maximumRequestSize,
                 autoPing: .enabled(timePeriod: self.configuration.webSocketPingInterval)
@@ -203,16 +211,19 @@ public struct RPCServer: Service {
 
     func router() -> Router<RPCRequestContext> {
         let router = Router(context: RPCRequestContext.self)
-        router.post("jsonrpc") { request, context in
-            try await self.post(request, context: context)
+        // POST /jsonrpc and POST /rpc never get here: the RPCPostHandler answers them on the loop.
+        router.get("jsonrpc") { request, context in
+            let peer = TokenGuessLimiter.peer(of: context.channel.remoteAddress)
+            let reply = await self.throttled(peer) {
+                await self.dispatcher.handle(query: Substring(request.uri.query ?? ""))
+            }
+            return self.response(for: reply)
         }
-        router.get("jsonrpc") { request, _ in
-            let reply = await self.dispatcher.handle(query: Substring(request.uri.query ?? ""))
-            return await self.response(for: reply)
-        }
-        router.on("jsonrpc", method: .options) { _, _ in
-            // The request policy has let the preflight through and adds the CORS headers it earned.
-            Response(status: .ok, headers: [.contentLength: "0"])
+        for path in ["jsonrpc", "rpc"] {
+            router.on(RouterPath(path), method: .options) { _, _ in
+                // The request policy has let the preflight through and adds the CORS headers it earned.
+                Response(status: .ok, headers: [.contentLength: "0"])
+            }
         }
         for path in DashboardAssets.byPath.keys {
             router.get(RouterPath(path)) { _, _ in
@@ -222,25 +233,32 @@ public struct RPCServer: Service {
         return router
     }
 
-    /// The handler that answers most `POST /jsonrpc` requests on the event loop (see ``JSONRPCPostHandler``);
-    /// the route below gets the rest.
-    private func postHandler() -> JSONRPCPostHandler {
+    /// The handler that answers every `POST /jsonrpc` and `POST /rpc` on the event loop (see ``RPCPostHandler``).
+    private func postHandler() -> RPCPostHandler {
         let common = HTTPHeaders(self.commonHeaders())
         let unauthorizedDelay = TimeAmount(self.configuration.unauthorizedDelay)
         let dispatcher = self.dispatcher
-        @Sendable func reply(_ reply: RPCReply) -> JSONRPCPostHandler.Reply {
+        @Sendable func reply(_ reply: RPCReply) -> RPCPostHandler.Reply {
             var headers = common
             headers.add(name: "content-type", value: reply.contentType)
-            return JSONRPCPostHandler.Reply(
+            return RPCPostHandler.Reply(
                 status: HTTPResponseStatus(statusCode: reply.httpStatus),
                 headers: headers,
                 body: ByteBuffer(bytes: reply.body),
                 delay: reply.isUnauthorized ? unauthorizedDelay : .zero,
+                isUnauthorized: reply.isUnauthorized,
                 afterReply: reply.afterReply
             )
         }
-        return JSONRPCPostHandler(maximumBodySize: self.configuration.maximumRequestSize) { body in
-            switch dispatcher.handleNow(body: body.readableBytesView) {
+        return RPCPostHandler(maximumBodySize: self.configuration.maximumRequestSize, limiter: self.guesses) {
+            path,
+            body in
+            let immediate =
+                switch path {
+                case .jsonRPC: dispatcher.handleNow(body: body.readableBytesView)
+                case .xmlRPC: dispatcher.handleNow(xml: body.readableBytesView)
+                }
+            switch immediate {
             case .answered(let answer):
                 return .now(reply(answer))
             case .pending(let request):
@@ -249,42 +267,21 @@ public struct RPCServer: Service {
         }
     }
 
-    private func post(_ request: Request, context: RPCRequestContext) async throws -> Response {
-        let limit = self.configuration.maximumRequestSize
-        if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit {
-            return self.tooLarge(context)
-        }
-        var request = request
-        let body: ByteBuffer
-        do {
-            body = try await request.collectBody(upTo: limit)
-        } catch is NIOTooManyBytesError {
-            return self.tooLarge(context)
-        }
-        let reply = await self.dispatcher.handle(body: body.readableBytesView)
-        return await self.response(for: reply)
-    }
-
-    /// 413 and the connection closed once it is sent: the rest of the body is never read.
-    private func tooLarge(_ context: RPCRequestContext) -> Response {
-        let channel = context.channel
-        var headers = self.commonHeaders()
-        headers[.connection] = "close"
-        headers[.contentLength] = "0"
-        return Response(
-            status: .contentTooLarge,
-            headers: headers,
-            body: ResponseBody(contentLength: 0) { writer in
-                try await writer.finish(nil)
-                channel.close(promise: nil)
+    /// Makes a reply at `peer`'s turn (``TokenGuessLimiter``); a wrong token is counted and its reply held back
+    /// (``RPCServerConfiguration/unauthorizedDelay``).
+    func throttled(_ peer: String, _ makeReply: () async -> RPCReply) async -> RPCReply {
+        await self.guesses.waitForTurn(of: peer)
+        let reply = await makeReply()
+        if reply.isUnauthorized {
+            self.guesses.failed(peer, at: .now())
+            if self.configuration.unauthorizedDelay > .zero {
+                try? await Task.sleep(for: self.configuration.unauthorizedDelay)
             }
-        )
+        }
+        return reply
     }
 
-    private func response(for reply: RPCReply) async -> Response {
-        if reply.isUnauthorized, self.configuration.unauthorizedDelay > .zero {
-            try? await Task.sleep(for: self.configuration.unauthorizedDelay)
-        }
+    private func response(for reply: RPCReply) -> Response {
         var headers = self.commonHeaders()
         headers[.contentType] = reply.contentType
         let buffer = ByteBuffer(bytes: reply.body)
@@ -324,26 +321,48 @@ public struct RPCServer: Service {
     // MARK: WebSocket
 
     /// The WebSocket handshake on `/jsonrpc`, upgraded only when the request policy allows it (a refused one is
-    /// answered by the ``RequestPolicyHandler`` of the plain HTTP path, with its reason).
+    /// answered by the ``RequestPolicyHandler`` of the plain HTTP path, with its reason). A session that only the
+    /// secret admits (a page of another origin, a reverse proxy's `Host`) gets no notification until one of its
+    /// calls has carried the right token.
     func webSocketRouter(policy: RequestPolicy) -> Router<RPCRequestContext> {
         let router = Router(context: RPCRequestContext.self)
+        @Sendable func verdict(
+            _ request: Request,
+            _ context: RPCRequestContext,
+            _ policy: RequestPolicy
+        )
+            -> RequestPolicy.Verdict
+        {
+            var policy = policy
+            if let port = context.channel.localAddress?.port { policy.port = port }
+            return policy.evaluate(
+                host: request.head.authority,
+                origin: request.headers[.origin],
+                fetchSite: request.headers[Self.secFetchSite],
+                resource: .rpc
+            )
+        }
         router.ws(
             "jsonrpc",
             shouldUpgrade: { request, context in
-                var policy = policy
-                if let port = context.channel.localAddress?.port { policy.port = port }
-                let verdict = policy.evaluate(
-                    host: request.head.authority,
-                    origin: request.headers[.origin],
-                    fetchSite: request.headers[Self.secFetchSite],
-                    resource: .rpc
-                )
-                guard case .allow = verdict else { return .dontUpgrade }
+                guard case .allow = verdict(request, context, policy) else { return .dontUpgrade }
                 return .upgrade([:])
             },
             onUpgrade: { inbound, outbound, context in
-                context.requestContext.channel.triggerUserOutboundEvent(ConnectionEvent.webSocketOpened, promise: nil)
-                try await self.serveWebSocket(inbound: inbound, outbound: outbound)
+                let channel = context.requestContext.channel
+                channel.triggerUserOutboundEvent(ConnectionEvent.webSocketOpened, promise: nil)
+                let admittedBySecretOnly: Bool
+                if case .refuse = verdict(context.request, context.requestContext, policy.withoutSecret) {
+                    admittedBySecretOnly = true
+                } else {
+                    admittedBySecretOnly = false
+                }
+                try await self.serveWebSocket(
+                    inbound: inbound,
+                    outbound: outbound,
+                    peer: TokenGuessLimiter.peer(of: channel.remoteAddress),
+                    muted: admittedBySecretOnly
+                )
             }
         )
         return router
@@ -352,10 +371,16 @@ public struct RPCServer: Service {
     static let secFetchSite = HTTPField.Name("Sec-Fetch-Site")!
 
     /// One WebSocket session: each text frame a request or batch, answered in order with one text frame; pushed
-    /// frames from the hub in between.
-    private func serveWebSocket(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
-        let (session, pushed) = self.hub.open()
+    /// frames from the hub in between (for a `muted` session, only once a call has carried the right token).
+    private func serveWebSocket(
+        inbound: WebSocketInboundStream,
+        outbound: WebSocketOutboundWriter,
+        peer: String,
+        muted: Bool
+    ) async throws {
+        let (session, pushed) = self.hub.open(channels: muted ? [] : [.aria2Notifications])
         defer { self.hub.close(session) }
+        var muted = muted
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 for await frame in pushed {
@@ -364,19 +389,20 @@ public struct RPCServer: Service {
             }
             for try await message in inbound.messages(maxSize: self.configuration.maximumRequestSize) {
                 guard case .text(let text) = message else { continue }
-                let reply: RPCReply
-                if text.contains(RPCDispatcher.subscribeMethod),
-                    case .object(let request)? = try? JSONParser.parse(text),
-                    request["method"] == .string(RPCDispatcher.subscribeMethod)
-                {
-                    let answer = self.dispatcher.subscribe(request)
-                    if answer.subscribed { self.hub.subscribe(session, to: .progress) }
-                    reply = answer.reply
-                } else {
-                    reply = await self.dispatcher.handle(body: text.utf8)
+                let reply = await self.throttled(peer) {
+                    if text.contains(RPCDispatcher.subscribeMethod),
+                        case .object(let request)? = try? JSONParser.parse(text),
+                        request["method"] == .string(RPCDispatcher.subscribeMethod)
+                    {
+                        let answer = self.dispatcher.subscribe(request)
+                        if answer.subscribed { self.hub.subscribe(session, to: .progress) }
+                        return answer.reply
+                    }
+                    return await self.dispatcher.handle(body: text.utf8)
                 }
-                if reply.isUnauthorized, self.configuration.unauthorizedDelay > .zero {
-                    try? await Task.sleep(for: self.configuration.unauthorizedDelay)
+                if muted, reply.provesToken {
+                    muted = false
+                    self.hub.subscribe(session, to: .aria2Notifications)
                 }
                 try await outbound.write(.text(String(decoding: reply.body, as: UTF8.self)))
                 if let afterReply = reply.afterReply {

@@ -19,11 +19,19 @@ public struct RPCServerConfiguration: Sendable, Hashable {
     /// another user leave it on; there is no reason to turn it off but a platform that cannot tell.
     public var ownUserOnlyWithoutSecret: Bool
     /// The largest request body or WebSocket message taken (`--rpc-max-request-size`, 2 MiB); a larger body is
-    /// refused with 413 and the connection closed, before it is read.
+    /// refused with 413 and the connection closed, before it is read (a chunked one once it passes the limit).
     public var maximumRequestSize: Int
     /// How long a reply to a call with a wrong token is held back (aria2: about a second, to slow guessing).
     /// Tests set it to zero.
     public var unauthorizedDelay: Duration
+    /// Wrong tokens one address may send before its requests take turns, one per ``guessInterval``
+    /// (``GuessLimit``).
+    public var guessBurst: Int
+    /// Once an address is guessing, the time between two of its requests being checked.
+    public var guessInterval: Duration
+    /// The most bytes the bodies of all requests not yet answered may hold together; past it the connection of
+    /// the one stalled longest is closed. Nothing is reserved for what a `Content-Length` announces.
+    public var maximumHeldBodies: Int
     /// The most connections open at once (`--rpc-max-connections`); past it the one stalled longest is closed.
     public var maximumConnections: Int
     /// A request's head and body must be in within this of its first byte; a new connection must send one
@@ -44,6 +52,9 @@ public struct RPCServerConfiguration: Sendable, Hashable {
         ownUserOnlyWithoutSecret: Bool = true,
         maximumRequestSize: Int = 2 * 1024 * 1024,
         unauthorizedDelay: Duration = .seconds(1),
+        guessBurst: Int = 10,
+        guessInterval: Duration = .seconds(1),
+        maximumHeldBodies: Int = 64 * 1024 * 1024,
         maximumConnections: Int = 1024,
         requestTimeout: Duration = .seconds(30),
         idleTimeout: Duration = .seconds(60),
@@ -58,6 +69,9 @@ public struct RPCServerConfiguration: Sendable, Hashable {
         self.ownUserOnlyWithoutSecret = ownUserOnlyWithoutSecret
         self.maximumRequestSize = maximumRequestSize
         self.unauthorizedDelay = unauthorizedDelay
+        self.guessBurst = guessBurst
+        self.guessInterval = guessInterval
+        self.maximumHeldBodies = maximumHeldBodies
         self.maximumConnections = maximumConnections
         self.requestTimeout = requestTimeout
         self.idleTimeout = idleTimeout
@@ -78,7 +92,8 @@ public struct RPCServerConfiguration: Sendable, Hashable {
             allowedHosts: self.allowedHosts,
             machineAddresses: self.listenAll ? machineAddresses : [],
             allowedOrigins: self.allowedOrigins.map { WebOrigin($0) },
-            allowsAnyOrigin: self.allowOriginAll
+            allowsAnyOrigin: self.allowOriginAll,
+            secretGates: self.hasSecret
         )
     }
 
@@ -98,9 +113,13 @@ public struct RPCServerConfiguration: Sendable, Hashable {
         guard self.maximumConnections >= 1 else {
             throw RPCServerError.invalidLimit("maximum connections", "at least 1")
         }
+        guard self.guessBurst >= 1 else { throw RPCServerError.invalidLimit("guesses before slowing", "at least 1") }
+        guard self.maximumHeldBodies >= self.maximumRequestSize else {
+            throw RPCServerError.invalidLimit("bytes held by request bodies", "at least the largest request")
+        }
         for (name, value) in [
             ("request time-out", self.requestTimeout), ("idle time-out", self.idleTimeout),
-            ("WebSocket ping interval", self.webSocketPingInterval),
+            ("WebSocket ping interval", self.webSocketPingInterval), ("guess interval", self.guessInterval),
         ] where value <= .zero {
             throw RPCServerError.invalidLimit(name, "more than 0")
         }

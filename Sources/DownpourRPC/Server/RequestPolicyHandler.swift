@@ -1,7 +1,7 @@
 import NIOCore
 import NIOHTTP1
 
-/// Applies the ``RequestPolicy`` to every request head, ahead of ``JSONRPCPostHandler`` and the router, so that a
+/// Applies the ``RequestPolicy`` to every request head, ahead of ``RPCPostHandler`` and the router, so that a
 /// refused request is answered before anything of it is parsed or run, and tells ``ConnectionGuard`` where each
 /// request and answer ends.
 ///
@@ -142,7 +142,7 @@ final class RequestPolicyHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     static func resource(of head: HTTPRequestHead) -> RequestPolicy.Resource {
-        guard head.uri == "/jsonrpc" || head.uri.hasPrefix("/jsonrpc?") else { return .page }
+        guard RPCPath(uri: head.uri) != nil else { return .page }
         return head.method == .OPTIONS ? .preflight : .rpc
     }
 

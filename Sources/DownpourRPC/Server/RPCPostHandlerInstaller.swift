@@ -1,7 +1,7 @@
 import NIOCore
 import NIOHTTPTypesHTTP1
 
-/// Puts a ``RequestPolicyHandler`` and a ``JSONRPCPostHandler`` (in that order) ahead of Hummingbird's
+/// Puts a ``RequestPolicyHandler`` and a ``RPCPostHandler`` (in that order) ahead of Hummingbird's
 /// `HTTP1ToHTTPServerCodec`, then leaves the pipeline.
 ///
 /// Hummingbird adds its extra handlers after that codec, which turns each request head into Swift HTTP Types' form
@@ -9,13 +9,13 @@ import NIOHTTPTypesHTTP1
 /// much as the call's own work. So Hummingbird is given this installer, which, once added, puts the handler in
 /// front of the codec, where NIO's own request and response parts pass, and removes itself.
 /// `ServerTests` checks the order it leaves.
-final class JSONRPCPostHandlerInstaller: ChannelInboundHandler, RemovableChannelHandler {
+final class RPCPostHandlerInstaller: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
 
     private let policy: RequestPolicy
-    private let handler: JSONRPCPostHandler
+    private let handler: RPCPostHandler
 
-    init(policy: RequestPolicy, _ handler: JSONRPCPostHandler) {
+    init(policy: RequestPolicy, _ handler: RPCPostHandler) {
         self.policy = policy
         self.handler = handler
     }

@@ -1,0 +1,39 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Gives the C library's free memory back to the system after a flood of connections or request bodies.
+///
+/// glibc's `malloc` keeps freed memory in its arenas for reuse: after 300 connections that each sent 60 KB, the
+/// daemon's size would stay where the flood took it although it holds nothing. `malloc_trim(0)` returns the free
+/// pages of every arena. It runs off the event loops, once per flood.
+enum MemoryTrim {
+    /// Connections open at the peak that make a flood.
+    static let floodConnections = 256
+    /// Body bytes held at the peak that make a flood.
+    static let floodBytes = 16 * 1024 * 1024
+
+    /// Whether a flood (a peak of connections or held bytes since the last trim) has drained: few connections
+    /// and no body bytes are left.
+    static func isAfterFlood(connections: Int, held: Int, peakConnections: Int, peakHeld: Int) -> Bool {
+        guard peakConnections >= Self.floodConnections || peakHeld >= Self.floodBytes else { return false }
+        return connections <= Self.floodConnections / 16 && held == 0
+    }
+
+    /// Returns free memory to the system, on a thread of its own (a trim of a large heap takes milliseconds).
+    @Sendable static func release() {
+        #if canImport(Glibc)
+        guard let trim = Self.mallocTrim else { return }
+        Task.detached(priority: .background) { _ = trim(0) }
+        #endif
+    }
+
+    #if canImport(Glibc)
+    /// glibc's `malloc_trim`, looked up at run time: `<malloc.h>` is not part of Swift's Glibc module, and another C
+    /// library (musl) has none.
+    private static let mallocTrim: (@convention(c) (Int) -> Int32)? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_trim") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
+    }()
+    #endif
+}
