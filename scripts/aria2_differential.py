@@ -23,7 +23,9 @@ A pass of XML-RPC calls (`POST /rpc`, as xmlrpc.client writes them) goes through
 answer is parsed with xmlrpc.client.loads, a result taken as {"result": value} and a <fault> as
 {"error": {"code": faultCode, "message": faultString}}; the HTTP status and the Content-Type are compared too
 (`Content-Type differs`). Their labels start with `xmlrpc `, e.g. `xmlrpc getOption(paused): value differs: split`,
-and `answer is not XML-RPC in downpour` stands where a JSON row would say `answer is not JSON in downpour`.
+and `answer is not XML-RPC in downpour` stands where a JSON row would say `answer is not JSON in downpour`. A line
+that allows a difference of a JSON-RPC call allows the same difference of its XML-RPC row; what only XML-RPC shows
+is listed with the `xmlrpc ` label.
 
 The differences file (default docs/aria2-differences.tsv) allows some: one line per identifier or glob, a TAB,
 and the reason; `#` starts a comment line. In a glob, `*` matches any run of characters and nothing else is special
@@ -59,6 +61,7 @@ import urllib.request
 import xmlrpc.client
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+XML_LABEL_PREFIX = "xmlrpc "  # the labels of the XML-RPC rows
 DEFAULT_DIFFERENCES = os.path.join(REPO, "docs", "aria2-differences.tsv")
 BEGIN_MARKER = "<!-- aria2-differences:begin -->"
 END_MARKER = "<!-- aria2-differences:end -->"
@@ -536,7 +539,7 @@ class Runner:
     def xml_exchange(self, label, body, indexed=False):
         """XML-RPC at /rpc: body(daemon) -> bytes, on both; compares the answers like JSON ones (label prefixed
         `xmlrpc `), and their Content-Type."""
-        label = "xmlrpc " + label
+        label = XML_LABEL_PREFIX + label
         self.claim(label)
         self.calls += 1
         raw = [daemon.post_xml(body(daemon)) for daemon in self.daemons]
@@ -1015,10 +1018,15 @@ def run(args, entries):
 
     new = []
     for identifier, detail in sorted(found.items()):
-        allowed = next((e for e in entries if e.regex.fullmatch(identifier)), None)
-        for entry in entries:
-            if entry.regex.fullmatch(identifier):
-                entry.matched += 1
+        # An XML-RPC row repeats a JSON-RPC call: the line that allows a difference over JSON-RPC allows it over
+        # XML-RPC too; what only XML-RPC shows is listed with its `xmlrpc ` label.
+        names = [identifier]
+        if identifier.startswith(XML_LABEL_PREFIX):
+            names.append(identifier[len(XML_LABEL_PREFIX):])
+        matching = [e for e in entries if any(e.regex.fullmatch(name) for name in names)]
+        allowed = matching[0] if matching else None
+        for entry in matching:
+            entry.matched += 1
         if args.report:
             print(f"{'allowed' if allowed else 'NEW    '} {identifier}\n            {detail}")
         elif allowed is None:

@@ -150,8 +150,10 @@ struct CredentialsCLITests {
                 )
                 #expect(movedResult.status == 0, "\(movedResult.standardError)")
                 #expect(try sha256Hex(ofFileAt: moved) == sha256Hex(Self.content))
+                // However many requests the file took there (one, when the probe's response carries it whole; more
+                // when connections opened ahead take ranges: it varies with timing), none carries the credentials.
                 let elsewhere = other.statistics().requests
-                #expect(elsewhere.count >= 2)
+                #expect(!elsewhere.isEmpty)
                 for request in elsewhere {
                     #expect(request.header("Authorization") == nil, "credentials leaked to another origin")
                     #expect(request.header("Cookie") == nil, "a cookie leaked to another origin")

@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
 import Testing
@@ -120,5 +121,54 @@ import Testing
         registry.remove(c.id)
         registry.remove(e.id)
         #expect(registry.count == 0)
+    }
+
+    @Test("past the body budget, the holders stalled longest are closed; one waiting for its turn first")
+    func bodyBudgetClosesTheLongestStalledHolders() throws {
+        let registry = ConnectionRegistry(capacity: 10, bodyBudget: 100, trim: {})
+        let start = NIODeadline.uptimeNanoseconds(1_000_000_000_000)
+        let channels = (0..<4).map { _ in EmbeddedChannel() }
+        let ids = channels.enumerated().map { registry.admit($1, at: start + .seconds(Int64($0))).id }
+        #expect(registry.hold(ids[0], bytes: 40).isEmpty)
+        #expect(registry.hold(ids[1], bytes: 40).isEmpty)
+        // A connection that holds nothing is never closed for the budget, however long it stalled.
+        #expect(registry.hold(ids[2], bytes: 40).map { $0 === channels[0] } == [true])
+        #expect(registry.heldBytes == 80)
+        // A body waiting for its turn (being answered: stalled since nil) goes before the stalled ones.
+        registry.update(ids[3], stalledSince: nil)
+        #expect(registry.hold(ids[3], bytes: 20).isEmpty)
+        #expect(registry.hold(ids[3], bytes: 50).map { $0 === channels[3] } == [true])
+        #expect(registry.heldBytes == 80)
+        // Growing past the budget on its own: the oldest holder goes.
+        #expect(registry.hold(ids[2], bytes: 70).map { $0 === channels[1] } == [true])
+        #expect(registry.heldBytes == 70)
+        registry.remove(ids[2])
+        #expect(registry.heldBytes == 0)
+    }
+
+    @Test("memory is given back once a flood of connections or bodies has drained, once per flood")
+    func trimsAfterAFlood() throws {
+        let trims = NIOLockedValueBox(0)
+        let registry = ConnectionRegistry(capacity: 1024, trim: { trims.withLockedValue { $0 += 1 } })
+        let start = NIODeadline.uptimeNanoseconds(1_000_000_000_000)
+        // Few connections: no flood, no trim.
+        let few = (0..<10).map { _ in registry.admit(EmbeddedChannel(), at: start).id }
+        for id in few { registry.remove(id) }
+        #expect(trims.withLockedValue { $0 } == 0)
+        // A flood of connections: one trim, once they are down to a few.
+        let flood = (0..<MemoryTrim.floodConnections).map { _ in registry.admit(EmbeddedChannel(), at: start).id }
+        for id in flood.dropLast(MemoryTrim.floodConnections / 16 + 1) { registry.remove(id) }
+        #expect(trims.withLockedValue { $0 } == 0)
+        for id in flood.suffix(MemoryTrim.floodConnections / 16 + 1) { registry.remove(id) }
+        #expect(trims.withLockedValue { $0 } == 1)
+        // A flood of body bytes on a few connections: another trim once they are let go.
+        let holders = (0..<2).map { _ in registry.admit(EmbeddedChannel(), at: start).id }
+        _ = registry.hold(holders[0], bytes: MemoryTrim.floodBytes / 2)
+        _ = registry.hold(holders[1], bytes: MemoryTrim.floodBytes / 2)
+        _ = registry.hold(holders[0], bytes: 0)
+        registry.remove(holders[1])
+        #expect(trims.withLockedValue { $0 } == 2)
+        registry.remove(holders[0])
+        #expect(trims.withLockedValue { $0 } == 2)
     }
 }

@@ -20,6 +20,27 @@ struct Aria2OptionTests {
         #expect(Aria2Option.maxConcurrentDownloads.defaultValue(in: defaults) == "5")
     }
 
+    @Test("aria2's http-no-cache and auto-save-interval are honoured: the cache headers, the journal's interval")
+    func honouredAria2Options() throws {
+        var options = Aria2Options(directory: "/d")
+        #expect(Aria2Option.httpNoCache.defaultValue(in: options) == "false")
+        #expect(Aria2Option.autoSaveInterval.defaultValue(in: options) == "1")
+        try options.apply(name: "http-no-cache", value: "true")
+        try options.apply(name: "auto-save-interval", value: "60")
+        #expect(Aria2Option.httpNoCache.defaultValue(in: options) == "true")
+        #expect(Aria2Option.autoSaveInterval.defaultValue(in: options) == "60")
+        let request = try options.request(uris: ["http://example.com/f"])
+        let headers = request.configuration.headers.map { "\($0.name): \($0.value)" }
+        #expect(headers == ["Cache-Control: no-cache", "Pragma: no-cache"])
+        #expect(request.configuration.journalInterval == .seconds(60))
+        // A header of the user's own is not doubled.
+        var own = Aria2Options(directory: "/d")
+        try own.apply(name: "header", value: "Cache-Control: max-age=0")
+        try own.apply(name: "http-no-cache", value: "true")
+        let names = try own.request(uris: ["http://example.com/f"]).configuration.headers.map(\.name)
+        #expect(names == ["Cache-Control", "Pragma"])
+    }
+
     @Test(
         "values are checked and written back as aria2 writes them",
         arguments: [
@@ -41,7 +62,8 @@ struct Aria2OptionTests {
             ("split", "0"), ("split", "many"), ("max-download-limit", "1X"), ("min-split-size", "100"),
             ("continue", "yes"), ("timeout", "-1"), ("header", "no colon"), ("header", "Host: x"),
             ("all-proxy", "ftp://x"), ("checksum", "sha-256=zz"), ("out", "../escape"), ("follow-metalink", "maybe"),
-            ("max-concurrent-downloads", "0"), ("rpc-listen-port", "70000"),
+            ("max-concurrent-downloads", "0"), ("rpc-listen-port", "70000"), ("auto-save-interval", "0"),
+            ("http-no-cache", "sometimes"),
         ]
     )
     func refused(name: String, value: String) throws {

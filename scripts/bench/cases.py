@@ -328,6 +328,16 @@ CASES = (
         default=False, tools=("aria2c",),
         script=("stall_bench.py", "--downpour", "{binary}", "--connections", "2000",
                 "--json", "{work}/stalled.json")),
+    Case(
+        "floods", "downpour daemon vs aria2c --enable-rpc (rpc_flood.py): RSS under 2,000 idle connections, 2,000 "
+        "half-sent requests and 300 bodies that announce 2 MB and send 60 KB, before the secret is checked",
+        default=False, tools=("aria2c",),
+        script=("rpc_flood.py", "--downpour", "{binary}", "--json", "{work}/floods.json")),
+    Case(
+        "dead", "dead links (dead_bench.py): how fast 1,000 refused and 1,000 NXDOMAIN URLs end, 16 at once, "
+        "beside aria2c, curl (and wget2); 10,000 refused URLs through downpour daemon and aria2c --enable-rpc",
+        default=False, tools=("aria2c", "curl"),
+        script=("dead_bench.py", "--downpour", "{binary}", "--json", "{work}/dead.json")),
 )
 
 BY_NAME = {c.name: c for c in CASES}

@@ -31,6 +31,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 # The helper scripts' own options, given through ours (e.g. --rpc-bench-arg=--adds=1000).
 HELPER_ARG_OPTIONS = {
     "rpc_bench.py": "rpc_bench_arg", "stall_bench.py": "stall_bench_arg", "fleet_bench.py": "fleet_bench_arg",
+    "rpc_flood.py": "rpc_flood_arg", "dead_bench.py": "dead_bench_arg",
 }
 
 
@@ -100,6 +101,10 @@ def parse_args():
                         help="one more argument for stall_bench.py in the stalled case")
     parser.add_argument("--fleet-bench-arg", action="append", metavar="ARG", default=[],
                         help="one more argument for fleet_bench.py in the fleet case")
+    parser.add_argument("--rpc-flood-arg", action="append", metavar="ARG", default=[],
+                        help="one more argument for rpc_flood.py in the floods case")
+    parser.add_argument("--dead-bench-arg", action="append", metavar="ARG", default=[],
+                        help="one more argument for dead_bench.py in the dead case (--dead-bench-arg=--urls=200)")
     args = parser.parse_args()
     if args.reps < 1:
         die(f"--reps must be a positive integer: {args.reps}")

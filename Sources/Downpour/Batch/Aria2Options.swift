@@ -24,6 +24,9 @@ public struct Aria2Options: Sendable, Hashable {
     public var forceSave: Bool
     /// With a Metalink: the locations (country codes) whose URLs come first (`metalink-location`).
     public var metalinkLocations: [String]
+    /// Ask proxies and caches for a fresh copy: `Cache-Control: no-cache` and `Pragma: no-cache` on every request
+    /// (`http-no-cache`).
+    public var noCache: Bool
 
     public init(directory: String = ".", output: String? = nil, configuration: DownloadConfiguration = .init()) {
         self.directory = directory
@@ -31,6 +34,7 @@ public struct Aria2Options: Sendable, Hashable {
         self.configuration = configuration
         self.forceSave = false
         self.metalinkLocations = []
+        self.noCache = false
     }
 
     /// Applies one option of a download (``Aria2Option/Scope/download``; ``Aria2Option/all`` has them).
@@ -71,7 +75,14 @@ public struct Aria2Options: Sendable, Hashable {
         } else {
             destination = .directory(self.directory)
         }
-        var request = try DownloadRequest(url: first, destination: destination, configuration: self.configuration)
+        var configuration = self.configuration
+        if self.noCache {
+            for (name, value) in [("Cache-Control", "no-cache"), ("Pragma", "no-cache")]
+            where !configuration.headers.contains(where: { $0.name.lowercased() == name.lowercased() }) {
+                configuration.headers.append(HTTPHeaderField(name: name, value: value))
+            }
+        }
+        var request = try DownloadRequest(url: first, destination: destination, configuration: configuration)
         request.mirrors = mirrors
         return request
     }

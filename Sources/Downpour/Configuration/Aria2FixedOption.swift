@@ -164,14 +164,6 @@ public struct Aria2FixedOption: Sendable, Hashable {
             "credentials go with the first request to their own origin; waiting for a challenge is not available."
         ),
         .init(
-            "http-no-cache",
-            .download,
-            .flag,
-            "false",
-            "no cache directives are added; send them with the header option (Cache-Control: no-cache, "
-                + "Pragma: no-cache)."
-        ),
-        .init(
             "max-file-not-found",
             .download,
             .number,
@@ -287,13 +279,6 @@ public struct Aria2FixedOption: Sendable, Hashable {
             "the first request is always a ranged GET (HEAD only with conditional-get)."
         ),
         // The process's and the queue's (aria2 answers them in getGlobalOption only).
-        .init(
-            "auto-save-interval",
-            .global,
-            .number,
-            "1",
-            "the resume journal is saved every second while bytes arrive; this interval is not a setting over RPC."
-        ),
         .init(
             "console-log-level",
             .global,

@@ -243,7 +243,8 @@ extension Aria2Option {
         .retryWait, .timeout, .connectTimeout, .lowestSpeedLimit, .allowOverwrite, .autoFileRenaming, .continue,
         .checkCertificate, .caCertificate, .httpUser, .httpPasswd, .noNetrc, .remoteTime, .conditionalGet, .allProxy,
         .httpProxy, .httpsProxy, .noProxy, .checksum, .followMetalink, .metalinkLocation, .forceSave, .slowWindow,
-        .noRestartSlow, .journalInterval, .gid, .pause, .maxConcurrentDownloads, .maxDownloadResult,
+        .noRestartSlow, .journalInterval, .autoSaveInterval, .httpNoCache, .gid, .pause, .maxConcurrentDownloads,
+        .maxDownloadResult,
         .maxOverallDownloadLimit, .saveSession, .saveSessionInterval, .enableRPC, .rpcListenPort, .rpcListenAll,
         .rpcSecret, .rpcAllowOriginAll, .queue, .nodeName, .inputFile, .confPath, .noConf, .metalinkFile, .verbose,
         .quiet, .netrcPath,
@@ -593,6 +594,24 @@ extension Aria2Option {
         help: "Seconds between saves of the resume journal; a crash re-fetches at most what arrived since.",
         apply: { value, options in options.configuration.journalInterval = Aria2Option.duration(value) },
         read: { Aria2Option.format($0.configuration.journalInterval) }
+    )
+    /// aria2's control-file interval: here the resume journal's (`journal-interval` in whole seconds).
+    public static let autoSaveInterval = Aria2Option(
+        "auto-save-interval",
+        .download,
+        .seconds(1...600),
+        help: "Seconds between saves of the resume journal (aria2's name; 0, never, is not taken: the journal is "
+            + "what makes a download resumable).",
+        apply: { value, options in options.configuration.journalInterval = Aria2Option.duration(value) },
+        read: { Aria2Option.format($0.configuration.journalInterval) }
+    )
+    public static let httpNoCache = Aria2Option(
+        "http-no-cache",
+        .download,
+        .flag,
+        help: "Ask proxies and caches for a fresh copy (Cache-Control: no-cache, Pragma: no-cache).",
+        apply: { value, options in options.noCache = value == "true" },
+        read: { "\($0.noCache)" }
     )
     public static let pieceChecksums = Aria2Option(
         "downpour-piece-checksums",

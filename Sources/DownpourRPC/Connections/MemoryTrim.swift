@@ -20,11 +20,19 @@ enum MemoryTrim {
         return connections <= Self.floodConnections / 16 && held == 0
     }
 
-    /// Returns free memory to the system, on a thread of its own (a trim of a large heap takes milliseconds).
+    /// How long after a flood has drained the memory is given back: the connections the registry has let go of
+    /// are still being torn down on their event loops when the last of them leaves it.
+    static let settle = Duration.seconds(1)
+
+    /// Returns free memory to the system, a moment after the flood has drained, on a thread of its own (a trim of a
+    /// large heap takes milliseconds).
     @Sendable static func release() {
         #if canImport(Glibc)
         guard let trim = Self.mallocTrim else { return }
-        Task.detached(priority: .background) { _ = trim(0) }
+        Task.detached(priority: .background) {
+            try? await Task.sleep(for: Self.settle)
+            _ = trim(0)
+        }
         #endif
     }
 
