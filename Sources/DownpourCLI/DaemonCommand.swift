@@ -202,6 +202,7 @@ struct DaemonCommand: AsyncParsableCommand {
         let secret = try self.resolvedSecret(settings)
         let port = settings.value(.rpcListenPort).flatMap { Int($0) } ?? 6800
         let listenAll = settings.flag(.rpcListenAll)
+        let maximumRequestSize = settings.value(.rpcMaxRequestSize).flatMap { Int($0) } ?? 2 * 1024 * 1024
         Self.raiseOpenFileLimit()
         let stateDirectory = Self.absolute(self.resolvedStateDirectory())
         let directory = Self.absolute(settings.value(.dir) ?? ".")
@@ -311,6 +312,8 @@ struct DaemonCommand: AsyncParsableCommand {
                     allowOriginAll: settings.flag(.rpcAllowOriginAll),
                     allowedHosts: self.allowedHosts,
                     allowedOrigins: self.allowedOrigins,
+                    maximumRequestSize: maximumRequestSize,
+                    maximumHeldBodies: max(64 * 1024 * 1024, maximumRequestSize),
                     maximumConnections: self.maxConnections,
                     requestTimeout: .seconds(self.requestTimeout),
                     idleTimeout: .seconds(self.idleTimeout)

@@ -157,9 +157,10 @@ import Testing
         #expect(trims.withLockedValue { $0 } == 0)
         // A flood of connections: one trim, once they are down to a few.
         let flood = (0..<MemoryTrim.floodConnections).map { _ in registry.admit(EmbeddedChannel(), at: start).id }
-        for id in flood.dropLast(MemoryTrim.floodConnections / 16 + 1) { registry.remove(id) }
+        let left = MemoryTrim.drained(MemoryTrim.floodConnections) + 1
+        for id in flood.dropLast(left) { registry.remove(id) }
         #expect(trims.withLockedValue { $0 } == 0)
-        for id in flood.suffix(MemoryTrim.floodConnections / 16 + 1) { registry.remove(id) }
+        for id in flood.suffix(left) { registry.remove(id) }
         #expect(trims.withLockedValue { $0 } == 1)
         // A flood of body bytes on a few connections: another trim once they are let go.
         let holders = (0..<2).map { _ in registry.admit(EmbeddedChannel(), at: start).id }

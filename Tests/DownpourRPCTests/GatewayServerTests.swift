@@ -58,6 +58,42 @@ import Darwin
         }
     }
 
+    @Test("Expect: 100-continue gets its 100 before the body; a router's answer before the body keeps the connection")
+    func continueAndEarlyAnswers() async throws {
+        try await LoopbackServer.with { server in
+            let call = XMLRPCTests.call("system.listNotifications", [JSONValue]())
+            let socket = try RawSocket(port: server.port)
+            let head = try await RawSocket.run {
+                try socket.write(
+                    "POST /rpc HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nExpect: 100-continue\r\n"
+                        + "Connection: close\r\nContent-Length: \(call.utf8.count)\r\n\r\n"
+                )
+                return try socket.readHead()
+            }
+            #expect(head.hasPrefix("HTTP/1.1 100"), "\(head)")
+            let answer = try await RawSocket.run {
+                try socket.write(call)
+                return String(decoding: try socket.readUntilClosed(), as: UTF8.self)
+            }
+            #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer)")
+            #expect(answer.contains("aria2.onDownloadStart"), "\(answer)")
+
+            // A path the router answers 404, with a body it never reads; the next request on the connection is
+            // still answered.
+            let body = String(repeating: "x", count: 200_000)
+            let next = #"{"id":"after","method":"system.listNotifications"}"#
+            let both = try await RawHTTP.exchange(
+                port: server.port,
+                first: "POST /nothing HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nContent-Length: \(body.utf8.count)"
+                    + "\r\n\r\n\(body)",
+                then: "POST /jsonrpc HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nConnection: close\r\n"
+                    + "Content-Length: \(next.utf8.count)\r\n\r\n\(next)"
+            )
+            #expect(both.hasPrefix("HTTP/1.1 404"), "\(both.prefix(200))")
+            #expect(both.contains(#""id":"after""#), "\(both.suffix(300))")
+        }
+    }
+
     @Test("With a secret, the right token is served from any origin and any Host; CORS only for allowed origins")
     func secretIsTheGate() async throws {
         var configuration = Self.secret
@@ -245,18 +281,28 @@ import Darwin
             // Within its turn: the next request is checked at once; the one after waits ten minutes.
             let right = #"{"id":2,"method":"aria2.getVersion","params":["token:s"]}"#
             #expect(try await server.send(.POST, body: right).0.status.code == 200)
-            let socket = try RawSocket(port: server.port)
-            try await RawSocket.run {
-                try socket.write(
-                    "POST /jsonrpc HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nContent-Length: \(right.utf8.count)\r\n\r\n\(right)"
-                )
+            // The next two wait their turns, ten and twenty minutes away: two turns (the burst) are waiting.
+            let post =
+                "POST /jsonrpc HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nContent-Length: \(right.utf8.count)\r\n\r\n\(right)"
+            let guesses = server.server.guesses
+            let start = NIODeadline.now()
+            var waiting: [RawSocket] = []
+            for (index, minutes) in [15, 25].enumerated() {
+                let socket = try RawSocket(port: server.port)
+                waiting.append(socket)
+                try await RawSocket.run { try socket.write(post) }
+                try await waitUntil("request \(index) to take its turn") {
+                    guesses.nextTurn(of: "127.0.0.1").map { $0 > start + .minutes(Int64(minutes)) } ?? false
+                }
             }
-            let now = NIODeadline.now()
-            #expect(server.server.guesses.turn(of: "127.0.0.1", at: now) > now + .seconds(60))
-            // Not answered while it waits (a 600 s turn; a second's look cannot see the answer come early).
-            try await Task.sleep(for: .seconds(1))
-            let answered = try await RawSocket.run { try socket.isClosedByPeer() }
-            #expect(!answered)
+            // With the burst of turns waiting, the next request gets none: 429 at once, and the connection closed.
+            let refused = try await RawHTTP.exchange(port: server.port, post)
+            #expect(refused.hasPrefix("HTTP/1.1 429"), "\(refused)")
+            // The waiting ones are not answered (their turns are minutes away: a look now cannot see them early).
+            for socket in waiting {
+                let nothing = try await RawSocket.run { try socket.hasNothingToRead() }
+                #expect(nothing)
+            }
         }
     }
 }

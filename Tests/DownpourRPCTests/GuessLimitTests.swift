@@ -19,19 +19,31 @@ import Testing
         #expect(limit.turn(of: "a", at: Self.at(0)) == Self.at(0))
     }
 
-    @Test("At the burst, a peer's requests take turns one interval apart, the right token's too")
+    @Test("At the burst, a peer's requests take turns one interval apart, the right token's too; a burst of turns")
     func takesTurns() {
         var limit = GuessLimit(burst: 3, interval: .seconds(1))
         for _ in 0..<3 { limit.failed("a", at: Self.at(0)) }
-        // A thousand requests at once: one per second, in the order they came.
+        // Many requests at once: one per second, in the order they came, at most three waiting; the rest none.
         let turns = (0..<5).map { _ in limit.turn(of: "a", at: Self.at(10)) }
-        #expect(turns == [Self.at(10), Self.at(1010), Self.at(2010), Self.at(3010), Self.at(4010)])
+        #expect(turns == [Self.at(10), Self.at(1010), Self.at(2010), nil, nil])
+        // A peer that stopped failing is below the burst again an interval later: checked at once.
+        #expect(limit.turn(of: "a", at: Self.at(1020)) == Self.at(1020))
         // Another address is not slowed.
         #expect(limit.turn(of: "b", at: Self.at(10)) == Self.at(10))
     }
 
+    @Test("A batch's wrong tokens count one each")
+    func batchesCountEachGuess() {
+        var limit = GuessLimit(burst: 10, interval: .seconds(1))
+        limit.failed("a", count: 9, at: Self.at(0))
+        #expect(limit.turn(of: "a", at: Self.at(0)) == Self.at(0))
+        limit.failed("a", count: 1, at: Self.at(0))
+        #expect(limit.turn(of: "a", at: Self.at(0)) == Self.at(0))
+        #expect(limit.turn(of: "a", at: Self.at(0)) == Self.at(1000))
+    }
+
     @Test("Failures drain one per interval: a peer that stops guessing is served at once again")
-    func drains() {
+    func drains() throws {
         var limit = GuessLimit(burst: 3, interval: .seconds(1))
         for _ in 0..<3 { limit.failed("a", at: Self.at(0)) }
         #expect(limit.turn(of: "a", at: Self.at(0)) == Self.at(0))
@@ -43,12 +55,14 @@ import Testing
         var now = Self.at(0)
         for _ in 0..<2 { busy.failed("p", at: now) }
         for _ in 0..<5 {
-            let turn = busy.turn(of: "p", at: now)
+            let next = busy.turn(of: "p", at: now)
+            let turn = try #require(next)
             #expect(turn >= now)
             busy.failed("p", at: turn)
             now = turn
         }
-        #expect(busy.turn(of: "p", at: now) > now)
+        let last = busy.turn(of: "p", at: now)
+        #expect(last.map { $0 > now } ?? true)
     }
 
     @Test("Peers are forgotten once drained when too many are tracked")
@@ -72,5 +86,10 @@ import Testing
         #expect(
             TokenGuessLimiter.peer(of: try SocketAddress(ipAddress: "::1", port: 1)) != TokenGuessLimiter.peer(of: one)
         )
+        // An IPv6 peer is its /64: one host may hold all of it.
+        let v6 = try ["2001:db8:1:2::1", "2001:db8:1:2:ffff::9", "2001:db8:1:3::1", "::1"].map {
+            TokenGuessLimiter.peer(of: try SocketAddress(ipAddress: $0, port: 443))
+        }
+        #expect(v6 == ["2001:db8:1:2::/64", "2001:db8:1:2::/64", "2001:db8:1:3::/64", "0:0:0:0::/64"])
     }
 }

@@ -95,6 +95,20 @@ final class RawSocket: @unchecked Sendable {
         return String(decoding: received, as: UTF8.self)
     }
 
+    /// Whether nothing has come from the peer (no byte and no end), without waiting and without reading.
+    func hasNothingToRead() throws -> Bool {
+        var byte: UInt8 = 0
+        while true {
+            let count = recv(self.descriptor, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+            if count >= 0 { return false }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK: return true
+            default: throw Failure(call: "recv", errno: errno)
+            }
+        }
+    }
+
     /// Whether the peer has closed, without waiting: `true` on end of stream or reset, `false` while it is open.
     /// Bytes waiting are read and dropped.
     func isClosedByPeer() throws -> Bool {

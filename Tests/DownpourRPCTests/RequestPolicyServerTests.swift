@@ -69,6 +69,23 @@ import Glibc
                                 + "Sec-Fetch-Dest: script\r\n\r\n", 403
                         ),
                         (
+                            "JSONP from a script tag, the path with a trailing slash (the router takes it)",
+                            "GET /jsonrpc/?method=aria2.addUri&id=1&params=\(params)&jsoncallback=cb HTTP/1.1\r\n"
+                                + "Host: \(own)\r\nSec-Fetch-Site: cross-site\r\nSec-Fetch-Mode: no-cors\r\n"
+                                + "Sec-Fetch-Dest: script\r\n\r\n", 403
+                        ),
+                        (
+                            "JSONP from a script tag, the path with a doubled slash",
+                            "GET //jsonrpc?method=aria2.addUri&id=1&params=\(params)&jsoncallback=cb HTTP/1.1\r\n"
+                                + "Host: \(own)\r\nSec-Fetch-Site: cross-site\r\nSec-Fetch-Mode: no-cors\r\n"
+                                + "Sec-Fetch-Dest: script\r\n\r\n", 403
+                        ),
+                        (
+                            "XML-RPC from a page",
+                            "POST /rpc HTTP/1.1\r\nHost: \(own)\r\nOrigin: http://evil.example\r\n"
+                                + "Content-Type: text/plain\r\nContent-Length: 2\r\n\r\n<a", 403
+                        ),
+                        (
                             "WebSocket handshake from a page",
                             "GET /jsonrpc HTTP/1.1\r\nHost: \(own)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                                 + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"

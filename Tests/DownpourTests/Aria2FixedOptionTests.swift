@@ -45,7 +45,7 @@ import Testing
         #expect(Set(names).count == names.count)
         for option in Aria2FixedOption.all {
             #expect(Aria2Option.named(option.name) == nil, "\(option.name) is in both tables")
-            #expect(option.accepts(option.value), "\(option.name)")
+            #expect(option.accepts(option.currentValue), "\(option.name)")
             #expect(!option.reason.isEmpty && option.reason.hasSuffix("."), "\(option.name)")
         }
     }

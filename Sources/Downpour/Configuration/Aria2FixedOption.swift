@@ -53,16 +53,17 @@ public struct Aria2FixedOption: Sendable, Hashable {
     /// Whether `text` says the same as ``value`` (`TRUE` and `true`, `0` and `0M`), so setting it changes nothing.
     public func accepts(_ text: String) -> Bool {
         let text = String(text.trimmingWhitespaceAndNewlines())
+        let value = self.currentValue
         switch self.kind {
-        case .flag, .word: return text.lowercased() == self.value.lowercased()
-        case .number: return Int64(text).map { $0 == Int64(self.value) } ?? false
-        case .size: return ByteCount.parse(text).map { $0 == ByteCount.parse(self.value) } ?? false
+        case .flag, .word: return text.lowercased() == value.lowercased()
+        case .number: return Int64(text).map { $0 == Int64(value) } ?? false
+        case .size: return ByteCount.parse(text).map { $0 == ByteCount.parse(value) } ?? false
         }
     }
 
     /// The refusal of `text`: names the option and says why.
     public func message(for text: String) -> String {
-        Self.messagePrefix + "'\(self.name)' to '\(text)' (it is '\(self.value)'): \(self.reason)"
+        Self.messagePrefix + "'\(self.name)' to '\(text)' (it is '\(self.currentValue)'): \(self.reason)"
     }
 
     /// How every refusal's message begins, so a caller can tell it from a bad value.
@@ -354,13 +355,6 @@ public struct Aria2FixedOption: Sendable, Hashable {
             .number,
             "1024",
             "the open-file limit is the process's; raise it with ulimit or LimitNOFILE= before the daemon starts."
-        ),
-        .init(
-            "rpc-max-request-size",
-            .global,
-            .size,
-            "2097152",
-            "the largest request is set when the daemon starts; restart it with the size you want."
         ),
         .init("rpc-secure", .global, .flag, "false", "the daemon speaks plain HTTP; put a TLS reverse proxy in front."),
         .init(

@@ -245,7 +245,8 @@ extension Aria2Option {
         .httpProxy, .httpsProxy, .noProxy, .checksum, .followMetalink, .metalinkLocation, .forceSave, .slowWindow,
         .noRestartSlow, .journalInterval, .autoSaveInterval, .httpNoCache, .gid, .pause, .maxConcurrentDownloads,
         .maxDownloadResult,
-        .maxOverallDownloadLimit, .saveSession, .saveSessionInterval, .enableRPC, .rpcListenPort, .rpcListenAll,
+        .maxOverallDownloadLimit, .saveSession, .saveSessionInterval, .enableRPC, .rpcListenPort, .rpcMaxRequestSize,
+        .rpcListenAll,
         .rpcSecret, .rpcAllowOriginAll, .queue, .nodeName, .inputFile, .confPath, .noConf, .metalinkFile, .verbose,
         .quiet, .netrcPath,
         .loadCookies,
@@ -603,7 +604,11 @@ extension Aria2Option {
         help: "Seconds between saves of the resume journal (aria2's name; 0, never, is not taken: the journal is "
             + "what makes a download resumable).",
         apply: { value, options in options.configuration.journalInterval = Aria2Option.duration(value) },
-        read: { Aria2Option.format($0.configuration.journalInterval) }
+        // Whole seconds within its own range, as aria2 writes it (journal-interval may be shorter: 1 then).
+        read: { options in
+            let seconds = Double(options.configuration.journalInterval.components.seconds)
+            return Aria2Option.format(min(600, max(1, seconds)))
+        }
     )
     public static let httpNoCache = Aria2Option(
         "http-no-cache",
@@ -770,6 +775,13 @@ extension Aria2Option {
         valueName: "port",
         default: "6800",
         help: "The port to listen on (0: any free port, printed at start)."
+    )
+    public static let rpcMaxRequestSize = Aria2Option(
+        "rpc-max-request-size",
+        .startup,
+        .size(1024...(256 * 1024 * 1024)),
+        default: "2097152",
+        help: "The largest request body or WebSocket message taken; a larger body is answered 413, unread."
     )
     public static let rpcListenAll = Aria2Option(
         "rpc-listen-all",

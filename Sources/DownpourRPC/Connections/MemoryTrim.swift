@@ -13,11 +13,16 @@ enum MemoryTrim {
     /// Body bytes held at the peak that make a flood.
     static let floodBytes = 16 * 1024 * 1024
 
-    /// Whether a flood (a peak of connections or held bytes since the last trim) has drained: few connections
-    /// and no body bytes are left.
+    /// Whether a flood (a peak of connections or held bytes since the last trim) has drained: no body bytes are
+    /// left, and at most an eighth of the peak's connections (or 16: the clients that stay, WebSockets among them).
     static func isAfterFlood(connections: Int, held: Int, peakConnections: Int, peakHeld: Int) -> Bool {
         guard peakConnections >= Self.floodConnections || peakHeld >= Self.floodBytes else { return false }
-        return connections <= Self.floodConnections / 16 && held == 0
+        return connections <= Self.drained(peakConnections) && held == 0
+    }
+
+    /// The connections left when a flood with `peakConnections` at its peak counts as drained.
+    static func drained(_ peakConnections: Int) -> Int {
+        max(Self.floodConnections / 16, peakConnections / 8)
     }
 
     /// How long after a flood has drained the memory is given back: the connections the registry has let go of

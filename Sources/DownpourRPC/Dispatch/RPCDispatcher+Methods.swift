@@ -230,7 +230,7 @@ extension RPCDispatcher {
         case .success(let result):
             return .array([result])
         case .failure(let error):
-            if error == .unauthorized { effects.isUnauthorized = true }
+            if error == .unauthorized { effects.unauthorizedCalls += 1 }
             return error.json
         }
     }

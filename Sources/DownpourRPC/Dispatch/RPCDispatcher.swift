@@ -259,7 +259,9 @@ public struct RPCDispatcher: Sendable {
 
     /// What a call left to do besides its answer.
     struct Effects: Sendable {
-        var isUnauthorized = false
+        /// Calls refused for a wrong or missing token.
+        var unauthorizedCalls = 0
+        var isUnauthorized: Bool { self.unauthorizedCalls > 0 }
         var shutdown: Bool?
     }
 
@@ -292,6 +294,7 @@ public struct RPCDispatcher: Sendable {
         guard parsed.dialect == .jsonRPC else {
             var reply = Self.xmlReply(responses.first, isMulticall: parsed.isMulticall)
             reply.isUnauthorized = effects.isUnauthorized
+            reply.unauthorizedCalls = effects.unauthorizedCalls
             reply.afterReply = afterReply
             reply.provesToken = parsed.provesToken
             return reply
@@ -315,6 +318,7 @@ public struct RPCDispatcher: Sendable {
             isUnauthorized: effects.isUnauthorized,
             afterReply: afterReply
         )
+        reply.unauthorizedCalls = effects.unauthorizedCalls
         reply.provesToken = parsed.provesToken
         return reply
     }
@@ -369,7 +373,7 @@ public struct RPCDispatcher: Sendable {
 
     /// A response that refuses a call, noting an unauthorized one (the HTTP layer counts them).
     static func refusal(_ response: Response, effects: inout Effects) -> Response {
-        if response.error == .unauthorized { effects.isUnauthorized = true }
+        if response.error == .unauthorized { effects.unauthorizedCalls += 1 }
         return response
     }
 

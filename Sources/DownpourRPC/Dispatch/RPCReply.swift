@@ -10,6 +10,8 @@ public struct RPCReply: Sendable {
     public var contentType: String
     /// A call failed its token check: aria2 sends such replies about a second late, to slow guessing.
     public var isUnauthorized: Bool
+    /// How many calls failed it (a batch or `system.multicall` carries many guesses): each counts as a guess.
+    public var unauthorizedCalls = 0
     /// To run once the reply has been sent (the daemon's shutdown after `aria2.shutdown`).
     public var afterReply: (@Sendable () async -> Void)?
     /// A call carried the right token (``RPCDispatcher/ParsedRequest/provesToken``).
@@ -26,6 +28,7 @@ public struct RPCReply: Sendable {
         self.httpStatus = httpStatus
         self.contentType = contentType
         self.isUnauthorized = isUnauthorized
+        self.unauthorizedCalls = isUnauthorized ? 1 : 0
         self.afterReply = afterReply
     }
 

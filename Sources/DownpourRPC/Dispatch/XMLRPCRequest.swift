@@ -20,9 +20,12 @@ import FoundationXML
 /// | `<array><data>`, `<struct><member>` | an array, an object |
 /// | `<nil/>` | null |
 ///
-/// The document is untrusted: a DTD (and so any entity) is refused before the parser runs, external entities are
-/// off, an element with attributes or one XML-RPC does not have is refused, and values nest at most
-/// ``maximumDepth`` deep. The caller bounds the size (`--rpc-max-request-size`).
+/// The document is untrusted. Before the parser runs it must be ASCII-compatible (UTF-8, US-ASCII or ISO-8859-1: no
+/// UTF-16, UTF-7 or EBCDIC, whose bytes would hide markup from a look at them) and hold no markup declaration
+/// (`<!DOCTYPE`, `<!ENTITY`: XML-RPC has no DTD, and a DTD is where entity expansion lives); the parser's
+/// declaration callbacks refuse one too, external entities are off, an element with attributes or one XML-RPC
+/// does not have is refused, and values nest at most ``maximumDepth`` deep. The caller bounds the size
+/// (`rpc-max-request-size`).
 struct XMLRPCRequest: Sendable, Hashable {
     var methodName: String
     var params: [JSONValue]
@@ -39,6 +42,9 @@ struct XMLRPCRequest: Sendable, Hashable {
     /// - Throws: ``RPCError`` with code 1 and what is wrong with the document.
     init(parsing body: some Collection<UInt8>) throws(RPCError) {
         let bytes = Array(body)
+        if let encoding = Self.unsafeEncoding(bytes) {
+            throw .method("XML-RPC request is in \(encoding); send it as UTF-8.")
+        }
         if let declaration = Self.declarationOutsideComments(bytes) {
             throw .method("XML-RPC request has a \(declaration); DTDs and entities are not accepted.")
         }
@@ -56,14 +62,37 @@ struct XMLRPCRequest: Sendable, Hashable {
         self = call
     }
 
+    /// Why the document's bytes are not ASCII-compatible, or `nil`: a NUL byte (UTF-16 or UTF-32), a first
+    /// character other than `<` after an optional UTF-8 byte-order mark and blanks (EBCDIC, a UTF-16 mark), or an
+    /// `encoding` declared other than UTF-8, US-ASCII or ISO-8859-1.
+    static func unsafeEncoding(_ bytes: [UInt8]) -> String? {
+        if bytes.contains(0) { return "a wide encoding (it has NUL bytes)" }
+        var start = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
+        while start < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[start]) { start += 1 }
+        guard start == bytes.count || bytes[start] == UInt8(ascii: "<") else {
+            return "an encoding that is not ASCII-compatible"
+        }
+        guard bytes[start...].starts(with: Array("<?xml".utf8)) else { return nil }
+        let declaration = bytes[start...].prefix { $0 != UInt8(ascii: ">") }
+        let text = String(decoding: declaration, as: UTF8.self).lowercased()
+        guard let range = text.range(of: "encoding") else { return nil }
+        let value = text[range.upperBound...].drop { $0 == " " || $0 == "=" || $0 == "\"" || $0 == "'" }
+            .prefix { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }
+        let allowed: Set<Substring> = ["utf-8", "utf8", "us-ascii", "ascii", "iso-8859-1", "latin1", "iso_8859-1"]
+        return allowed.contains(value) ? nil : "the encoding '\(value)'"
+    }
+
     /// `<!DOCTYPE`, `<!ENTITY` or any other markup declaration (`<!` that does not open a comment or a CDATA
-    /// section), named, or `nil`. XML-RPC has no DTD, and a DTD is where entity expansion attacks live.
+    /// section), named, or `nil`. Comments, CDATA sections and processing instructions are skipped whole, so
+    /// markup that only looks like one of them inside another is not taken for it.
     static func declarationOutsideComments(_ bytes: [UInt8]) -> String? {
         let bang = Array("<!".utf8)
         let comment = Array("<!--".utf8)
         let commentEnd = Array("-->".utf8)
         let cdata = Array("<![CDATA[".utf8)
         let cdataEnd = Array("]]>".utf8)
+        let instruction = Array("<?".utf8)
+        let instructionEnd = Array("?>".utf8)
         func matches(_ pattern: [UInt8], at index: Int) -> Bool {
             index + pattern.count <= bytes.count && bytes[index..<index + pattern.count].elementsEqual(pattern)
         }
@@ -80,6 +109,8 @@ struct XMLRPCRequest: Sendable, Hashable {
                 index = skip(past: commentEnd, from: index + comment.count)
             } else if matches(cdata, at: index) {
                 index = skip(past: cdataEnd, from: index + cdata.count)
+            } else if matches(instruction, at: index) {
+                index = skip(past: instructionEnd, from: index + instruction.count)
             } else if matches(bang, at: index) {
                 let word = bytes[(index + 2)...].prefix { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }
                 return word.isEmpty ? "markup declaration" : "<!\(String(decoding: word, as: UTF8.self))"
@@ -172,15 +203,31 @@ final class XMLRPCReader: NSObject, XMLParserDelegate {
         self.stack.append(frame)
     }
 
+    /// Text goes to the frame on top. The frame is taken off the stack while its text grows, so the text is
+    /// appended in place, not copied: libxml2 hands long text over in pieces of a few hundred bytes.
     func parser(_ parser: XMLParser, foundCharacters string: String) {
-        guard self.problem == nil, let top = self.stack.last else { return }
+        guard self.problem == nil, var top = self.stack.popLast() else { return }
         switch top {
-        case .methodName(let text): self.stack[self.stack.count - 1] = .methodName(text + string)
-        case .value(let text, let typed): self.stack[self.stack.count - 1] = .value(text: text + string, typed: typed)
-        case .scalar(let name, let text): self.stack[self.stack.count - 1] = .scalar(name: name, text: text + string)
-        case .name(let text): self.stack[self.stack.count - 1] = .name(text + string)
-        default: break  // whitespace between elements
+        case .methodName(var text):
+            top = .methodName("")
+            text += string
+            top = .methodName(text)
+        case .value(var text, let typed):
+            top = .value(text: "", typed: nil)
+            text += string
+            top = .value(text: text, typed: typed)
+        case .scalar(let name, var text):
+            top = .nilValue
+            text += string
+            top = .scalar(name: name, text: text)
+        case .name(var text):
+            top = .name("")
+            text += string
+            top = .name(text)
+        default:
+            break  // whitespace between elements
         }
+        self.stack.append(top)
     }
 
     func parser(_ parser: XMLParser, foundCDATA block: Data) {
@@ -199,7 +246,8 @@ final class XMLRPCReader: NSObject, XMLParserDelegate {
             if self.params == nil { self.params = [] }
         case .param(let value):
             guard let value else { return self.fail(parser, "<param> has no <value>") }
-            self.params = (self.params ?? []) + [value]
+            self.params = self.params ?? []
+            self.params?.append(value)
         case .value(let text, let typed):
             self.attach(typed ?? .string(text), parser: parser)
         case .scalar(let name, let text):
@@ -214,8 +262,9 @@ final class XMLRPCReader: NSObject, XMLParserDelegate {
             self.setTyped(.object(JSONObject(members)))
         case .member(let name, let value):
             guard let name, let value else { return self.fail(parser, "<member> needs a <name> and a <value>") }
-            guard case .structure(let members)? = self.stack.last else { return }
-            self.stack[self.stack.count - 1] = .structure(members + [JSONObject.Member(key: name, value: value)])
+            guard case .structure(var members)? = self.stack.popLast() else { return }
+            members.append(JSONObject.Member(key: name, value: value))
+            self.stack.append(.structure(members))
         case .name(let name):
             guard case .member(nil, nil)? = self.stack.last else { return }
             self.stack[self.stack.count - 1] = .member(name: name, value: nil)
@@ -239,7 +288,10 @@ final class XMLRPCReader: NSObject, XMLParserDelegate {
         switch self.stack.last {
         case .param(nil)?: self.stack[self.stack.count - 1] = .param(value)
         case .member(let name, nil)?: self.stack[self.stack.count - 1] = .member(name: name, value: value)
-        case .data(let values)?: self.stack[self.stack.count - 1] = .data(values + [value])
+        case .data?:
+            guard case .data(var values)? = self.stack.popLast() else { return }
+            values.append(value)
+            self.stack.append(.data(values))
         default: self.fail(parser, "a <value> out of place")
         }
     }
@@ -264,6 +316,29 @@ final class XMLRPCReader: NSObject, XMLParserDelegate {
         default:
             return .string(text)
         }
+    }
+
+    // A DTD has no place in XML-RPC: the scan before the parser refuses one, and these refuse it again.
+    func parser(_ parser: XMLParser, foundInternalEntityDeclarationWithName name: String, value: String?) {
+        self.fail(parser, "an entity is declared")
+    }
+
+    func parser(
+        _ parser: XMLParser,
+        foundExternalEntityDeclarationWithName name: String,
+        publicID: String?,
+        systemID: String?
+    ) {
+        self.fail(parser, "an entity is declared")
+    }
+
+    func parser(_ parser: XMLParser, foundElementDeclarationWithName elementName: String, model: String) {
+        self.fail(parser, "an element is declared")
+    }
+
+    func parser(_ parser: XMLParser, resolveExternalEntityName name: String, systemID: String?) -> Data? {
+        self.fail(parser, "an external entity is referred to")
+        return nil
     }
 
     func parser(_ parser: XMLParser, parseErrorOccurred parseError: any Error) {

@@ -91,7 +91,8 @@ enum XMLRPCWriter {
         out.append(contentsOf: text.utf8)
     }
 
-    /// Text as XML character data: `&`, `<` and `>` as references (and `"`, `'`, as aria2 writes them).
+    /// Text as XML character data: `&`, `<` and `>` as references (and `"`, `'`, as aria2 writes them); a control
+    /// character other than tab and line ends, which XML cannot carry, as U+FFFD.
     private static func escape(_ text: String, to out: inout [UInt8]) {
         for byte in text.utf8 {
             switch byte {
@@ -100,6 +101,9 @@ enum XMLRPCWriter {
             case UInt8(ascii: ">"): Self.append("&gt;", to: &out)
             case UInt8(ascii: "\""): Self.append("&quot;", to: &out)
             case UInt8(ascii: "'"): Self.append("&#39;", to: &out)
+            case 0x09, 0x0A, 0x0D: out.append(byte)
+            // XML 1.0 has no way to write the other control characters, not even as references.
+            case ..<0x20: out.append(contentsOf: [0xEF, 0xBF, 0xBD])
             default: out.append(byte)
             }
         }

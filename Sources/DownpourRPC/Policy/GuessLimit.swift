@@ -9,9 +9,13 @@ import NIOCore
 /// again within an interval. A right token never
 /// waits unless its peer is guessing, so a client on another address is never slowed by a page that guesses.
 ///
-/// Peers are addresses, not ports: a page opens as many connections as it likes from one address. Delaying only
-/// the wrong answers (aria2's one second) would not do: a guesser that sends a thousand tokens at once gets the
-/// right one's answer at once.
+/// Peers are addresses, not ports: a page opens as many connections as it likes from one address (an IPv6 peer is
+/// its /64, which one host can fill). Delaying only the wrong answers (aria2's one second) would not do: a guesser
+/// that sends a thousand tokens at once gets the right one's answer at once. A batch or `system.multicall` counts
+/// each wrong token it carries.
+///
+/// Turns are not handed out without end: a peer with ``burst`` turns waiting already gets none (`nil`), and its
+/// request is refused at once, so a guesser cannot fill the server's connections with requests waiting for turns.
 struct GuessLimit: Sendable, Hashable {
     /// Wrong tokens a peer may send before its requests take turns.
     let burst: Int
@@ -33,9 +37,9 @@ struct GuessLimit: Sendable, Hashable {
         self.interval = max(.nanoseconds(1), interval)
     }
 
-    /// When a request of `peer` that arrived `now` is checked: `now`, or its turn while the peer is guessing. Each
-    /// call while guessing takes a turn.
-    mutating func turn(of peer: String, at now: NIODeadline) -> NIODeadline {
+    /// When a request of `peer` that arrived `now` is checked: `now`, or its turn while the peer is guessing;
+    /// `nil` when ``burst`` turns of the peer are waiting already. Each call while guessing takes a turn.
+    mutating func turn(of peer: String, at now: NIODeadline) -> NIODeadline? {
         guard var state = self.peers[peer] else { return now }
         self.drain(&state, to: now)
         guard state.level > Double(self.burst - 1) else {
@@ -43,18 +47,27 @@ struct GuessLimit: Sendable, Hashable {
             return now
         }
         let turn = max(now, state.nextTurn)
+        guard turn < now + self.interval * Int64(self.burst) else {
+            self.peers[peer] = state
+            return nil
+        }
         state.nextTurn = turn + self.interval
         self.peers[peer] = state
         return turn
     }
 
-    /// A request of `peer` carried a wrong token.
-    mutating func failed(_ peer: String, at now: NIODeadline) {
+    /// Requests of `peer` carried `count` wrong tokens.
+    mutating func failed(_ peer: String, count: Int = 1, at now: NIODeadline) {
         var state = self.peers[peer] ?? Peer(level: 0, updated: now, nextTurn: now)
         self.drain(&state, to: now)
-        state.level += 1
+        state.level += Double(max(1, count))
         self.peers[peer] = state
         if self.peers.count > Self.maximumPeers { self.forgetQuiet(at: now) }
+    }
+
+    /// When `peer`'s next turn would be, while it is tracked (for tests and logs).
+    func nextTurn(of peer: String) -> NIODeadline? {
+        self.peers[peer]?.nextTurn
     }
 
     /// How many peers are tracked.

@@ -39,8 +39,10 @@ final class RPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
         var body: ByteBuffer
         /// How long to hold the reply back (aria2 answers a wrong secret about a second late).
         var delay: TimeAmount = .zero
-        /// The body failed its token check: the peer's guess is counted.
+        /// The body failed its token check: the peer's guesses are counted.
         var isUnauthorized = false
+        /// How many of its calls did (a batch or `system.multicall` carries many).
+        var unauthorizedCalls = 0
         /// Runs once the reply has been written.
         var afterReply: (@Sendable () async -> Void)?
     }
@@ -66,9 +68,11 @@ final class RPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
         /// A whole body waits for its turn (``TokenGuessLimiter``), then is answered.
         case waitingForTurn(closeAfterReply: Bool)
         case answering(closeAfterReply: Bool)
-        /// The router has the request (`ended`: all of it) and has not finished its response.
-        case passingThrough(ended: Bool)
-        /// A body over the limit was refused and the connection is closing: nothing more is read on.
+        /// The router has the request: `requestEnded` once all of it went on, `responseEnded` once the router's
+        /// answer has ended (it may answer before the body is in: a 404). Both, and the next request goes in.
+        case passingThrough(requestEnded: Bool, responseEnded: Bool)
+        /// A body over the limit, or a guesser with no turn left, was refused and the connection is closing:
+        /// nothing more is read on.
         case refused
     }
 
@@ -78,6 +82,8 @@ final class RPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var state = State.idle
     /// The capacity last reported to the ``ConnectionGuard`` as held by a body.
     private var reportedHeld = 0
+    /// The answer waiting for the peer's turn, with the body it holds: cancelled when the connection closes.
+    private var turnTask: Scheduled<Void>?
     /// Parts that arrived while a reply was being made; handled once it is written.
     private var waiting: [HTTPServerRequestPart] = []
     /// A read asked for while an answer was being made and parts were already waiting: the socket is not read
@@ -105,11 +111,11 @@ final class RPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch (self.state, part) {
         case (.refused, _):
             return
-        case (.answering, _), (.waitingForTurn, _), (.passingThrough(ended: true), _):
+        case (.answering, _), (.waitingForTurn, _), (.passingThrough(requestEnded: true, _), _):
             self.waiting.append(part)
         case (.idle, .head(let request)):
             guard request.method == .POST, let path = RPCPath(uri: request.uri) else {
-                self.state = .passingThrough(ended: false)
+                self.state = .passingThrough(requestEnded: false, responseEnded: false)
                 context.fireChannelRead(self.wrapInboundOut(part))
                 return
             }
@@ -119,7 +125,9 @@ final class RPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 self.refuseTooLarge(context: context)
                 return
             }
-            if request.headers.first(name: "expect")?.lowercased() == "100-continue" {
+            if request.version.major > 1 || request.version.minor >= 1,
+                request.headers.first(name: "expect")?.lowercased() == "100-continue"
+            {
                 let head = HTTPResponseHead(version: request.version, status: .continue)
                 context.writeAndFlush(self.wrapOutboundOut(.head(head)), promise: nil)
             }
@@ -142,19 +150,27 @@ final class RPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case (.collecting(let collecting), .end):
             self.state = .waitingForTurn(closeAfterReply: collecting.closeAfterReply)
             self.takeTurn(collecting, context: context)
-        case (.passingThrough(ended: false), .end):
-            self.state = .passingThrough(ended: true)
+        case (.passingThrough(requestEnded: false, let responseEnded), .end):
             context.fireChannelRead(self.wrapInboundOut(part))
-        case (.passingThrough(ended: false), _), (.idle, _), (.collecting, .head):
+            if responseEnded {
+                // The router answered before the body was in; now both have ended.
+                self.state = .idle
+                context.eventLoop.assumeIsolated().execute { self.handleWaiting(context: context) }
+            } else {
+                self.state = .passingThrough(requestEnded: true, responseEnded: false)
+            }
+        case (.passingThrough(requestEnded: false, _), _):
+            context.fireChannelRead(self.wrapInboundOut(part))
+        case (.idle, _), (.collecting, .head):
             // A body without a head cannot come from NIO's decoder; the router reports what is left.
-            self.state = .passingThrough(ended: false)
+            self.state = .passingThrough(requestEnded: false, responseEnded: false)
             context.fireChannelRead(self.wrapInboundOut(part))
         }
     }
 
     func read(context: ChannelHandlerContext) {
         switch self.state {
-        case .answering, .waitingForTurn, .passingThrough(ended: true):
+        case .answering, .waitingForTurn, .passingThrough(requestEnded: true, _):
             if self.waiting.isEmpty {
                 context.read()
             } else {
@@ -162,30 +178,47 @@ final class RPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
         case .refused:
             break
-        case .idle, .collecting, .passingThrough(ended: false):
+        case .idle, .collecting, .passingThrough(requestEnded: false, _):
             context.read()
         }
     }
 
     /// The router's responses go out as they are; the end of one lets the next request in.
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        let ended: Bool
-        if case .end = self.unwrapOutboundIn(data), case .passingThrough = self.state {
-            ended = true
+        let requestEnded: Bool?
+        if case .end = self.unwrapOutboundIn(data), case .passingThrough(let ended, false) = self.state {
+            requestEnded = ended
         } else {
-            ended = false
+            requestEnded = nil
         }
         context.write(data, promise: promise)
-        if ended {
+        switch requestEnded {
+        case true?:
             self.state = .idle
             // Not from inside the router's write: the next request goes in on the loop's next turn.
             context.eventLoop.assumeIsolated().execute { self.handleWaiting(context: context) }
+        case false?:
+            // Answered before its body was all in: the rest of the body still goes to the router.
+            self.state = .passingThrough(requestEnded: false, responseEnded: true)
+        case nil:
+            break
         }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        self.dropTurn()
         self.reportHeld(0, context: context)
         context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.dropTurn()
+    }
+
+    /// Cancels an answer waiting for its turn, and lets its body go.
+    private func dropTurn() {
+        self.turnTask?.cancel()
+        self.turnTask = nil
     }
 
     /// Handles the parts that waited. Parts handed on here come outside a read, so the read-complete that makes
@@ -198,9 +231,9 @@ final class RPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
             self.handle(waiting[index], context: context)
             index += 1
             switch self.state {
-            case .idle, .collecting, .passingThrough(ended: false):
+            case .idle, .collecting, .passingThrough(requestEnded: false, _):
                 continue
-            case .answering, .waitingForTurn, .passingThrough(ended: true), .refused:
+            case .answering, .waitingForTurn, .passingThrough(requestEnded: true, _), .refused:
                 // The rest waits for that answer.
                 self.waiting = Array(waiting[index...]) + self.waiting
                 index = waiting.endIndex
@@ -208,18 +241,23 @@ final class RPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         context.fireChannelReadComplete()
         switch self.state {
-        case .idle, .collecting, .passingThrough(ended: false):
+        case .idle, .collecting, .passingThrough(requestEnded: false, _):
             if self.readWaits {
                 self.readWaits = false
                 context.read()
             }
-        case .answering, .waitingForTurn, .passingThrough(ended: true), .refused:
+        case .answering, .waitingForTurn, .passingThrough(requestEnded: true, _), .refused:
             break
         }
     }
 
     /// `413` and the connection closed: the rest of the body is never read.
     private func refuseTooLarge(context: ChannelHandlerContext) {
+        self.refuse(.payloadTooLarge, context: context)
+    }
+
+    /// A status with no body, then the connection closed: nothing more of it is read.
+    private func refuse(_ status: HTTPResponseStatus, context: ChannelHandlerContext) {
         self.state = .refused
         self.waiting = []
         self.reportHeld(0, context: context)
@@ -227,7 +265,7 @@ final class RPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
         headers.add(name: "cache-control", value: "no-cache")
         headers.add(name: "content-length", value: "0")
         headers.add(name: "connection", value: "close")
-        let head = HTTPResponseHead(version: .http1_1, status: .payloadTooLarge, headers: headers)
+        let head = HTTPResponseHead(version: .http1_1, status: status, headers: headers)
         context.write(self.wrapOutboundOut(.head(head)), promise: nil)
         context.writeAndFlush(self.wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
             context.close(promise: nil)
@@ -241,15 +279,25 @@ final class RPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
         context.triggerUserOutboundEvent(ConnectionEvent.bodyHeld(bytes), promise: nil)
     }
 
-    /// Answers a whole body now, or at the peer's turn when it has been guessing.
+    /// Answers a whole body now, or at the peer's turn when it has been guessing; a guesser with turns enough
+    /// waiting already gets `429` and the connection closed.
     private func takeTurn(_ collecting: Collecting, context: ChannelHandlerContext) {
         let peer = TokenGuessLimiter.peer(of: context.channel.remoteAddress)
         let now = NIODeadline.now()
-        guard let limiter = self.limiter, case let turn = limiter.turn(of: peer, at: now), turn > now else {
+        guard let limiter = self.limiter else {
             self.answer(collecting, peer: peer, context: context)
             return
         }
-        context.eventLoop.assumeIsolated().scheduleTask(deadline: turn) {
+        guard let turn = limiter.turn(of: peer, at: now) else {
+            self.refuse(.tooManyRequests, context: context)
+            return
+        }
+        guard turn > now else {
+            self.answer(collecting, peer: peer, context: context)
+            return
+        }
+        self.turnTask = context.eventLoop.assumeIsolated().scheduleTask(deadline: turn) {
+            self.turnTask = nil
             guard case .waitingForTurn = self.state, context.channel.isActive else { return }
             self.answer(collecting, peer: peer, context: context)
         }
@@ -280,7 +328,7 @@ final class RPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Writes the reply now, or after its delay; a wrong token is counted against the peer.
     private func send(_ reply: Reply, peer: String, context: ChannelHandlerContext) {
-        if reply.isUnauthorized { self.limiter?.failed(peer, at: .now()) }
+        if reply.isUnauthorized { self.limiter?.failed(peer, count: reply.unauthorizedCalls, at: .now()) }
         if reply.delay > .zero {
             context.eventLoop.assumeIsolated().scheduleTask(in: reply.delay) {
                 self.write(reply, context: context)
@@ -291,7 +339,7 @@ final class RPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func write(_ reply: Reply, context: ChannelHandlerContext) {
-        guard case .answering(let close) = self.state else { return }
+        guard case .answering(let close) = self.state, context.channel.isActive else { return }
         var headers = reply.headers
         headers.add(name: "content-length", value: String(reply.body.readableBytes))
         if close { headers.add(name: "connection", value: "close") }
@@ -307,7 +355,9 @@ final class RPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         self.state = .idle
         if close {
-            context.close(promise: nil)
+            // Once the answer is out: a close now would drop the writes still pending.
+            self.state = .refused
+            written.futureResult.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
             return
         }
         self.handleWaiting(context: context)

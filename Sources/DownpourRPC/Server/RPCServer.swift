@@ -247,6 +247,7 @@ public struct RPCServer: Service {
                 body: ByteBuffer(bytes: reply.body),
                 delay: reply.isUnauthorized ? unauthorizedDelay : .zero,
                 isUnauthorized: reply.isUnauthorized,
+                unauthorizedCalls: reply.unauthorizedCalls,
                 afterReply: reply.afterReply
             )
         }
@@ -269,17 +270,27 @@ public struct RPCServer: Service {
 
     /// Makes a reply at `peer`'s turn (``TokenGuessLimiter``); a wrong token is counted and its reply held back
     /// (``RPCServerConfiguration/unauthorizedDelay``).
+    /// An address with turns enough waiting already gets an error at once.
     func throttled(_ peer: String, _ makeReply: () async -> RPCReply) async -> RPCReply {
-        await self.guesses.waitForTurn(of: peer)
+        guard await self.guesses.waitForTurn(of: peer) else {
+            var writer = JSONWriter()
+            RPCDispatcher.write(.init(id: .null, error: Self.tooManyGuesses), to: &writer)
+            return RPCReply(body: writer.bytes, httpStatus: 429)
+        }
         let reply = await makeReply()
         if reply.isUnauthorized {
-            self.guesses.failed(peer, at: .now())
+            self.guesses.failed(peer, count: reply.unauthorizedCalls, at: .now())
             if self.configuration.unauthorizedDelay > .zero {
                 try? await Task.sleep(for: self.configuration.unauthorizedDelay)
             }
         }
         return reply
     }
+
+    /// The answer to an address that keeps sending wrong tokens and has turns enough waiting.
+    static let tooManyGuesses = RPCError.method(
+        "Too many requests with a wrong token from this address; try again later with the right one."
+    )
 
     private func response(for reply: RPCReply) -> Response {
         var headers = self.commonHeaders()
