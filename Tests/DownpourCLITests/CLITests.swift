@@ -245,17 +245,35 @@ struct CLITests {
         }
     }
 
-    @Test("connection refused: exit 4 after the tries")
+    @Test("connection refused: exit 4 at once, no retry (a retry would wait 10 minutes, past the suite's limit)")
     func refused() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let refusing = try RefusingPort()
         defer { withExtendedLifetime(refusing) {} }
         let result = try await Binary.run([
-            "get", refusing.url(), "-o", scratch.file("x"), "--max-tries", "2", "--retry-wait", "0.01",
+            "get", refusing.url(), "-o", scratch.file("x"), "--max-tries", "5", "--retry-wait", "600", "--verbose",
         ])
         #expect(result.status == 4, "\(result.standardError)")
         #expect(result.standardError.contains("refused the connection"), "\(result.standardError)")
+        #expect(!result.standardError.contains("retrying"), "\(result.standardError)")
+        #expect(scratch.contents().isEmpty)
+    }
+
+    @Test("--retry-on-refused (curl's --retry-connrefused): a refused connection is tried again, then exit 4")
+    func refusedRetriedWhenAsked() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let refusing = try RefusingPort()
+        defer { withExtendedLifetime(refusing) {} }
+        for flag in ["--retry-on-refused", "--retry-connrefused"] {
+            let result = try await Binary.run([
+                "get", refusing.url(), "-o", scratch.file("x"), "--max-tries", "2", "--retry-wait", "0.01", "--verbose",
+                flag,
+            ])
+            #expect(result.status == 4, "\(result.standardError)")
+            #expect(result.standardError.contains("Probe failed, retrying"), "\(flag): \(result.standardError)")
+        }
         #expect(scratch.contents().isEmpty)
     }
 

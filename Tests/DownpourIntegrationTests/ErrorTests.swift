@@ -7,7 +7,7 @@ import Testing
 struct ErrorTests {
     static let content = makeTestContent(count: 256 * 1024, seed: 3)
 
-    @Test("404 is an HTTP error and creates no file")
+    @Test("404 is an HTTP error after one request and creates no file; max-file-not-found asks that many times")
     func notFound() async throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }
@@ -15,6 +15,18 @@ struct ErrorTests {
             let outcome = try await runDownload(server.url("/status/404"), to: .file(directory.file("x.bin")))
             #expect(outcome.error?.code == .httpStatus)
             #expect(outcome.error?.httpStatus == 404)
+            #expect(server.statistics().requests.count == 1)
+            expectNothingLeft(in: directory)
+
+            var configuration = testConfiguration()
+            configuration.retry.fileNotFoundTries = 3
+            let again = try await runDownload(
+                server.url("/status/410"),
+                to: .file(directory.file("y.bin")),
+                configuration: configuration
+            )
+            #expect(again.error?.httpStatus == 410)
+            #expect(server.statistics().requests.filter { $0.uri.hasPrefix("/status/410") }.count == 3)
             expectNothingLeft(in: directory)
         }
     }
@@ -148,14 +160,14 @@ struct ErrorTests {
         }
     }
 
-    @Test("a refused connection is a network error after the configured tries")
+    @Test("a refused connection to a host never reached is a network error at once (a retry would wait an hour)")
     func connectionRefused() async throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }
         let refusing = try RefusingPort()
         defer { withExtendedLifetime(refusing) {} }
         var configuration = testConfiguration()
-        configuration.retry = .init(maximumTries: 2, wait: .milliseconds(10), maximumWait: .milliseconds(50))
+        configuration.retry = .init(maximumTries: 5, wait: .seconds(3600), maximumWait: .seconds(3600))
         let outcome = try await runDownload(
             refusing.url(),
             to: .file(directory.file("x.bin")),

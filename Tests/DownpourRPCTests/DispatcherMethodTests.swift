@@ -506,9 +506,9 @@ import Testing
         #expect(onAdd.contains("'file-allocation'") && onAdd.contains("fallocate"), "\(onAdd)")
         let onChange = try await harness.errorMessage(
             "aria2.changeOption",
-            [.string(gid.description), ["max-file-not-found": "5"]]
+            [.string(gid.description), ["max-resume-failure-tries": "5"]]
         )
-        #expect(onChange.contains("'max-file-not-found'"), "\(onChange)")
+        #expect(onChange.contains("'max-resume-failure-tries'"), "\(onChange)")
         // Nothing of a refused call was made.
         #expect(try await harness.result("aria2.getGlobalOption")["split"] == "3")
         #expect(try await harness.result("aria2.tellWaiting", [0, 10, ["gid"]]).arrayValue?.count == 1)

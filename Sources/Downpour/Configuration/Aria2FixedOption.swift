@@ -164,13 +164,6 @@ public struct Aria2FixedOption: Sendable, Hashable {
             "false",
             "credentials go with the first request to their own origin; waiting for a challenge is not available."
         ),
-        .init(
-            "max-file-not-found",
-            .download,
-            .number,
-            "0",
-            "a 404 or 410 ends the use of that URI at once; retrying it is not available."
-        ),
         .init("max-mmap-limit", .download, .size, "0", "files are never mapped into memory."),
         .init(
             "max-resume-failure-tries",

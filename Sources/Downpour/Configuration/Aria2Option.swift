@@ -240,6 +240,7 @@ extension Aria2Option {
     /// Every option Downpour implements, in the order `--help` and `getGlobalOption` list them.
     public static let all: [Aria2Option] = [
         .dir, .out, .header, .split, .maxConnectionPerServer, .minSplitSize, .maxDownloadLimit, .userAgent, .maxTries,
+        .retryOnRefused, .maxFileNotFound,
         .retryWait, .timeout, .connectTimeout, .lowestSpeedLimit, .allowOverwrite, .autoFileRenaming, .continue,
         .checkCertificate, .caCertificate, .httpUser, .httpPasswd, .noNetrc, .remoteTime, .conditionalGet, .allProxy,
         .httpProxy, .httpsProxy, .noProxy, .checksum, .followMetalink, .metalinkLocation, .forceSave, .slowWindow,
@@ -369,6 +370,24 @@ extension Aria2Option {
         help: "Attempts in a row without progress before a connection gives up.",
         apply: { value, options in options.configuration.retry.maximumTries = Int(value) ?? 1 },
         read: { "\($0.configuration.retry.maximumTries)" }
+    )
+    public static let maxFileNotFound = Aria2Option(
+        "max-file-not-found",
+        .download,
+        .count(0...1000),
+        help: "Try a URL that answers 404 or 410 this many times before failing (0: fail at the first, as curl).",
+        apply: { value, options in options.configuration.retry.fileNotFoundTries = Int(value) ?? 0 },
+        read: { "\($0.configuration.retry.fileNotFoundTries)" }
+    )
+    public static let retryOnRefused = Aria2Option(
+        "retry-on-refused",
+        .download,
+        .flag,
+        isAria2s: false,
+        aliases: [Alias("retry-connrefused", value: "true")],
+        help: "Retry a connection refused by a host not reached yet (by default such a link ends at once, as in curl).",
+        apply: { value, options in options.configuration.retry.retriesRefusedConnections = value == "true" },
+        read: { "\($0.configuration.retry.retriesRefusedConnections)" }
     )
     public static let retryWait = Aria2Option(
         "retry-wait",

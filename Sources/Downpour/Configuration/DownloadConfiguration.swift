@@ -219,11 +219,26 @@ extension DownloadConfiguration {
         public var wait: Duration
         /// The longest wait between two tries, also the cap on a server's `Retry-After`.
         public var maximumWait: Duration
+        /// Retry a connection refused by a host the download has not reached yet. Off by default, as in curl,
+        /// wget and aria2c: nothing listens there, and a list of dead links ends at once. (A refusal from a host
+        /// that answered before, a restart in progress, is always retried.)
+        public var retriesRefusedConnections: Bool
+        /// How many `404 Not Found` or `410 Gone` answers a download takes before it fails (aria2's
+        /// `max-file-not-found`); 0, the default, fails it at the first, as curl, wget and aria2c do.
+        public var fileNotFoundTries: Int
 
-        public init(maximumTries: Int = 5, wait: Duration = .milliseconds(500), maximumWait: Duration = .seconds(60)) {
+        public init(
+            maximumTries: Int = 5,
+            wait: Duration = .milliseconds(500),
+            maximumWait: Duration = .seconds(60),
+            retriesRefusedConnections: Bool = false,
+            fileNotFoundTries: Int = 0
+        ) {
             self.maximumTries = maximumTries
             self.wait = wait
             self.maximumWait = maximumWait
+            self.retriesRefusedConnections = retriesRefusedConnections
+            self.fileNotFoundTries = fileNotFoundTries
         }
     }
 

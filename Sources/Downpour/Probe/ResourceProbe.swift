@@ -76,6 +76,8 @@ struct ResourceProbe: Sendable {
         var headers: [HTTPHeaderField]
         var visited: Set<String>
         var redirects = 0
+        /// The origins that answered in this probe: a refusal from one of them is a restart in progress.
+        var reached: Set<String> = []
 
         init(url: URL, headers: [HTTPHeaderField], visited: Set<String>) {
             var components = URLComponents(url: url, resolvingAgainstBaseURL: false)
@@ -93,6 +95,7 @@ struct ResourceProbe: Sendable {
             let response: ProbeResponse
             do {
                 response = try await self.sendWithRetries(method: .HEAD, target: target)
+                target.reached.insert(Self.origin(of: target.url))
             } catch  where error.code == .httpStatus {
                 self.logger.debug("HEAD failed, trying GET", metadata: ["error": "\(error)"])
                 return nil
@@ -137,6 +140,7 @@ struct ResourceProbe: Sendable {
                 bodyLimit: Int(Self.firstChunkSize),
                 handsOverFrom: self.resuming ? nil : Self.firstChunkSize
             )
+            target.reached.insert(Self.origin(of: target.url))
             if try self.followRedirect(response, target: &target) { continue }
             switch response.status.code {
             case 206:
@@ -286,7 +290,16 @@ struct ResourceProbe: Sendable {
         return true
     }
 
-    /// Sends a probe request, retrying network failures and the statuses that invite a retry.
+    /// `scheme://host:port` of `url`, the unit a refusal is judged by.
+    static func origin(of url: URL) -> String {
+        "\(url.scheme ?? "")://\(url.host ?? ""):\(url.port.map(String.init) ?? "")"
+    }
+
+    /// Sends a probe request, retrying network failures and the statuses that invite a retry. Where nothing
+    /// answers (a refused connection to an origin not reached yet in this download, a name that does not exist, a
+    /// certificate that fails verification, a 404 or 410 unless `max-file-not-found` asks again) it ends at once,
+    /// as curl, wget and aria2c do: retrying cannot help, and a list of dead links should end as fast as a list of
+    /// good ones.
     private func sendWithRetries(
         method: HTTPMethod,
         target: Target,
@@ -296,6 +309,10 @@ struct ResourceProbe: Sendable {
     ) async throws(DownloadError) -> ProbeResponse {
         let policy = RetryPolicy(configuration: self.configuration.retry)
         var attempt = 0
+        // A download that resumes has reached its server before (its bytes are on disk): a refusal now is a
+        // restart in progress.
+        var reached = self.resuming || target.reached.contains(Self.origin(of: target.url))
+        var notFound = 0
         while true {
             attempt += 1
             var retryAfter: Duration?
@@ -310,7 +327,11 @@ struct ResourceProbe: Sendable {
                     handsOverFrom: handsOverFrom
                 )
                 self.authorization.cookies?.absorb(response.headers, from: target.url)
-                guard StatusPolicy.isRetryable(response.status) else { return response }
+                reached = true
+                if [404, 410].contains(response.status.code) { notFound += 1 }
+                // A 404 or 410 ends at once, unless asked to try it again (`max-file-not-found`: that many).
+                let notFoundAgain = notFound > 0 && notFound < self.configuration.retry.fileNotFoundTries
+                guard StatusPolicy.isRetryable(response.status) || notFoundAgain else { return response }
                 retryAfter = response.headers.value("Retry-After").flatMap {
                     RetryPolicy.parseRetryAfter($0, now: Date().timeIntervalSince1970)
                 }
@@ -318,6 +339,13 @@ struct ResourceProbe: Sendable {
             } catch {
                 if Task.isCancelled { throw .cancelled }
                 failure = .network(error, url: target.url)
+                let cause = NetworkFailure(error)
+                if cause == .unknownHost || cause == .certificate
+                    || (!reached
+                        && cause.endsAtOnce(retryingRefused: self.configuration.retry.retriesRefusedConnections))
+                {
+                    throw failure
+                }
             }
             guard attempt < self.configuration.retry.maximumTries else { throw failure }
             let delay = policy.delay(beforeRetry: attempt, retryAfter: retryAfter)
