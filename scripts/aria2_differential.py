@@ -294,7 +294,7 @@ class Downpour(Daemon):
         out_path = os.path.join(self.root, "stdout.log")
         with open(out_path, "wb") as out, open(os.path.join(self.root, "stderr.log"), "wb") as err:
             self.proc = subprocess.Popen(
-                [self.binary, "daemon", "--rpc-listen-port", "0", "-d", self.download_dir, "--state-dir", state,
+                [self.binary, "daemon", "--no-conf", "--rpc-listen-port", "0", "-d", self.download_dir, "--state-dir", state,
                  "--rpc-secret", self.secret],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=self.env(), cwd=self.root)
         deadline = time.monotonic() + START_DEADLINE

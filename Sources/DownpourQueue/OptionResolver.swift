@@ -1,4 +1,5 @@
 import Downpour
+import Foundation
 
 /// What a download's options and the queue's are, layer over layer: the defaults (the daemon's configuration), the
 /// global options, a download's own. A pure value over the option table (``Aria2Option/all``), made for one read or
@@ -73,7 +74,29 @@ struct OptionResolver: Sendable {
         for fixed in Aria2FixedOption.all {
             answer.append(QueueOption(name: fixed.name, value: fixed.currentValue))
         }
+        let answered = Set(answer.map(\.name))
+        for (name, value) in Self.unsetStartupAnswers() where !answered.contains(name) {
+            answer.append(QueueOption(name: name, value: value))
+        }
         return answer
+    }
+
+    /// What aria2c answers for options of the process that nobody set, with Downpour's truth: the configuration
+    /// file it would read (`conf-path`, as aria2 names its default even when absent), `no-conf`, the `.netrc` a
+    /// `netrc-path` names (the daemon reads none: `no-netrc`), the certificates trusted without a `ca-certificate`.
+    static func unsetStartupAnswers(
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        fileExists: (String) -> Bool = { FileManager.default.fileExists(atPath: $0) }
+    ) -> [(String, String)] {
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        let config = environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? home + "/.config"
+        let bundles = ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"]
+        return [
+            (Aria2Option.confPath.name, config + "/downpour/downpour.conf"),
+            (Aria2Option.noConf.name, "false"),
+            (Aria2Option.netrcPath.name, home + "/.netrc"),
+            (Aria2Option.caCertificate.name, bundles.first(where: fileExists) ?? ""),
+        ]
     }
 
     /// The option of a download's request named `name` (the table's and Downpour's own), or `nil`.

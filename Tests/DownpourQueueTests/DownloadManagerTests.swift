@@ -474,6 +474,11 @@ struct DownloadManagerTests {
             #expect(globals.filter { $0.name == fixed.name }.map(\.value) == [fixed.currentValue])
         }
         #expect(globals.contains(QueueOption(name: "disk-cache", value: "0")))
+        // The process's options nobody set are answered as aria2 answers them, with Downpour's truth.
+        for name in ["conf-path", "no-conf", "netrc-path", "ca-certificate"] {
+            #expect(globals.contains { $0.name == name }, "\(name)")
+        }
+        #expect(globals.contains { $0.name == "conf-path" && $0.value.hasSuffix("/downpour/downpour.conf") })
         #expect(Set(globals.map(\.name)).count == globals.count, "each key once")
         #expect(downloader.configuration.maximumOverallRate == Int64(1024 * 1024))
         await manager.shutdown()
