@@ -293,7 +293,6 @@ public struct RPCDispatcher: Sendable {
         }
         guard parsed.dialect == .jsonRPC else {
             var reply = Self.xmlReply(responses.first, isMulticall: parsed.isMulticall)
-            reply.isUnauthorized = effects.isUnauthorized
             reply.unauthorizedCalls = effects.unauthorizedCalls
             reply.afterReply = afterReply
             reply.provesToken = parsed.provesToken
@@ -315,7 +314,6 @@ public struct RPCDispatcher: Sendable {
         var reply = RPCReply(
             body: writer.bytes,
             httpStatus: status,
-            isUnauthorized: effects.isUnauthorized,
             afterReply: afterReply
         )
         reply.unauthorizedCalls = effects.unauthorizedCalls

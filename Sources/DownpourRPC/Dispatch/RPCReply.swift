@@ -8,10 +8,11 @@ public struct RPCReply: Sendable {
     public var httpStatus: Int
     /// `application/json-rpc`, or `text/javascript` for JSONP.
     public var contentType: String
+    /// How many calls failed their token check (a batch or `system.multicall` carries many guesses): each counts
+    /// as a guess.
+    public var unauthorizedCalls: Int
     /// A call failed its token check: aria2 sends such replies about a second late, to slow guessing.
-    public var isUnauthorized: Bool
-    /// How many calls failed it (a batch or `system.multicall` carries many guesses): each counts as a guess.
-    public var unauthorizedCalls = 0
+    public var isUnauthorized: Bool { self.unauthorizedCalls > 0 }
     /// To run once the reply has been sent (the daemon's shutdown after `aria2.shutdown`).
     public var afterReply: (@Sendable () async -> Void)?
     /// A call carried the right token (``RPCDispatcher/ParsedRequest/provesToken``).
@@ -27,7 +28,6 @@ public struct RPCReply: Sendable {
         self.body = body
         self.httpStatus = httpStatus
         self.contentType = contentType
-        self.isUnauthorized = isUnauthorized
         self.unauthorizedCalls = isUnauthorized ? 1 : 0
         self.afterReply = afterReply
     }

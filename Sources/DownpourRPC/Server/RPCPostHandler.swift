@@ -39,9 +39,8 @@ final class RPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
         var body: ByteBuffer
         /// How long to hold the reply back (aria2 answers a wrong secret about a second late).
         var delay: TimeAmount = .zero
-        /// The body failed its token check: the peer's guesses are counted.
-        var isUnauthorized = false
-        /// How many of its calls did (a batch or `system.multicall` carries many).
+        /// How many of the body's calls failed their token check (a batch or `system.multicall` carries many):
+        /// the peer's guesses are counted.
         var unauthorizedCalls = 0
         /// Runs once the reply has been written.
         var afterReply: (@Sendable () async -> Void)?
@@ -328,7 +327,7 @@ final class RPCPostHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Writes the reply now, or after its delay; a wrong token is counted against the peer.
     private func send(_ reply: Reply, peer: String, context: ChannelHandlerContext) {
-        if reply.isUnauthorized { self.limiter?.failed(peer, count: reply.unauthorizedCalls, at: .now()) }
+        if reply.unauthorizedCalls > 0 { self.limiter?.failed(peer, count: reply.unauthorizedCalls, at: .now()) }
         if reply.delay > .zero {
             context.eventLoop.assumeIsolated().scheduleTask(in: reply.delay) {
                 self.write(reply, context: context)

@@ -246,7 +246,6 @@ public struct RPCServer: Service {
                 headers: headers,
                 body: ByteBuffer(bytes: reply.body),
                 delay: reply.isUnauthorized ? unauthorizedDelay : .zero,
-                isUnauthorized: reply.isUnauthorized,
                 unauthorizedCalls: reply.unauthorizedCalls,
                 afterReply: reply.afterReply
             )
