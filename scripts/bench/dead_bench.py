@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from deps import find_binary
 
 PARTS = ("refused", "nxdomain", "daemon")
 LIST_CLIENTS = ("downpour", "aria2c", "curl", "wget2")
@@ -160,14 +161,6 @@ def clean_env(root):
     env.update(HOME=home, XDG_CONFIG_HOME=f"{home}/.config", XDG_STATE_HOME=f"{home}/.state",
                XDG_CACHE_HOME=f"{home}/.cache", LC_ALL="C")
     return env
-
-
-def find_binary(path):
-    if not path:
-        return None
-    if os.sep in path:
-        return os.path.abspath(path) if os.path.isfile(path) and os.access(path, os.X_OK) else None
-    return shutil.which(path)
 
 
 def version_of(name, binary):

@@ -21,6 +21,15 @@ def have(command):
     return shutil.which(command) is not None
 
 
+def find_binary(path):
+    """The executable `path` names (a path, or a name on PATH), absolute; None when there is none."""
+    if not path:
+        return None
+    if os.sep in path:
+        return os.path.abspath(path) if os.path.isfile(path) and os.access(path, os.X_OK) else None
+    return shutil.which(path)
+
+
 def ensure(commands, install):
     """Exits with a message naming the packages when a command is missing, unless `install`: then apt-get
     installs them (as root, or through sudo -n)."""

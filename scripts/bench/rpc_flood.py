@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from deps import find_binary
 
 DAEMONS = ("downpour", "aria2c")
 ALL_FLOODS = ("idle", "halfsent-head", "halfsent-body", "announced")
@@ -452,14 +453,6 @@ def parse_floods(text):
             if n not in floods:
                 floods.append(n)
     return floods
-
-
-def find_binary(path):
-    if not path:
-        return None
-    if os.sep in path:
-        return os.path.abspath(path) if os.path.isfile(path) and os.access(path, os.X_OK) else None
-    return shutil.which(path)
 
 
 def main():
