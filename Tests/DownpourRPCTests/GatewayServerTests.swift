@@ -175,8 +175,9 @@ import Darwin
                         try await outbound.close(.normalClosure, reason: nil)
                     }
                 }
-                // A page of another origin.
+                // A page of another origin. Whatever becomes of it, the wait below for its proof ends.
                 group.addTask {
+                    defer { proved.continuation.finish() }
                     var configuration = WebSocketClientConfiguration()
                     configuration.additionalHeaders = [.origin: "http://page.example"]
                     try await WebSocketClient.connect(
