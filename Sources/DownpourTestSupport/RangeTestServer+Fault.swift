@@ -29,6 +29,7 @@ extension RangeTestServer {
             case corrupt(range: Range<Int>, servings: Int)
             case contentType(String)
             case dropReusedConnection(requests: Int)
+            case claimLength(String)
         }
 
         let kind: Kind
@@ -116,6 +117,12 @@ extension RangeTestServer {
             return Fault(.throttle(bytesPerSecond: bytesPerSecond, everyNthConnection: everyNthConnection))
         }
 
+        /// Write `length` (any text) as the complete length in every `Content-Range` of a `206`, whatever the real
+        /// length: a server that claims a file no disk can hold, say. The bodies are the real bytes.
+        public static func claimLength(_ length: String) -> Fault {
+            Fault(.claimLength(length))
+        }
+
         /// Add `Content-Disposition: <value>` to `HEAD` and GET responses of the content routes.
         public static func contentDisposition(_ value: String) -> Fault {
             Fault(.contentDisposition(value))
@@ -188,6 +195,8 @@ extension RangeTestServer {
                 return "header(\(name): \(value))"
             case .corrupt(let range, let servings):
                 return "corrupt(\(range.lowerBound)..<\(range.upperBound), servings: \(servings))"
+            case .claimLength(let length):
+                return "claimLength(\(length))"
             case .contentType(let value):
                 return "contentType(\(value))"
             }

@@ -76,6 +76,7 @@ struct ResponsePlanner: Sendable {
     let truncations: [(truncation: Truncation, requests: Int)]
     private let unavailable: [(everyNth: Int, retryAfterSeconds: Int)]
     private let wrongContentRangeFrom: Int?
+    private let claimedLength: String?
     private let throttles: [(bytesPerSecond: Int, everyNthConnection: Int)]
     private let contentDispositions: [String]
     private let extraHeaders: [(name: String, value: String)]
@@ -92,6 +93,7 @@ struct ResponsePlanner: Sendable {
         var truncations: [(truncation: Truncation, requests: Int)] = []
         var unavailable: [(everyNth: Int, retryAfterSeconds: Int)] = []
         var wrongContentRangeFrom: Int?
+        var claimedLength: String?
         var throttles: [(bytesPerSecond: Int, everyNthConnection: Int)] = []
         var contentDispositions: [String] = []
         var extraHeaders: [(name: String, value: String)] = []
@@ -139,6 +141,8 @@ struct ResponsePlanner: Sendable {
                 contentType = value
             case .dropReusedConnection(let requests):
                 reusedDrops += requests
+            case .claimLength(let length):
+                claimedLength = length
             }
         }
 
@@ -164,6 +168,7 @@ struct ResponsePlanner: Sendable {
         self.truncations = truncations
         self.unavailable = unavailable
         self.wrongContentRangeFrom = wrongContentRangeFrom
+        self.claimedLength = claimedLength
         self.throttles = throttles
         self.contentDispositions = contentDispositions
         self.extraHeaders = extraHeaders
@@ -338,7 +343,8 @@ struct ResponsePlanner: Sendable {
                 }
                 status = .partialContent
                 range = asked
-                headers.add(name: "Content-Range", value: "bytes \(asked.lowerBound)-\(asked.upperBound - 1)/\(total)")
+                let length = self.claimedLength ?? String(total)
+                headers.add(name: "Content-Range", value: "bytes \(asked.lowerBound)-\(asked.upperBound - 1)/\(length)")
             }
         }
         headers.add(name: "Content-Length", value: String(range.count))

@@ -178,6 +178,24 @@ struct ErrorTests {
         expectNothingLeft(in: directory)
     }
 
+    @Test(
+        "a length no disk can hold is named as such, before a byte is reserved or asked again",
+        arguments: [("1000000000000000000", DownloadError.Code.localIO), ("100000000000000000000", .remoteMisbehaved)]
+    )
+    func impossibleLength(claimed: String, code: DownloadError.Code) async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        try await withServer(content: Self.content, faults: [.claimLength(claimed)]) { server in
+            let outcome = try await runDownload(server.url(), to: .file(directory.file("x.bin")))
+            let message = outcome.error?.message ?? ""
+            #expect(outcome.error?.code == code, "\(message)")
+            #expect(message.contains("the file is \(claimed) bytes"), "\(message)")
+            #expect(!message.contains("Content-Range"), "\(message)")
+            #expect(server.statistics().getRequestsRecorded.count == 1, "only the probe asked")
+            expectNothingLeft(in: directory)
+        }
+    }
+
     @Test("a missing output directory is a local I/O error")
     func missingDirectory() async throws {
         let directory = try ScratchDirectory()

@@ -207,6 +207,7 @@ extension DownloadEngine {
             path = free
         }
         try self.checkFree(path, replacing: replacing)
+        if let length = remote.length { try FileSystemCapacity.check(length, for: path) }
         return .save(path: path, replacing: replacing, renamingNotice: renamingNotice)
     }
 

@@ -151,6 +151,13 @@ struct ResourceProbe: Sendable {
                     range.lowerBound == 0, range.upperBound < asked
                 else {
                     response.running?.cancel()
+                    if let length = header.flatMap(ContentRange.lengthPastAnyFile) {
+                        throw DownloadError(
+                            code: .remoteMisbehaved,
+                            message: "The server says the file is \(length) bytes long, more than any disk can "
+                                + "hold; nothing was fetched."
+                        )
+                    }
                     throw DownloadError(
                         code: .remoteMisbehaved,
                         message: "The server answered a request for bytes 0-\(asked - 1) with Content-Range "

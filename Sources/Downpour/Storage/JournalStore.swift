@@ -116,8 +116,7 @@ final class JournalStore: Sendable {
 
     /// Makes a rename durable. Best effort: some file systems refuse to open directories for this.
     static func syncDirectory(of path: String) {
-        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
-        let descriptor = open(directory.isEmpty ? "/" : directory, O_RDONLY | O_CLOEXEC)
+        let descriptor = open(FileOperations.directory(of: path), O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return }
         _ = fsync(descriptor)
         _ = SystemCall.close(descriptor)

@@ -113,9 +113,7 @@ final class OutputFile: Sendable {
         guard Self.procFileDescriptorsExist else { return nil }
         var status = stat()
         guard lstat(partPath, &status) != 0, errno == ENOENT else { return nil }
-        let slash = partPath.lastIndex(of: "/")
-        let directory = slash.map { $0 == partPath.startIndex ? "/" : String(partPath[..<$0]) } ?? "."
-        let descriptor = open(directory, Self.unnamedFileFlags, 0o644)
+        let descriptor = open(FileOperations.directory(of: partPath), Self.unnamedFileFlags, 0o644)
         guard descriptor >= 0 else { return nil }
         guard fstat(descriptor, &status) == 0 else {
             _ = SystemCall.close(descriptor)
@@ -432,6 +430,12 @@ enum SystemCall {
 
 /// File-system steps around the output file.
 enum FileOperations {
+    /// The directory a path names a file in: `.` for a bare name, `/` for a file at the root.
+    static func directory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
     static func exists(_ path: String) -> Bool {
         var status = stat()
         return lstat(path, &status) == 0

@@ -40,10 +40,23 @@ public struct ContentRange: Hashable, Sendable {
     }
 }
 
+extension ContentRange {
+    /// The complete length of a `Content-Range` that names more bytes than any file can have (past `Int64.max`), as
+    /// the server wrote it; `nil` for any other header.
+    static func lengthPastAnyFile(_ header: String) -> Substring? {
+        guard let slash = header.lastIndex(of: "/") else { return nil }
+        let length = Substring(header)[header.index(after: slash)...].trimmingSpaces()
+        guard length.count > 18, length.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), Int64(length) == nil else {
+            return nil
+        }
+        return length
+    }
+}
+
 extension Int64 {
-    /// A non-negative decimal number with nothing around it, as HTTP writes them.
+    /// A non-negative decimal number with nothing around it, as HTTP writes them; `nil` past `Int64.max` too.
     init?(decimal text: Substring) {
-        guard !text.isEmpty, text.count <= 18, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+        guard !text.isEmpty, text.count <= 19, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
             return nil
         }
         self.init(text)
