@@ -7,7 +7,9 @@ directory (one machine: storage every node sees); nginx sends each connection at
 1. 30 downloads added through one node run on all three (tellActive through any node names three nodes);
 2. a pause through one node reaches a download another node runs, and an unpause through a third starts it again;
 3. nodes are killed with SIGKILL at random moments, several times, and restarted (one of them only after its
-   leases ran out, so that the others take its downloads over);
+   leases ran out, so that the others take its downloads over); then the database is stopped for 2 s and started
+   again: an add meanwhile is refused ("cannot be reached"), reads answer, and the nodes connect again by
+   themselves;
 4. in the end every file is SHA-256-identical to the served one, every GID appears once among the results (all
    complete), and no file was fetched by two nodes at the same time (nginx's log, each node by its user agent): no
    download ran on two nodes at once;
@@ -184,6 +186,22 @@ def main():
             else:
                 time.sleep(down)
             victim.start()
+
+        # 3b. The database restarted under the running downloads: a change meanwhile is refused with a clear error,
+        # reads answer from the last view, and the nodes connect again by themselves (step 4 needs them).
+        postgres.stop_server()
+        began = time.monotonic()
+        try:
+            call(nodes[1].port, "aria2.addUri", [f"http://127.0.0.1:{nginx.port}/late.bin"])
+            raise AssertionError("an add was taken while the database was down")
+        except RuntimeError as error:
+            assert "cannot be reached" in str(error), error
+        refused_in = time.monotonic() - began
+        shown = call(nodes[2].port, "aria2.tellActive", ["gid"])
+        time.sleep(max(0.0, 2.0 - (time.monotonic() - began)))
+        assert postgres.start_server(), "PostgreSQL did not start again"
+        log(f"3b. database down 2 s: an add refused in {refused_in:.2f} s ('cannot be reached'), tellActive answered "
+            f"({len(shown)} active); started again")
 
         # 4. Everything complete, once, and identical.
         def finished():

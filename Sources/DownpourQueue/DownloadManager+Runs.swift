@@ -154,6 +154,15 @@ extension DownloadManager {
         await self.gate.enter()
         defer { self.gate.leave() }
         guard self.runs[gid]?.token == token, self.ledger.queue.downloads[gid] != nil else { return }
+        // Which run fetched which bytes, for a person lining a fleet's nodes up with a server's log.
+        self.logger.log(
+            level: start.resumedBytes > 0 ? .notice : .info,
+            start.resumedBytes > 0 ? "Download resumed: the bytes on disk are kept" : "Download running from byte 0",
+            metadata: [
+                "gid": "\(gid)", "on disk": "\(start.resumedBytes)",
+                "length": "\(start.remoteFile.length.map(String.init) ?? "unknown")",
+            ]
+        )
         self.ledger.queue.record(
             gid,
             path: start.destinationPath,

@@ -20,6 +20,8 @@ final class RangeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// A response body in progress.
     private struct BodyStream {
         var body: ResponseBody
+        /// The request's place in the server's log, for the bytes it sent.
+        var logIndex: Int
         /// The next byte of `body.bytes` to send.
         var next: Int
         /// Sending stops at this index of `body.bytes` (exclusive).
@@ -141,6 +143,7 @@ final class RangeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         let bodyBytes = min(plan.closeAfterBodyBytes ?? body.range.count, body.range.count)
         self.stream = BodyStream(
             body: body,
+            logIndex: plan.logIndex,
             next: body.range.lowerBound,
             end: body.range.lowerBound + bodyBytes,
             endsResponse: !cutsBody,
@@ -216,8 +219,8 @@ final class RangeRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             stream.next += count
             stream.sent += count
             let promise = context.eventLoop.makePromise(of: Void.self)
-            promise.futureResult.whenSuccess { [state] in
-                state.bodyBytesWritten(count)
+            promise.futureResult.whenSuccess { [state, logIndex = stream.logIndex] in
+                state.bodyBytesWritten(count, logIndex: logIndex)
             }
             stream.lastWrite = promise.futureResult
             self.stream = stream

@@ -20,6 +20,8 @@ extension RangeTestServer {
         /// The rate in bytes per second that a ``Fault/throttle(bytesPerSecond:everyNthConnection:)`` fault
         /// holds the request's connection to, or `nil` when no throttle applies to the connection.
         public var throttle: Int?
+        /// Body bytes of the answer whose write to the socket succeeded: what the server paid for this request.
+        public var bodyBytesSent = 0
 
         /// The first value of the header `name` (compared case-insensitively), or `nil` when it was not sent.
         public func header(_ name: String) -> String? {
@@ -30,6 +32,12 @@ extension RangeTestServer {
 
     /// What a ``RangeTestServer`` has seen and sent so far.
     public struct Statistics: Sendable {
+        /// Body bytes sent for the requests whose target is `uri`: what one download cost the server, when each
+        /// download has a path of its own.
+        public func bodyBytesSent(for uri: String) -> Int {
+            self.requests.lazy.filter { $0.uri == uri }.reduce(0) { $0 + $1.bodyBytesSent }
+        }
+
         /// Every request, in the order the server handled it.
         public var requests: [RecordedRequest]
         /// GET requests received, on all routes.

@@ -14,6 +14,8 @@ struct ResponsePlan: Sendable {
     var requestedRange: Range<Int>?
     /// Close the connection without answering (``RangeTestServer/Fault/dropReusedConnection(requests:)``).
     var dropsConnection = false
+    /// Where the request is in ``RangeTestServer/Statistics/requests`` (set when it is recorded).
+    var logIndex = 0
 
     init(status: HTTPResponseStatus, headers: HTTPHeaders, body: ResponseBody = .empty) {
         self.status = status

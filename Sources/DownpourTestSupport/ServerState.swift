@@ -70,7 +70,7 @@ final class ServerState: Sendable {
             default:
                 break
             }
-            let plan = self.planner.plan(
+            var plan = self.planner.plan(
                 method: request.method,
                 uri: request.uri,
                 headers: request.headers,
@@ -79,6 +79,7 @@ final class ServerState: Sendable {
             )
             recorded.status = Int(plan.status.code)
             recorded.requestedRange = plan.requestedRange
+            plan.logIndex = state.statistics.requests.count
             state.statistics.requests.append(recorded)
             return plan
         }
@@ -137,8 +138,12 @@ final class ServerState: Sendable {
         }
     }
 
-    func bodyBytesWritten(_ count: Int) {
-        self.mutable.withLockedValue { $0.statistics.bodyBytesSent += count }
+    /// Counts body bytes whose write succeeded, in all and for the request at `logIndex`.
+    func bodyBytesWritten(_ count: Int, logIndex: Int) {
+        self.mutable.withLockedValue { state in
+            state.statistics.bodyBytesSent += count
+            state.statistics.requests[logIndex].bodyBytesSent += count
+        }
     }
 
     var statistics: RangeTestServer.Statistics {

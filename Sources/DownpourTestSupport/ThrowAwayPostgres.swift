@@ -99,6 +99,21 @@ public struct ThrowAwayPostgres: Sendable {
         try await self.startServer()
     }
 
+    /// Stops the server as ``halt()`` does and starts it again on the same port, as `pg_ctl restart` does: its
+    /// clients lose their connections and must make new ones.
+    public func restart() async throws {
+        try await self.halt()
+        try await self.resume()
+    }
+
+    /// A relay to this server that a test can cut (``TCPRelay/cut()``): one client's connections dropped, as when
+    /// the network between one node and the database fails, while the server and its other clients go on. The
+    /// URL reaches the server through the relay.
+    public func cuttableRoute() async throws -> (relay: TCPRelay, url: String) {
+        let relay = try await TCPRelay.start(to: self.port)
+        return (relay, "postgresql://downpour@127.0.0.1:\(relay.port)/postgres?sslmode=disable")
+    }
+
     private func startServer() async throws {
         try await self.run(
             "pg_ctl",

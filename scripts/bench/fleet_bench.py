@@ -8,8 +8,11 @@ Usage: fleet_bench.py --downpour BIN --work DIR [--reps N] [--files N] [--size B
 Cases, in one run (the order of the rows alternates by repetition):
   scale    --files files of --size bytes from an nginx on loopback (no limit of its own), added through one node;
            each node capped at --cap (--max-overall-download-limit, a stand-in for one machine's link): one node,
-           three nodes, and three nodes with one killed (-9) a third of the way in and restarted a second later.
-           Time from the first add until every file is complete (SHA-256 checked); the ratio one node / three.
+           three nodes, three nodes with one killed (-9) a third of the way in and restarted a second later, three
+           nodes with one killed three times at random moments 1-3 s apart (restarted at once each time), and three
+           nodes whose database is restarted (pg_ctl stop -m fast, 2 s down, start) a third of the way in.
+           Time from the first add until every file is complete (SHA-256 checked, each once in tellStopped); the
+           ratio one node / this; the bytes nginx sent per file (its log), in all and for the worst file.
   adds     --adds addUri calls (paused, system.multicall batches of 100) into downpour with --queue (PostgreSQL),
            downpour with its SQLite store, and aria2c --enable-rpc; then with them waiting, tellWaiting(0, 1000)
            and tellStatus latency (p50, p99, on one kept-alive connection per daemon), and each daemon's RSS.
@@ -59,9 +62,9 @@ def percentile(values, fraction):
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def scale_run(args, postgres, nginx, names, nodes_count, kill, rep):
+def scale_run(args, postgres, nginx, names, nodes_count, fault, rep):
     """One batch through a fresh database and directory; returns the seconds until every file is complete."""
-    database = postgres.database(f"scale_{rep}_{nodes_count}_{int(kill)}")
+    database = postgres.database(f"scale_{rep}_{nodes_count}_{fault or 'none'}")
     downloads = tempfile.mkdtemp(dir=args.work, prefix="scale-")
     nodes = [Node(args.downpour, f"node{index}", database, args.work, downloads,
                   ["--max-overall-download-limit", args.cap, *args.node_arg])
@@ -75,26 +78,58 @@ def scale_run(args, postgres, nginx, names, nodes_count, kill, rep):
         added = call(nodes[0].port, "system.multicall", calls)
         assert all(isinstance(answer, list) for answer in added), added
         expected = len(names) * args.size / (parse_rate(args.cap) * nodes_count)
-        killed = False
+        events = faults(fault, expected, nodes, postgres)
 
         def done():
-            nonlocal killed
-            if kill and not killed and time.monotonic() - started > expected / 3:
-                nodes[1].kill()
-                time.sleep(1)
-                nodes[1].start()
-                killed = True
+            while events and time.monotonic() - started >= events[0][0]:
+                events.pop(0)[1]()
             stat = call(nodes[0].port, "aria2.getGlobalStat")
-            return stat["numActive"] == "0" and stat["numWaiting"] == "0"
+            return stat["numActive"] == "0" and stat["numWaiting"] == "0" and not events
 
         wait_for("the batch", done, limit=max(600, 10 * expected))
         elapsed = time.monotonic() - started
-        stopped = call(nodes[0].port, "aria2.tellStopped", 0, 10000, ["status"])
+        stopped = call(nodes[0].port, "aria2.tellStopped", 0, 10000, ["gid", "status"])
         assert len(stopped) == len(names) and all(entry["status"] == "complete" for entry in stopped), stopped
+        assert len({entry["gid"] for entry in stopped}) == len(names), "a download ended twice"
         return elapsed, downloads
     finally:
         for node in nodes:
             node.stop()
+
+
+def faults(fault, expected, nodes, postgres):
+    """What happens to the fleet during a run, as (seconds after the add, action), in order."""
+    def kill(node, down):
+        def action():
+            node.kill()
+            note(f"killed {node.name} (-9)")
+            time.sleep(down)
+            node.start()
+        return action
+
+    def restart_database():
+        note("restarting the database")
+        postgres.restart(2.0)
+
+    if fault == "kill":
+        return [(expected / 3, kill(nodes[1], 1.0))]
+    if fault == "kills":
+        moments, moment = [], 0.0
+        for _ in range(3):
+            moment += random.uniform(1, 3)
+            moments.append((moment, kill(nodes[1], 0.0)))
+        return moments
+    if fault == "database":
+        return [(expected / 3, restart_database)]
+    return []
+
+
+def served_per_file(nginx, since, names, size):
+    """What nginx sent for each file since `since`, as a multiple of its size."""
+    sent = {}
+    for path, _, _, count, _ in nginx.requests(since):
+        sent[path] = sent.get(path, 0) + count
+    return [sent.get(f"/{name}", 0) / size for name in names]
 
 
 def parse_rate(text):
@@ -112,28 +147,36 @@ def scale(args, postgres):
             file.write(data)
         digests[name] = hashlib.sha256(data).hexdigest()
     nginx = Nginx(f"{args.work}/nginx", www, None)
-    rows = [("1 node", 1, False), ("3 nodes", 3, False), ("3 nodes, one killed", 3, True)]
+    rows = [("1 node", 1, None), ("3 nodes", 3, None), ("3 nodes, one kill", 3, "kill"),
+            ("3 nodes, three kills", 3, "kills"), ("3 nodes, database restart", 3, "database")]
     times = {label: [] for label, _, _ in rows}
+    served = {label: [] for label, _, _ in rows}
     try:
         for rep in range(args.reps):
             order = rows if rep % 2 == 0 else list(reversed(rows))
-            for label, count, kill in order:
-                elapsed, downloads = scale_run(args, postgres, nginx, sorted(digests), count, kill, rep)
+            for label, count, fault in order:
+                mark = nginx.log_size()
+                elapsed, downloads = scale_run(args, postgres, nginx, sorted(digests), count, fault, rep)
                 for name, digest in digests.items():
                     assert sha256(f"{downloads}/{name}") == digest, f"{name} differs"
                 shutil.rmtree(downloads, ignore_errors=True)
+                ratios = served_per_file(nginx, mark, sorted(digests), args.size)
                 times[label].append(elapsed)
-                note(f"scale rep {rep + 1}: {label}: {elapsed:.2f} s")
+                served[label].append(ratios)
+                note(f"scale rep {rep + 1}: {label}: {elapsed:.2f} s, served {statistics.mean(ratios):.2f}x in all, "
+                     f"worst file {max(ratios):.2f}x")
     finally:
         nginx.stop()
     one = statistics.median(times["1 node"])
-    print(f"\nscale: {args.files} x {args.size >> 20} MiB, each node capped at {args.cap}/s, "
-          f"{args.reps} rep(s), medians")
-    print(f"{'':24} {'time':>9} {'1 node / this':>14}")
+    print(f"\nscale: {args.files} x {args.size / 1e6:g} MB, each node capped at {args.cap}/s, "
+          f"{args.reps} rep(s), medians; bytes nginx sent per byte of a file (all runs of the row)")
+    print(f"{'':28} {'time':>9} {'1 node / this':>14} {'served, all':>12} {'worst file':>11} {'files > 1.2x':>13}")
     for label, _, _ in rows:
         median = statistics.median(times[label])
-        print(f"{label:24} {median:8.2f}s {one / median:13.2f}x   runs: "
-              + ", ".join(f"{value:.2f}" for value in times[label]))
+        ratios = [ratio for run in served[label] for ratio in run]
+        over = sum(1 for ratio in ratios if ratio > 1.2) / len(served[label])
+        print(f"{label:28} {median:8.2f}s {one / median:13.2f}x {statistics.mean(ratios):11.2f}x "
+              f"{max(ratios):10.2f}x {over:13.1f}   runs: " + ", ".join(f"{value:.2f}" for value in times[label]))
 
 
 def adds(args, postgres):
@@ -204,8 +247,8 @@ def main():
     parser.add_argument("--downpour", required=True)
     parser.add_argument("--work", required=True)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--files", type=int, default=24)
-    parser.add_argument("--size", type=int, default=8 << 20)
+    parser.add_argument("--files", type=int, default=36)
+    parser.add_argument("--size", type=int, default=6_000_000)
     parser.add_argument("--cap", default="8M")
     parser.add_argument("--adds", type=int, default=10000)
     parser.add_argument("--cases", default="scale,adds")

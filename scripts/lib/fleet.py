@@ -70,13 +70,26 @@ class Postgres:
         self.run("initdb", "-D", f"{directory}/data", "-U", "downpour", "-A", "trust", "--no-sync")
         for _ in range(5):
             self.port = free_port()
-            options = f"-p {self.port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off"
-            result = self.run("pg_ctl", "-D", f"{directory}/data", "-l", f"{directory}/log", "-w", "-o", options,
-                              "start", check=False)
-            if result.returncode == 0:
+            if self.start_server():
                 self.url = f"postgresql://downpour@127.0.0.1:{self.port}/postgres?sslmode=disable"
                 return
         raise RuntimeError("PostgreSQL did not start")
+
+    def start_server(self):
+        options = f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 -c fsync=off"
+        return self.run("pg_ctl", "-D", f"{self.directory}/data", "-l", f"{self.directory}/log", "-w", "-o", options,
+                        "start", check=False).returncode == 0
+
+    def stop_server(self):
+        """Stops the server (fast: its clients lose their connections), keeping the cluster for start_server()."""
+        self.run("pg_ctl", "-D", f"{self.directory}/data", "-m", "fast", "-w", "stop")
+
+    def restart(self, down=2.0):
+        """stop_server(), `down` seconds down, then started again on the same port."""
+        self.stop_server()
+        time.sleep(down)
+        if not self.start_server():
+            raise RuntimeError("PostgreSQL did not start again")
 
     def database(self, name):
         """A new database of this cluster; its URL."""
@@ -118,10 +131,18 @@ class Nginx:
         except OSError:
             return False
 
-    def requests(self):
-        """Every response from timed.log: (path, start, end, bytes, user agent)."""
+    def log_size(self):
+        """Where timed.log ends now: requests(since=...) reads what comes after."""
+        try:
+            return os.path.getsize(f"{self.work}/timed.log")
+        except OSError:
+            return 0
+
+    def requests(self, since=0):
+        """Every response from timed.log (from byte `since` of it): (path, start, end, bytes, user agent)."""
         entries = []
         with open(f"{self.work}/timed.log") as file:
+            file.seek(since)
             for line in file:
                 fields = line.split('"')
                 if len(fields) < 5:

@@ -46,22 +46,24 @@ extension DownloadEngine {
         if let path {
             mayResume = (try? await BlockingIO.run { FileOperations.exists(path + ".part") }) ?? false
         }
+        let urls = self.request.urls
+        // With several connections the file may be split: the probe's response goes on as connection 1's first
+        // range, and the other connections open once the probe's is up (as many as the downloader and the host
+        // may have at once besides the probe's).
+        let limits = self.downloader.connectionBudget.state
+        let ahead = min(configuration.connections - 1, limits.perHost - 1, limits.total - 1)
+        var connectAhead: ConnectAhead?
+        if configuration.connections > 1, ahead > 0, let url = urls.first {
+            connectAhead = await transport.prepareConnectAhead(to: url, count: ahead)
+        }
         let probe = ResourceProbe(
             transport: transport,
             configuration: configuration,
             authorization: authorization,
             logger: self.logger,
-            resuming: mayResume
+            resuming: mayResume,
+            connectAhead: connectAhead
         )
-        let urls = self.request.urls
-        // With several connections the file may be split: the probe's response goes on as connection 1's first
-        // range, and the other connections open while it is in flight, as many as the downloader and the host may
-        // have at once besides the probe's.
-        let limits = self.downloader.connectionBudget.state
-        let ahead = min(configuration.connections - 1, limits.perHost - 1, limits.total - 1)
-        if configuration.connections > 1, ahead > 0, let url = urls.first {
-            await transport.connectAhead(to: url, count: ahead)
-        }
         let (index, outcome, failed) = try await self.probeFirstWorking(
             urls,
             probe: probe,

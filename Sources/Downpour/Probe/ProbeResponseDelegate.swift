@@ -40,12 +40,20 @@ final class ProbeResponseDelegate: HTTPClientResponseDelegate, Sendable {
     private let handover: EventLoopPromise<HTTPResponseHead>
     private let state = NIOLockedValueBox(State())
 
+    /// Opened when the request head has gone out: the probe's connection is up.
+    let whenSent: ConnectAhead?
+
     /// - Parameter eventLoop: the loop the request's callbacks run on.
-    init(bodyLimit: Int, handsOverFrom: Int64? = nil, eventLoop: any EventLoop) {
+    init(bodyLimit: Int, handsOverFrom: Int64? = nil, eventLoop: any EventLoop, whenSent: ConnectAhead? = nil) {
         self.bodyLimit = bodyLimit
         self.handsOverFrom = handsOverFrom
         self.eventLoop = eventLoop
         self.handover = eventLoop.makePromise()
+        self.whenSent = whenSent
+    }
+
+    func didSendRequestHead(task: HTTPClient.Task<ProbeResponse>, _ head: HTTPRequestHead) {
+        self.whenSent?.open()
     }
 
     /// The response head, once it has come (also when the body failed afterwards).

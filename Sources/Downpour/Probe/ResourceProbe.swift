@@ -50,6 +50,8 @@ struct ResourceProbe: Sendable {
     /// probe asks for ``firstChunkSize`` bytes only and keeps them, as a probe, rather than a first range that would
     /// ask the server for bytes the download has.
     var resuming = false
+    /// The download's other connections, opened once the probe's connection to their origin is up.
+    var connectAhead: ConnectAhead? = nil
 
     func probe(_ url: URL) async throws(DownloadError) -> Outcome {
         var target = Target(url: url, headers: self.initialHeaders(), visited: [])
@@ -331,7 +333,8 @@ struct ResourceProbe: Sendable {
                     headers: self.authorization.headers(target.headers, for: target.url),
                     extraHeaders: extraHeaders,
                     bodyLimit: bodyLimit,
-                    handsOverFrom: handsOverFrom
+                    handsOverFrom: handsOverFrom,
+                    connectAhead: method == .GET ? self.connectAhead : nil
                 )
                 self.authorization.cookies?.absorb(response.headers, from: target.url)
                 reached = true

@@ -204,6 +204,70 @@ final class HTTPClientPool: Sendable {
     }
 }
 
+/// Connections a download opens ahead of its ranges' requests (``HTTPTransport/prepareConnectAhead(to:count:)``):
+/// AsyncHTTPClient opens a connection only for a request, so each gets a placeholder request that is cancelled on
+/// its client's event loop at once, before the connection can be established (that loop runs both); the
+/// connection, established, waits idle in the pool, and the next request on that loop takes it. A server that
+/// turns out to refuse ranges loses nothing: the connections close after the pool's idle time-out.
+final class ConnectAhead: Sendable {
+    struct Placeholders: Sendable {
+        var client: HTTPClient
+        var loop: any EventLoop
+        var count: Int
+    }
+
+    let origin: Origin
+    private let request: HTTPClient.Request
+    private let placeholders: [Placeholders]
+    private let logger: Logger
+    private let isOpened = NIOLockedValueBox(false)
+
+    init(origin: Origin, request: HTTPClient.Request, placeholders: [Placeholders], logger: Logger) {
+        self.origin = origin
+        self.request = request
+        self.placeholders = placeholders
+        self.logger = logger
+    }
+
+    /// Whether ``open()`` was called.
+    var isOpen: Bool { self.isOpened.withLockedValue { $0 } }
+
+    /// Opens the connections, once; called on the probe's event loop when its request head went out (its
+    /// connection is busy until the answer has come, so no placeholder can take it).
+    func open() {
+        guard
+            !self.isOpened.withLockedValue({ opened in
+                defer { opened = true }
+                return opened
+            })
+        else { return }
+        for placeholders in self.placeholders {
+            let (client, loop, request, logger) = (placeholders.client, placeholders.loop, self.request, self.logger)
+            let start = {
+                // All placeholders first: each finds as many connections starting as requests waiting, and the
+                // pool starts one more for it; then every one of them is cancelled before the loop moves on.
+                let tasks = (0..<placeholders.count).map { _ in
+                    client.execute(
+                        request: request,
+                        delegate: ConnectAheadDelegate(),
+                        eventLoop: .delegate(on: loop),
+                        deadline: nil,
+                        logger: logger
+                    )
+                }
+                for task in tasks { task.cancel() }
+            }
+            // Never inside the probe's own callback: after it, on the loop's next turn, before anything the server
+            // may send (its answer needs the head first) is read.
+            loop.execute(start)
+        }
+        self.logger.debug(
+            "Connecting ahead",
+            metadata: ["connections": "\(self.placeholders.map(\.count).reduce(0, +))", "origin": "\(self.origin)"]
+        )
+    }
+}
+
 /// One download's view of the ``HTTPClientPool``: connection *i* uses client *(first + i)* mod the number of
 /// clients, so the connections of one download spread over the loops, and downloads started one after another
 /// begin on different loops. The set of clients is chosen for each request by the proxy its URL takes
@@ -241,60 +305,32 @@ struct HTTPTransport: Sendable {
         return (clients[(self.first + id) % clients.count], route, relay)
     }
 
-    /// Opens a connection for the probe and for connections 2 to `count + 1` to `url`'s origin before the probe is
-    /// sent (the probe's goes on as connection 1's first range), so that the ranges' requests
-    /// go out the moment its head is in rather than a round trip later (two with TLS), without sending anything:
-    /// AsyncHTTPClient opens a connection only for a request, so each gets a placeholder request that is cancelled
-    /// on its client's event loop at once, before the connection can be established (that loop runs both); the
-    /// connection, established, waits idle in the pool, and the next request on that loop takes it. Only direct
-    /// connections, and only to an origin with no connection that may be idle in a pool already
-    /// (``HTTPClientPool/mayConnectAhead(to:)``). A server that turns out to refuse ranges loses nothing: the
-    /// connections close after the pool's idle time-out.
-    func connectAhead(to url: URL, count: Int) async {
+    /// Readies connections 2 to `count + 1` to `url`'s origin, to be opened once the probe's own connection is up
+    /// (``ConnectAhead/open()``, when the probe's request head has gone out): their handshakes then run while the
+    /// probe waits for its answer, so that the ranges' requests go out the moment its head is in rather than a
+    /// round trip later (two with TLS). A host that does not resolve, refuses or fails its certificate costs the
+    /// probe's one attempt, not one per connection. Only direct connections, and only to an origin with no
+    /// connection that may be idle in a pool already (``HTTPClientPool/mayConnectAhead(to:connectTimeout:)``).
+    func prepareConnectAhead(to url: URL, count: Int) async -> ConnectAhead? {
         let route: ProxyRoute?
         do {
             route = try await self.router.route(for: url)
         } catch {
-            return
+            return nil
         }
         guard count > 0, route == nil,
             self.pool.mayConnectAhead(to: Origin(url), connectTimeout: TimeAmount(self.configuration.timeouts.connect)),
             let (clients, _) = try? await self.pool.clients(for: self.configuration, route: nil),
             let request = try? HTTPClient.Request(url: url.absoluteString, method: .HEAD)
-        else { return }
+        else { return nil }
         var perClient = [Int](repeating: 0, count: clients.count)
-        // The probe takes connection 1's; its response goes on as connection 1's first range.
-        perClient[(self.first + 1) % clients.count] += 1
         for id in 2...(count + 1) {
             perClient[(self.first + id) % clients.count] += 1
         }
-        let logger = self.logger
-        var scheduled: [EventLoopFuture<Void>] = []
-        for (index, client) in clients.enumerated() where perClient[index] > 0 {
-            let loop = self.eventLoops[index]
-            let placeholders = perClient[index]
-            // Awaited below: the probe's request, sent after, finds the connections starting and waits for one.
-            scheduled.append(
-                loop.submit {
-                    // All placeholders first: each finds as many connections starting as requests waiting, and the
-                    // pool starts one more for it; then every one of them is cancelled before the loop moves on.
-                    let tasks = (0..<placeholders).map { _ in
-                        client.execute(
-                            request: request,
-                            delegate: ConnectAheadDelegate(),
-                            eventLoop: .delegate(on: loop),
-                            deadline: nil,
-                            logger: logger
-                        )
-                    }
-                    for task in tasks { task.cancel() }
-                }
-            )
+        let placeholders = clients.indices.filter { perClient[$0] > 0 }.map {
+            ConnectAhead.Placeholders(client: clients[$0], loop: self.eventLoops[$0], count: perClient[$0])
         }
-        for future in scheduled {
-            try? await future.get()
-        }
-        self.logger.debug("Connecting ahead", metadata: ["connections": "\(count)", "origin": "\(Origin(url))"])
+        return ConnectAhead(origin: Origin(url), request: request, placeholders: placeholders, logger: self.logger)
     }
 
     /// Sends one probe request on connection 1's client (so that connection 1 can reuse its connection) and returns
@@ -308,7 +344,8 @@ struct HTTPTransport: Sendable {
         headers: [HTTPHeaderField],
         extraHeaders: [(String, String)] = [],
         bodyLimit: Int,
-        handsOverFrom: Int64? = nil
+        handsOverFrom: Int64? = nil,
+        connectAhead: ConnectAhead? = nil
     ) async throws -> ProbeResponse {
         var request = try HTTPClient.Request(url: url.absoluteString, method: method)
         for header in headers {
@@ -321,7 +358,12 @@ struct HTTPTransport: Sendable {
         self.pool.noteRequest(to: Origin(url), +1)
         defer { self.pool.noteRequest(to: Origin(url), -1) }
         let loop = self.eventLoop(forConnection: 1)
-        let delegate = ProbeResponseDelegate(bodyLimit: bodyLimit, handsOverFrom: handsOverFrom, eventLoop: loop)
+        let delegate = ProbeResponseDelegate(
+            bodyLimit: bodyLimit,
+            handsOverFrom: handsOverFrom,
+            eventLoop: loop,
+            whenSent: connectAhead.flatMap { $0.origin == Origin(url) && route == nil ? $0 : nil }
+        )
         let task = client.execute(
             request: request,
             delegate: delegate,
@@ -474,7 +516,7 @@ extension HTTPHeaders {
     }
 }
 
-/// The delegate of a placeholder request (``HTTPTransport/connectAhead(to:count:)``): cancelled before it is sent.
+/// The delegate of a placeholder request (``ConnectAhead``): cancelled before it is sent.
 private final class ConnectAheadDelegate: HTTPClientResponseDelegate, Sendable {
     typealias Response = Void
 
