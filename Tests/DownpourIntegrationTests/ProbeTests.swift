@@ -12,10 +12,15 @@ struct ProbeTests {
     /// Larger than the probe's chunk.
     static let large = makeTestContent(count: 1024 * 1024 + 4321, seed: 72)
     static let chunk = 64 * 1024
-    /// What the probe asks for: the download's first 8 MiB.
+    /// What the probe asks for with one connection: the download's first 8 MiB.
     static let firstRequest = 8 * 1024 * 1024
 
-    static var probeRange: String { "bytes=0-\(Self.firstRequest - 1)" }
+    /// What the probe asks for: one split with several connections (no other connection asks for bytes it
+    /// carries), 8 MiB with one.
+    static func probeRange(_ configuration: DownloadConfiguration = testConfiguration()) -> String {
+        let size = configuration.connections == 1 ? Int64(Self.firstRequest) : configuration.minimumSplitSize
+        return "bytes=0-\(size - 1)"
+    }
     /// What the probe asks for when a `.part` file may be resumed: its first 64 KiB.
     static var resumingProbeRange: String { "bytes=0-\(Self.chunk - 1)" }
 
@@ -33,7 +38,7 @@ struct ProbeTests {
             let requests = server.statistics().requests
             #expect(requests.count == 1, "\(describe(requests))")
             #expect(requests.first?.method == "GET")
-            #expect(requests.first?.header("Range") == Self.probeRange)
+            #expect(requests.first?.header("Range") == Self.probeRange())
             #expect(requests.first?.status == 206)
         }
     }
@@ -52,9 +57,10 @@ struct ProbeTests {
     }
 
     /// A file longer than the probe's chunk that the download does not split (one connection, or a file shorter
-    /// than two minimum splits): the probe's response carries it all, with no other request.
+    /// than two minimum splits): the probe's response carries it all with one connection; with several, the
+    /// probe asks for one split and its connection asks for the rest: every byte is sent once.
     @Test(
-        "a larger file not split: the probe's response goes on with the whole file, the only request",
+        "a larger file not split: the probe's connection fetches it all, every byte once",
         arguments: [(1, 256 * 1024), (4, 1024 * 1024)] as [(Int, Int64)]
     )
     func largeFileOneRequest(connections: Int, minimumSplitSize: Int64) async throws {
@@ -70,8 +76,9 @@ struct ProbeTests {
             let statistics = server.statistics()
             #expect(statistics.headRequests == 0)
             let gets = statistics.getRequestsRecorded
-            #expect(gets.count == 1, "\(describe(gets))")
-            #expect(gets.first?.header("Range") == Self.probeRange)
+            #expect(gets.count == (connections == 1 ? 1 : 2), "\(describe(gets))")
+            #expect(Set(gets.map(\.connectionID)).count == 1, "\(describe(gets))")
+            #expect(gets.first?.header("Range") == Self.probeRange(configuration))
             #expect(statistics.bodyBytesSent == Self.large.count, "\(describe(gets))")
         }
     }
@@ -95,15 +102,15 @@ struct ProbeTests {
             #expect(statistics.headRequests == 0, "\(describe(statistics.requests))")
             #expect(statistics.connections == 4, "\(statistics.connections) connections")
             #expect(gets.count == 4, "\(describe(gets))")
-            #expect(gets.first?.header("Range") == Self.probeRange)
+            #expect(gets.first?.header("Range") == Self.probeRange(configuration))
             let probeConnection = try #require(gets.first?.connectionID)
             // The other ranges, on other connections, cover the rest of the file exactly once, from the end of the
-            // probe's share (a quarter, rounded up).
+            // probe's response (one split: its own range in the plan).
             let ranges = try gets.dropFirst().map { request in
                 #expect(request.connectionID != probeConnection, "\(describe(gets))")
                 return try #require(request.requestedRange, "\(describe(gets))")
             }.sorted { $0.lowerBound < $1.lowerBound }
-            #expect(ranges.first?.lowerBound == (Self.large.count + 3) / 4, "\(describe(gets))")
+            #expect(ranges.first?.lowerBound == 256 * 1024, "\(describe(gets))")
             #expect(ranges.last?.upperBound == Self.large.count, "\(describe(gets))")
             for (first, second) in zip(ranges, ranges.dropFirst()) {
                 #expect(first.upperBound == second.lowerBound, "asked twice or never: \(describe(gets))")
@@ -142,7 +149,7 @@ struct ProbeTests {
             #expect(statistics.bodyBytesSent == content.count, "a byte was sent twice: \(describe(gets))")
             let probeConnection = try #require(gets.first?.connectionID)
             let onProbeConnection = gets.filter { $0.connectionID == probeConnection }
-            #expect(onProbeConnection.first?.header("Range") == Self.probeRange, "\(describe(gets))")
+            #expect(onProbeConnection.first?.header("Range") == Self.probeRange(configuration), "\(describe(gets))")
             #expect(
                 onProbeConnection.dropFirst().first?.requestedRange?.lowerBound == Self.firstRequest,
                 "\(describe(gets))"
@@ -163,7 +170,7 @@ struct ProbeTests {
             #expect(requests.map(\.method) == ["GET", "GET", "GET", "GET"], "\(describe(requests))")
             #expect(requests.map(\.status) == [302, 302, 302, 206], "\(describe(requests))")
             #expect(requests.last?.uri == "/file.bin")
-            #expect(requests.allSatisfy { $0.header("Range") == Self.probeRange })
+            #expect(requests.allSatisfy { $0.header("Range") == Self.probeRange() })
         }
     }
 

@@ -120,6 +120,32 @@ struct SegmentPlannerTests {
         #expect(planner.free.isEmpty)
     }
 
+    /// The probe's response (one split, on its way) is a range of its own when it carries most of a share: no
+    /// other range starts inside it, and its connection needs no second request for a few last bytes. A response
+    /// that carries less keeps the even shares (its connection asks for the rest of its own).
+    @Test(
+        "the range a response on its way carries: its own when it is most of a share",
+        arguments: [
+            (1_052_897, 262_144, [0..<262_144, 262_144..<525_369, 525_369..<788_594, 788_594..<1_052_897]),
+            (
+                100 * 1_048_576, 1_048_576,
+                [
+                    0..<26_214_400, 26_214_400..<52_428_800, 52_428_800..<78_643_200,
+                    78_643_200..<104_857_600,
+                ]
+            ),
+        ] as [(Int64, Int64, [Range<Int64>])]
+    )
+    func rangeOnItsWay(length: Int64, onItsWay: Int64, expected: [Range<Int64>]) {
+        let planner = SegmentPlanner(
+            length: length,
+            connections: 4,
+            minimumSplitSize: 256 * 1024,
+            onItsWay: 0..<onItsWay
+        )
+        #expect(planner.free.sorted { $0.lowerBound < $1.lowerBound } == expected)
+    }
+
     @Test("more connections than bytes")
     func tinyFile() {
         var planner = SegmentPlanner(length: 1, connections: 16, minimumSplitSize: 1024 * 1024)

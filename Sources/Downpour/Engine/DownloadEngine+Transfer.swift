@@ -14,7 +14,14 @@ extension DownloadEngine {
         if remote.isSegmentable {
             var done = output.resumed
             if let prefetched = output.prefetched, !prefetched.isEmpty { done.insert(prefetched) }
-            mode = .segmented(self.planner(for: remote, done: done, inPiecesForHashing: hasher != nil))
+            mode = .segmented(
+                self.planner(
+                    for: remote,
+                    done: done,
+                    inPiecesForHashing: hasher != nil,
+                    onItsWay: probed.outcome.running?.range
+                )
+            )
         } else {
             mode = .stream(received: 0)
         }
@@ -172,8 +179,14 @@ extension DownloadEngine {
     }
 
     /// The plan for the bytes of `remote` not in `done`. `inPiecesForHashing` lets the planner hand out small
-    /// pieces front first, for a prefix hasher that follows the download.
-    private func planner(for remote: RemoteFile, done: ByteRangeSet, inPiecesForHashing: Bool) -> SegmentPlanner {
+    /// pieces front first, for a prefix hasher that follows the download; `onItsWay` is the probe's response,
+    /// a range of its own.
+    private func planner(
+        for remote: RemoteFile,
+        done: ByteRangeSet,
+        inPiecesForHashing: Bool,
+        onItsWay: Range<Int64>? = nil
+    ) -> SegmentPlanner {
         let configuration = self.request.configuration
         let length = remote.length ?? 0
         return SegmentPlanner(
@@ -183,7 +196,8 @@ extension DownloadEngine {
             minimumRaceSize: configuration.minimumRaceSize,
             done: done,
             pieceSize: inPiecesForHashing && configuration.connections > 1
-                ? Self.pieceSize(missing: length - done.byteCount, connections: configuration.connections) : nil
+                ? Self.pieceSize(missing: length - done.byteCount, connections: configuration.connections) : nil,
+            onItsWay: onItsWay
         )
     }
 

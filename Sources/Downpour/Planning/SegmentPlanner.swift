@@ -57,14 +57,18 @@ public struct SegmentPlanner: Sendable {
 
     /// Plans a download of `length` bytes, of which `done` are on disk already, cutting what is missing into
     /// about `connections` ranges of equal size (none shorter than `minimumSplitSize`, unless the gap is), or
-    /// into pieces of `pieceSize` handed out in order.
+    /// into pieces of `pieceSize` handed out in order. A range `onItsWay` (a response that asked for it is
+    /// streaming already) that starts a gap and carries most of a share (seven eighths) is a range of its own,
+    /// ending where the response ends, when the rest of that gap can still be cut (at least a split long): its
+    /// connection then needs no second request for the last bytes of its share.
     public init(
         length: Int64,
         connections: Int,
         minimumSplitSize: Int64,
         minimumRaceSize: Int64? = nil,
         done: ByteRangeSet = ByteRangeSet(),
-        pieceSize: Int64? = nil
+        pieceSize: Int64? = nil,
+        onItsWay: Range<Int64>? = nil
     ) {
         precondition(length >= 0, "length must not be negative")
         precondition(connections >= 1, "at least one connection")
@@ -84,6 +88,14 @@ public struct SegmentPlanner: Sendable {
         var pieces: [Range<Int64>] = []
         for gap in gaps {
             var start = gap.lowerBound
+            // Only when the response carries most of a share: a shorter one's connection asks for the rest of
+            // its share next, on the same connection, which keeps the shares even.
+            if pieceSize == nil, let first = onItsWay, first.lowerBound == start,
+                first.upperBound - start >= target - target / 8, gap.upperBound - first.upperBound >= minimumSplitSize
+            {
+                pieces.append(start..<first.upperBound)
+                start = first.upperBound
+            }
             // Cut whole pieces while the rest stays at least one minimum split long.
             while gap.upperBound - start >= target + minimumSplitSize {
                 pieces.append(start..<(start + target))

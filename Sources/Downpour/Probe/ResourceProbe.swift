@@ -34,11 +34,16 @@ struct ResourceProbe: Sendable {
     static let firstChunkSize: Int64 = 64 * 1024
 
     /// How many bytes the probe's `GET` asks for: the first range of the download, which its connection goes on
-    /// fetching as connection 1, far enough for the connection to be past slow start on a far link before it asks
-    /// again (a range no shorter than a split, so that the plan's first range holds it whole unless the file is
-    /// short for its connections).
+    /// fetching as connection 1 (asking for the rest of its share on the same connection when the share is
+    /// longer). With several connections, one split: the plan never cuts a share shorter than two splits, so no
+    /// other connection asks for bytes this response carries, and the server sends none that are thrown away (a
+    /// first range of 8 MiB came whole for a shorter file while the other connections asked for its later parts
+    /// again). With one connection nobody else asks: 8 MiB, far enough for a far link's connection to be past
+    /// slow start before it asks again.
     var firstRequestSize: Int64 {
-        self.resuming ? Self.firstChunkSize : max(8 * 1024 * 1024, self.configuration.minimumSplitSize)
+        if self.resuming { return Self.firstChunkSize }
+        return self.configuration.connections == 1
+            ? max(8 * 1024 * 1024, self.configuration.minimumSplitSize) : self.configuration.minimumSplitSize
     }
 
     let transport: HTTPTransport

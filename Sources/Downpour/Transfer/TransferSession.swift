@@ -40,6 +40,9 @@ final class TransferSession: Sendable {
         var rate: Double?
         /// When its current request started, or last wrote.
         var lastProgress: ContinuousClock.Instant?
+        /// When its current request started, and whether it has written since.
+        var requestStarted: ContinuousClock.Instant?
+        var wroteSinceRequest = false
         /// The mirror (an index in ``State/mirrors``) its current or last request went to.
         var mirror: Int?
 
@@ -50,6 +53,18 @@ final class TransferSession: Sendable {
             let bound = Double(bufferSize) / max((now - lastProgress).inSeconds, 1e-6)
             return min(self.rate ?? bound, bound)
         }
+
+        /// Its speed as racing judges it: the moving average while it wrote within ``pauseGrace``, its current
+        /// rate after a longer pause. A pause of a few hundred milliseconds (the disk taking a burst of writes, a
+        /// busy processor) is not a slow connection, and racing it would only ask for its bytes twice.
+        func racingRate(now: ContinuousClock.Instant, bufferSize: Int) -> Double? {
+            if let rate = self.rate, let lastProgress = self.lastProgress, now - lastProgress < Self.pauseGrace {
+                return rate
+            }
+            return self.currentRate(now: now, bufferSize: bufferSize)
+        }
+
+        static let pauseGrace = Duration.milliseconds(500)
     }
 
     /// How the bytes are fetched, changed in place: in ranges, or as one plain stream from byte 0.
@@ -373,19 +388,20 @@ final class TransferSession: Sendable {
         let now = ContinuousClock.now
         let bufferSize = self.configuration.writeBufferSize
         return self.state.withLockedValue { state in
-            // Race only a connection at less than half the median speed of the others.
-            var rates: [SegmentPlanner.LeaseID: (connection: Int, rate: Double?)] = [:]
-            for (connection, value) in state.connections where value.active {
-                if let lease = value.lease {
-                    rates[lease] = (connection, value.currentRate(now: now, bufferSize: bufferSize))
-                }
-            }
             let connections = state.connections
+            let holders = Dictionary(
+                connections.compactMap { key, value in value.active ? value.lease.map { ($0, key) } : nil },
+                uniquingKeysWith: { first, _ in first }
+            )
             let worthRacing = { (lease: SegmentPlanner.Lease) -> Bool in
-                guard let (holder, rate) = rates[lease.id], let rate else { return true }
-                let others = connections.filter { $0.key != holder }.compactMap(\.value.rate).sorted()
-                guard !others.isEmpty else { return true }
-                return rate < 0.5 * others[others.count / 2]
+                guard let holder = holders[lease.id], let state = connections[holder] else { return false }
+                return Self.isWorthRacing(
+                    state,
+                    remaining: Int64(lease.remaining.count),
+                    others: connections.filter { $0.key != holder }.compactMap(\.value.rate),
+                    now: now,
+                    bufferSize: bufferSize
+                )
             }
             guard
                 let lease = state.withPlanner({ $0.acquire(takesOver: takesOver, isWorthRacing: worthRacing) })
@@ -397,6 +413,34 @@ final class TransferSession: Sendable {
             return lease
         }
     }
+
+    /// Whether the tail a connection (`holder`) still has to fetch, `remaining` bytes, is worth a racer: only with
+    /// evidence that it comes slowly, since the server then sends those bytes twice. The holder's speed
+    /// (``ConnectionState/racingRate(now:bufferSize:)``) must be under half the median of the `others`' speeds,
+    /// and the tail must still need ``minimumRaceGain`` at it. No speed yet, or no other connection to compare
+    /// with, is no evidence; nor is a request still waiting for its first bytes, until ``firstBytesGrace`` has
+    /// passed (that wait is a round trip and the server's, not a transfer).
+    static func isWorthRacing(
+        _ holder: ConnectionState,
+        remaining: Int64,
+        others: [Double],
+        now: ContinuousClock.Instant,
+        bufferSize: Int
+    ) -> Bool {
+        guard holder.active, !others.isEmpty else { return false }
+        if !holder.wroteSinceRequest, let started = holder.requestStarted, now - started < Self.firstBytesGrace {
+            return false
+        }
+        guard let rate = holder.racingRate(now: now, bufferSize: bufferSize) else { return false }
+        let median = others.sorted()[others.count / 2]
+        let secondsLeft = Double(remaining) / max(rate, 1)
+        return rate < 0.5 * median && secondsLeft >= Self.minimumRaceGain.inSeconds
+    }
+
+    /// How long a request may wait for its first bytes before its connection counts as slow for racing.
+    static let firstBytesGrace = Duration.seconds(2)
+    /// The least time a tail must still need at its connection's speed to be raced.
+    static let minimumRaceGain = Duration.seconds(1)
 
     /// Connection 1's first range, leased for the probe's response as the plan was made, with the response; `nil`
     /// for another connection, or without a response.
@@ -463,6 +507,7 @@ final class TransferSession: Sendable {
                 connection.rate = connection.rate.map { 0.7 * $0 + 0.3 * rate } ?? rate
             }
             connection.lastProgress = now
+            connection.wroteSinceRequest = true
             state.connections[id] = connection
             return rewrote
         }
@@ -552,8 +597,11 @@ final class TransferSession: Sendable {
         self.state.withLockedValue { state in
             state.connections[id, default: ConnectionState()].active = active
             if active {
+                let now = ContinuousClock.now
                 state.connections[id]!.attempts += 1
-                state.connections[id]!.lastProgress = .now
+                state.connections[id]!.lastProgress = now
+                state.connections[id]!.requestStarted = now
+                state.connections[id]!.wroteSinceRequest = false
             }
             let count = state.connections.values.filter(\.active).count
             state.mostActiveConnections = max(state.mostActiveConnections, count)
