@@ -12,7 +12,10 @@ import Testing
 /// The fleet under faults: the database restarted under running downloads, and one node cut off from it. Each node
 /// has a PostgreSQL client of its own (one through a route the test can cut), as separate daemons do; the files
 /// come from the fault-injecting test server, whose log tells what each download cost it.
-@Suite(.enabled(if: postgresWanted, "PostgreSQL is not installed (apt-get install postgresql)"))
+@Suite(
+    .enabled(if: postgresWanted, "PostgreSQL is not installed (apt-get install postgresql)"),
+    .timeLimit(.minutes(4))
+)
 struct FleetFaultTests {
     static let content = makeTestContent(count: 1 << 20, seed: 41)
 
@@ -63,7 +66,7 @@ struct FleetFaultTests {
             )
             let node = FleetNode(
                 name: name,
-                queue: FleetQueue(client: client, logger: FleetNodeTests.logger, statementTimeout: .seconds(2)),
+                queue: FleetQueue(client: client, logger: FleetNodeTests.logger, statementTimeout: .seconds(5)),
                 downloader: downloader,
                 store: try QueueStore(path: self.directory.file("\(name).sqlite")),
                 defaults: .init(
@@ -116,6 +119,8 @@ struct FleetFaultTests {
                 await node.shutdown()
                 await downloader.shutdown()
                 running.cancel()
+                // Its events end with its shutdown; a node that never started has none to end.
+                listening.cancel()
                 await listening.value
             }
         }
