@@ -13,20 +13,9 @@ import Testing
 @Suite("Connections opened ahead", .timeLimit(.minutes(1)))
 struct ConnectAheadTests {
     static func withTransport(_ body: (HTTPTransport) async throws -> Void) async throws {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
-        let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
-        let pool = HTTPClientPool(eventLoops: group.makeIterator().map { $0 }, logger: logger)
         var configuration = DownloadConfiguration()
         configuration.retry = .init(maximumTries: 1, wait: .milliseconds(1), maximumWait: .milliseconds(1))
-        do {
-            try await body(HTTPTransport(pool: pool, configuration: configuration, first: 0, logger: logger))
-        } catch {
-            await pool.shutdown()
-            try await group.shutdownGracefully()
-            throw error
-        }
-        await pool.shutdown()
-        try await group.shutdownGracefully()
+        try await DownpourTests.withTransport(loops: 2, configuration: configuration, body)
     }
 
     @Test("a refused probe opens no other connection")

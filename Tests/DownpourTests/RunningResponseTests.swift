@@ -18,17 +18,8 @@ struct RunningResponseTests {
     @Test("ended before anyone took it, after the whole body came: the request ends")
     func endedUntaken() async throws {
         let content = makeTestContent(count: 1500, seed: 81)
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
-        let pool = HTTPClientPool(eventLoops: [group.next()], logger: logger)
-        do {
+        try await withTransport { transport in
             try await RangeTestServer.withServer(content: content) { server in
-                let transport = HTTPTransport(
-                    pool: pool,
-                    configuration: DownloadConfiguration(),
-                    first: 0,
-                    logger: logger
-                )
                 let url = try #require(URL(string: server.url()))
                 let response = try await transport.probe(
                     method: .GET,
@@ -51,12 +42,6 @@ struct RunningResponseTests {
                 try await waitUntil("the request ended") { outcome.withLockedValue { $0 != nil } }
                 #expect(throws: (any Error).self) { try outcome.withLockedValue { $0 }?.get() }
             }
-        } catch {
-            await pool.shutdown()
-            try await group.shutdownGracefully()
-            throw error
         }
-        await pool.shutdown()
-        try await group.shutdownGracefully()
     }
 }

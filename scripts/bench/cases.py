@@ -334,6 +334,11 @@ CASES = (
         default=False, tools=("aria2c",),
         script=("rpc_flood.py", "--downpour", "{binary}", "--json", "{work}/floods.json")),
     Case(
+        "bytes", "bytes nginx sent per byte saved (bytes_bench.py): 1, 6, 20 and 100 MB at -x 2, -x 8 and -x 8 at "
+        "4 MiB/s a connection, beside aria2c",
+        default=False, tools=("aria2c",),
+        script=("bytes_bench.py", "--downpour", "{binary}", "--work", "{work}", "--json", "{work}/bytes.json")),
+    Case(
         "dead", "dead links (dead_bench.py): how fast 1,000 refused and 1,000 NXDOMAIN URLs end, 16 at once, "
         "beside aria2c, curl (and wget2); 10,000 refused URLs through downpour daemon and aria2c --enable-rpc",
         default=False, tools=("aria2c", "curl"),

@@ -32,6 +32,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 HELPER_ARG_OPTIONS = {
     "rpc_bench.py": "rpc_bench_arg", "stall_bench.py": "stall_bench_arg", "fleet_bench.py": "fleet_bench_arg",
     "rpc_flood.py": "rpc_flood_arg", "dead_bench.py": "dead_bench_arg",
+    "bytes_bench.py": "bytes_bench_arg",
 }
 
 
@@ -105,6 +106,8 @@ def parse_args():
                         help="one more argument for rpc_flood.py in the floods case")
     parser.add_argument("--dead-bench-arg", action="append", metavar="ARG", default=[],
                         help="one more argument for dead_bench.py in the dead case (--dead-bench-arg=--urls=200)")
+    parser.add_argument("--bytes-bench-arg", action="append", metavar="ARG", default=[],
+                        help="one more argument for bytes_bench.py in the bytes case")
     args = parser.parse_args()
     if args.reps < 1:
         die(f"--reps must be a positive integer: {args.reps}")

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Bytes the server sent per byte saved: one `downpour get` (and one aria2c) of each file, counted from nginx's own
+log (the body bytes it wrote for every request of the file), so a byte asked for twice, a response streamed past
+where it was cut, and a raced tail all show.
+
+Files of 1 MB, 6 MB, 20 MB and 100 MB (random bytes) from an nginx on loopback: without limits at -x 2 and -x 8, and
+at -x 8 with every connection limited to 4 MiB/s (nginx limit_rate). One run each, in order; the files are checked
+(SHA-256) after each download.
+
+Usage: bytes_bench.py --downpour BIN [--aria2c aria2c] --work DIR [--json FILE]
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+from fleet import Nginx, sha256  # noqa: E402
+
+SIZES = {"1 MB": 1_000_000, "6 MB": 6_000_000, "20 MB": 20_000_000, "100 MB": 100_000_000}
+MODES = [("-x 2", 2, None), ("-x 8", 8, None), ("-x 8 at 4 MiB/s a connection", 8, "4m")]
+
+
+def command(client, binary, connections, directory, url):
+    if client == "downpour":
+        return [binary, "get", "--no-conf", "-x", str(connections), "-s", str(connections), "-d", directory,
+                "--quiet", url]
+    return [binary, "--no-conf", "-x", str(connections), "-s", str(connections), "-d", directory, "--quiet",
+            "--allow-overwrite=true", url]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--downpour", required=True)
+    parser.add_argument("--aria2c", default=shutil.which("aria2c"))
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    work = tempfile.mkdtemp(dir=args.work, prefix="bytes-")
+    os.chmod(work, 0o755)
+    www = f"{work}/www"
+    os.makedirs(www)
+    digests = {}
+    for label, size in SIZES.items():
+        data = os.urandom(size)
+        name = label.replace(" ", "") + ".bin"
+        with open(f"{www}/{name}", "wb") as file:
+            file.write(data)
+        digests[label] = (name, hashlib.sha256(data).hexdigest())
+    clients = [("downpour", os.path.abspath(args.downpour))] + ([("aria2c", args.aria2c)] if args.aria2c else [])
+    rows = []
+    try:
+        for mode, connections, rate in MODES:
+            nginx = Nginx(f"{work}/nginx-{len(rows)}", www, rate)
+            try:
+                for client, binary in clients:
+                    for label, size in SIZES.items():
+                        name, digest = digests[label]
+                        out = tempfile.mkdtemp(dir=work)
+                        mark = nginx.log_size()
+                        subprocess.run(command(client, binary, connections, out, f"http://127.0.0.1:{nginx.port}/{name}"),
+                                       check=True, stdin=subprocess.DEVNULL, timeout=600)
+                        assert sha256(f"{out}/{name}") == digest, f"{client}: {name} differs"
+                        shutil.rmtree(out, ignore_errors=True)
+                        # nginx logs a request when it ends: the client's last connections close as it exits.
+                        requests = []
+                        for _ in range(50):
+                            requests = [r for r in nginx.requests(mark) if r[0] == f"/{name}"]
+                            if sum(r[3] for r in requests) >= size:
+                                break
+                            subprocess.run(["sleep", "0.1"])
+                        sent = sum(r[3] for r in requests)
+                        rows.append({"mode": mode, "client": client, "file": label, "sent_per_byte": sent / size,
+                                     "requests": len(requests)})
+            finally:
+                nginx.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print("\nbytes nginx sent per byte saved (its log), one run each")
+    print(f"{'':32}{'client':10}" + "".join(f"{label:>16}" for label in SIZES))
+    for mode, _, _ in MODES:
+        for client, _ in clients:
+            cells = [next(r for r in rows if r["mode"] == mode and r["client"] == client and r["file"] == label)
+                     for label in SIZES]
+            print(f"{mode:32}{client:10}" + "".join(f"{c['sent_per_byte']:9.3f} ({c['requests']:>3})" for c in cells))
+    worst = max((r for r in rows if r["client"] == "downpour"), key=lambda r: r["sent_per_byte"])
+    print(f"\ndownpour's worst: {worst['sent_per_byte']:.3f} ({worst['file']}, {worst['mode']}); "
+          "(N) is the number of requests")
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump(rows, file, indent=1)
+
+
+if __name__ == "__main__":
+    main()
