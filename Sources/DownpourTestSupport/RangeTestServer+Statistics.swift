@@ -48,6 +48,8 @@ extension RangeTestServer {
         public var connections: Int
         /// TCP connections accepted and not closed yet.
         public var openConnections: Int
+        /// Which ones: their numbers (``RecordedRequest/connectionID``).
+        public var openConnectionIDs: Set<Int> = []
         /// The most TCP connections that were open at once.
         public var mostOpenConnections: Int
         /// Response body bytes whose write to a socket succeeded, on all routes.

@@ -150,6 +150,7 @@ final class ServerState: Sendable {
         self.mutable.withLockedValue { state in
             var statistics = state.statistics
             statistics.openConnections = state.openChannels.count
+            statistics.openConnectionIDs = Set(state.openChannels.keys)
             return statistics
         }
     }

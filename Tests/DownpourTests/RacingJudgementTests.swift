@@ -48,7 +48,7 @@ struct RacingJudgementTests {
             rate: 1 * megabyte,
             requestAge: 5,
             lastWrite: 0.1,
-            remaining: 500_000,
+            remaining: 300_000,
             others: [10 * megabyte],
             expected: false
         ),

@@ -38,6 +38,8 @@ final class TransferSession: Sendable {
         var restarts = 0
         /// Bytes per second, a moving average over its writes; kept when the connection goes idle.
         var rate: Double?
+        /// The bytes and the seconds that ``rate`` divides: each decays by 0.3 a write.
+        var recent: (bytes: Double, seconds: Double)?
         /// When its current request started, or last wrote.
         var lastProgress: ContinuousClock.Instant?
         /// When its current request started, and whether it has written since.
@@ -440,7 +442,7 @@ final class TransferSession: Sendable {
     /// How long a request may wait for its first bytes before its connection counts as slow for racing.
     static let firstBytesGrace = Duration.seconds(2)
     /// The least time a tail must still need at its connection's speed to be raced.
-    static let minimumRaceGain = Duration.seconds(1)
+    static let minimumRaceGain = Duration.milliseconds(500)
 
     /// Connection 1's first range, leased for the probe's response as the plan was made, with the response; `nil`
     /// for another connection, or without a response.
@@ -503,8 +505,14 @@ final class TransferSession: Sendable {
             }
             connection.receivedBytes += Int64(range.count)
             if let last = connection.lastProgress {
-                let rate = Double(range.count) / max((now - last).inSeconds, 1e-6)
-                connection.rate = connection.rate.map { 0.7 * $0 + 0.3 * rate } ?? rate
+                // A moving average of bytes and of time, not of rates: writes that come in bursts and gaps (a
+                // server that paces its sends) average to the speed that was had, where an average of each
+                // write's rate would count the bursts' rates up to several times over.
+                let seconds = max((now - last).inSeconds, 1e-6)
+                let bytes = Double(range.count)
+                let recent = connection.recent.map { (0.7 * $0.bytes + bytes, 0.7 * $0.seconds + seconds) }
+                connection.recent = recent ?? (bytes, seconds)
+                connection.rate = connection.recent.map { $0.bytes / $0.seconds }
             }
             connection.lastProgress = now
             connection.wroteSinceRequest = true
