@@ -20,6 +20,8 @@ struct RacingJudgementTests {
         var remaining: Int64
         var others: [Double]
         var expected: Bool
+        /// `false`: between two requests of its lease (waiting to retry).
+        var active = true
 
         var testDescription: String { self.name }
     }
@@ -51,6 +53,35 @@ struct RacingJudgementTests {
             remaining: 300_000,
             others: [10 * megabyte],
             expected: false
+        ),
+        Case(
+            name: "no other connection to compare with, silent for seconds",
+            rate: 1 * megabyte,
+            requestAge: 5,
+            lastWrite: 3,
+            remaining: 5_000_000,
+            others: [],
+            expected: true
+        ),
+        Case(
+            name: "waiting to retry for seconds",
+            rate: 10 * megabyte,
+            requestAge: 5,
+            lastWrite: 3,
+            remaining: 5_000_000,
+            others: [10 * megabyte],
+            expected: true,
+            active: false
+        ),
+        Case(
+            name: "waiting to retry for a moment",
+            rate: 10 * megabyte,
+            requestAge: 5,
+            lastWrite: 0.5,
+            remaining: 5_000_000,
+            others: [10 * megabyte],
+            expected: false,
+            active: false
         ),
         Case(
             name: "no other connection to compare with",
@@ -102,7 +133,7 @@ struct RacingJudgementTests {
     @Test("only a tail measured to come slowly, with time left to gain, is raced", arguments: cases)
     func judgement(_ row: Case) {
         var holder = TransferSession.ConnectionState()
-        holder.active = true
+        holder.active = row.active
         holder.rate = row.rate
         holder.requestStarted = Self.now - .seconds(row.requestAge)
         holder.wroteSinceRequest = row.lastWrite != nil

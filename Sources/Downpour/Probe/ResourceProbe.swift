@@ -6,9 +6,10 @@ import NIOHTTP1
 
 /// Finds out what is at a URL before anything is downloaded: follows redirects (bounded, loops refused), and
 /// asks with the download's first request, a `GET` of the first ``firstRequestSize`` bytes (`Range: bytes=0-…`).
-/// A file of at most ``firstChunkSize`` bytes comes whole with it and is kept; a longer one's `206` is handed over
-/// at its head and goes on streaming as the first range of the transfer stage (``Outcome/running``), so no byte
-/// is asked for twice and the probe's connection never waits between them. With a conditional `GET` it asks with
+/// A file of at most ``firstChunkSize`` bytes that fits in that request comes whole with it and is kept (a split
+/// set below 64 KiB asks for less, and the rest comes in ranges); a longer one's `206` is handed over at its head
+/// and goes on streaming as the first range of the transfer stage (``Outcome/running``), so no byte is asked for
+/// twice. With a conditional `GET` it asks with
 /// `HEAD` first (the local file may make the download unnecessary), and falls back to the ranged `GET` where
 /// `HEAD` is refused or says too little.
 struct ResourceProbe: Sendable {

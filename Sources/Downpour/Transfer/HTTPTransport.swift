@@ -38,7 +38,7 @@ final class HTTPClientPool: Sendable {
         var relays: [ProxyURL: SOCKS5AuthRelay] = [:]
         var isShutDown = false
         /// Per origin: requests running, and when one last started or ended (or connections were opened ahead).
-        var activity: [Origin: (running: Int, last: NIODeadline)] = [:]
+        var activity: [Origin: (running: Int, last: NIODeadline, ended: Int)] = [:]
     }
 
     /// How long a connection may stay idle in a client's pool before it is closed.
@@ -114,7 +114,8 @@ final class HTTPClientPool: Sendable {
     func noteRequest(to origin: Origin, _ change: Int) {
         self.state.withLockedValue { state in
             let running = (state.activity[origin]?.running ?? 0) + change
-            state.activity[origin] = (max(0, running), .now())
+            let ended = (state.activity[origin]?.ended ?? 0) + (change < 0 ? 1 : 0)
+            state.activity[origin] = (max(0, running), .now(), ended)
         }
     }
 
@@ -133,8 +134,18 @@ final class HTTPClientPool: Sendable {
             if let activity = state.activity[origin] {
                 return false
             }
-            state.activity[origin] = (0, now)
+            state.activity[origin] = (0, now, 0)
             return true
+        }
+    }
+
+    /// Whether connections readied for `origin` by ``mayConnectAhead(to:connectTimeout:)`` may still be opened: no
+    /// request to it has ended since (which could have left a connection idle in a pool, for a placeholder to
+    /// take and send), and only one runs (the probe's).
+    func mayStillConnectAhead(to origin: Origin) -> Bool {
+        self.state.withLockedValue { state in
+            guard let activity = state.activity[origin] else { return false }
+            return activity.ended == 0 && activity.running <= 1
         }
     }
 
@@ -222,10 +233,20 @@ final class ConnectAhead: Sendable {
     private let logger: Logger
     private let isOpened = NIOLockedValueBox(false)
 
-    init(origin: Origin, request: HTTPClient.Request, placeholders: [Placeholders], logger: Logger) {
+    /// Whether nothing since readying them could have left a connection idle for a placeholder to take.
+    private let mayStillOpen: @Sendable () -> Bool
+
+    init(
+        origin: Origin,
+        request: HTTPClient.Request,
+        placeholders: [Placeholders],
+        mayStillOpen: @escaping @Sendable () -> Bool,
+        logger: Logger
+    ) {
         self.origin = origin
         self.request = request
         self.placeholders = placeholders
+        self.mayStillOpen = mayStillOpen
         self.logger = logger
     }
 
@@ -241,6 +262,9 @@ final class ConnectAhead: Sendable {
                 return opened
             })
         else { return }
+        // Another request to the origin ended meanwhile (another download's, or a probe's failed first try): a
+        // connection may be idle in a pool, and a placeholder would take it and send. The ranges open their own.
+        guard self.mayStillOpen() else { return }
         for placeholders in self.placeholders {
             let (client, loop, request, logger) = (placeholders.client, placeholders.loop, self.request, self.logger)
             let start = {
@@ -330,7 +354,15 @@ struct HTTPTransport: Sendable {
         let placeholders = clients.indices.filter { perClient[$0] > 0 }.map {
             ConnectAhead.Placeholders(client: clients[$0], loop: self.eventLoops[$0], count: perClient[$0])
         }
-        return ConnectAhead(origin: Origin(url), request: request, placeholders: placeholders, logger: self.logger)
+        let pool = self.pool
+        let origin = Origin(url)
+        return ConnectAhead(
+            origin: origin,
+            request: request,
+            placeholders: placeholders,
+            mayStillOpen: { pool.mayStillConnectAhead(to: origin) },
+            logger: self.logger
+        )
     }
 
     /// Sends one probe request on connection 1's client (so that connection 1 can reuse its connection) and returns

@@ -391,8 +391,9 @@ final class TransferSession: Sendable {
         let bufferSize = self.configuration.writeBufferSize
         return self.state.withLockedValue { state in
             let connections = state.connections
+            // Also a holder between two requests of its lease (waiting to retry): its silence may be worth a racer.
             let holders = Dictionary(
-                connections.compactMap { key, value in value.active ? value.lease.map { ($0, key) } : nil },
+                connections.compactMap { key, value in value.lease.map { ($0, key) } },
                 uniquingKeysWith: { first, _ in first }
             )
             let worthRacing = { (lease: SegmentPlanner.Lease) -> Bool in
@@ -419,9 +420,10 @@ final class TransferSession: Sendable {
     /// Whether the tail a connection (`holder`) still has to fetch, `remaining` bytes, is worth a racer: only with
     /// evidence that it comes slowly, since the server then sends those bytes twice. The holder's speed
     /// (``ConnectionState/racingRate(now:bufferSize:)``) must be under half the median of the `others`' speeds,
-    /// and the tail must still need ``minimumRaceGain`` at it. No speed yet, or no other connection to compare
-    /// with, is no evidence; nor is a request still waiting for its first bytes, until ``firstBytesGrace`` has
-    /// passed (that wait is a round trip and the server's, not a transfer).
+    /// and the tail must still need ``minimumRaceGain`` at it. No speed yet is no evidence, nor is a request still
+    /// waiting for its first bytes, until ``firstBytesGrace`` has passed (that wait is a round trip and the
+    /// server's, not a transfer). A holder with no other connection to compare with, or between two requests
+    /// (waiting to retry), is raced once it has been silent that long.
     static func isWorthRacing(
         _ holder: ConnectionState,
         remaining: Int64,
@@ -429,7 +431,11 @@ final class TransferSession: Sendable {
         now: ContinuousClock.Instant,
         bufferSize: Int
     ) -> Bool {
-        guard holder.active, !others.isEmpty else { return false }
+        // Between requests (waiting to retry), or with no other connection to compare with: its own silence, as long
+        // as a first byte may take, is the evidence.
+        guard holder.active, !others.isEmpty else {
+            return holder.lastProgress.map { now - $0 >= Self.firstBytesGrace } ?? false
+        }
         if !holder.wroteSinceRequest, let started = holder.requestStarted, now - started < Self.firstBytesGrace {
             return false
         }
