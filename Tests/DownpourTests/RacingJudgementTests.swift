@@ -148,3 +148,34 @@ struct RacingJudgementTests {
         #expect(verdict == row.expected)
     }
 }
+
+/// When the back half of a running lease is taken: not from a connection that will be done within moments (its
+/// response carries that half already).
+@Suite("Splitting a lease")
+struct SplitJudgementTests {
+    static let now = ContinuousClock.now + .seconds(10)
+
+    @Test(
+        "a lease is split unless its connection will be done within half a second",
+        arguments: [
+            ("fast, done within moments", 300_000_000.0 as Double?, true, 2_500_000 as Int64, false),
+            ("slow, seconds to go", 1_000_000.0, true, 20_000_000, true),
+            ("no bytes yet in this request", nil, false, 2_500_000, true),
+        ] as [(String, Double?, Bool, Int64, Bool)]
+    )
+    func judgement(name: String, rate: Double?, wrote: Bool, remaining: Int64, expected: Bool) {
+        var holder = TransferSession.ConnectionState()
+        holder.active = true
+        holder.rate = rate
+        holder.requestStarted = Self.now - .seconds(1)
+        holder.wroteSinceRequest = wrote
+        holder.lastProgress = Self.now - .milliseconds(10)
+        let verdict = TransferSession.isWorthSplitting(
+            holder,
+            remaining: remaining,
+            now: Self.now,
+            bufferSize: 256 * 1024
+        )
+        #expect(verdict == expected, "\(name)")
+    }
+}

@@ -119,10 +119,16 @@ public struct SegmentPlanner: Sendable {
     /// Work for a connection with nothing to do: the largest free range (the first one, with ``pieceSize``),
     /// else the back half of the longest remaining lease, else (when racing is on) a race for the tail of the
     /// longest remaining lease that `isWorthRacing` accepts (the engine accepts only leases whose connection is
-    /// much slower than the others: racing one as fast as the racer gains nothing and costs a request). With
+    /// much slower than the others: racing one as fast as the racer gains nothing and costs a request); a lease
+    /// is split only when `isWorthSplitting` accepts it (the engine declines one whose connection will be done
+    /// within moments: the server has sent much of what it asked for already, and the split would ask again). With
     /// `takesOver` false only a free range is handed out.
     /// `nil` when there is nothing left worth taking; the connection can stop.
-    public mutating func acquire(takesOver: Bool = true, isWorthRacing: (Lease) -> Bool = { _ in true }) -> Lease? {
+    public mutating func acquire(
+        takesOver: Bool = true,
+        isWorthSplitting: (Lease) -> Bool = { _ in true },
+        isWorthRacing: (Lease) -> Bool = { _ in true }
+    ) -> Lease? {
         let next =
             self.pieceSize == nil
             ? self.free.indices.max { self.free[$0].count < self.free[$1].count }
@@ -139,7 +145,7 @@ public struct SegmentPlanner: Sendable {
         }
         if let victim = self.leases.values.filter({ $0.raceGroup == nil }).max(by: byRemaining) {
             let remaining = Int64(victim.remaining.count)
-            if remaining >= 2 * self.minimumSplitSize {
+            if remaining >= 2 * self.minimumSplitSize, isWorthSplitting(victim) {
                 let middle = victim.cursor + (remaining + 1) / 2
                 self.leases[victim.id]!.end = middle
                 return self.makeLease(middle..<victim.end)

@@ -406,9 +406,18 @@ final class TransferSession: Sendable {
                     bufferSize: bufferSize
                 )
             }
+            let worthSplitting = { (lease: SegmentPlanner.Lease) -> Bool in
+                Self.isWorthSplitting(
+                    holders[lease.id].flatMap { connections[$0] },
+                    remaining: Int64(lease.remaining.count),
+                    now: now,
+                    bufferSize: bufferSize
+                )
+            }
             guard
-                let lease = state.withPlanner({ $0.acquire(takesOver: takesOver, isWorthRacing: worthRacing) })
-                    ?? nil
+                let lease = state.withPlanner({
+                    $0.acquire(takesOver: takesOver, isWorthSplitting: worthSplitting, isWorthRacing: worthRacing)
+                }) ?? nil
             else {
                 return nil
             }
@@ -443,6 +452,22 @@ final class TransferSession: Sendable {
         let median = others.sorted()[others.count / 2]
         let secondsLeft = Double(remaining) / max(rate, 1)
         return rate < 0.5 * median && secondsLeft >= Self.minimumRaceGain.inSeconds
+    }
+
+    /// Whether the back half of a lease is worth taking from its `holder`: not when the holder, writing at its
+    /// speed, will be done within ``minimumRaceGain``. Its response carries that half already, and a server that
+    /// sends fast has written much of it into the sockets by now: taking it would ask for those bytes again and
+    /// gain nothing a person notices. Without a speed to go by (no bytes yet in this request), it is taken.
+    static func isWorthSplitting(
+        _ holder: ConnectionState?,
+        remaining: Int64,
+        now: ContinuousClock.Instant,
+        bufferSize: Int
+    ) -> Bool {
+        guard let holder, holder.active, holder.wroteSinceRequest,
+            let rate = holder.racingRate(now: now, bufferSize: bufferSize)
+        else { return true }
+        return Double(remaining) / max(rate, 1) >= Self.minimumRaceGain.inSeconds
     }
 
     /// How long a request may wait for its first bytes before its connection counts as slow for racing.
