@@ -156,7 +156,7 @@ struct SplitJudgementTests {
     static let now = ContinuousClock.now + .seconds(10)
 
     @Test(
-        "a lease is split unless its connection will be done within half a second",
+        "a lease is split unless its connection will be done within 0.2 s",
         arguments: [
             ("fast, done within moments", 300_000_000.0 as Double?, true, 2_500_000 as Int64, false),
             ("slow, seconds to go", 1_000_000.0, true, 20_000_000, true),

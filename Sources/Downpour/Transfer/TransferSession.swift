@@ -455,7 +455,7 @@ final class TransferSession: Sendable {
     }
 
     /// Whether the back half of a lease is worth taking from its `holder`: not when the holder, writing at its
-    /// speed, will be done within ``minimumRaceGain``. Its response carries that half already, and a server that
+    /// speed, will be done within ``minimumSplitGain``. Its response carries that half already, and a server that
     /// sends fast has written much of it into the sockets by now: taking it would ask for those bytes again and
     /// gain nothing a person notices. Without a speed to go by (no bytes yet in this request), it is taken.
     static func isWorthSplitting(
@@ -467,8 +467,12 @@ final class TransferSession: Sendable {
         guard let holder, holder.active, holder.wroteSinceRequest,
             let rate = holder.racingRate(now: now, bufferSize: bufferSize)
         else { return true }
-        return Double(remaining) / max(rate, 1) >= Self.minimumRaceGain.inSeconds
+        return Double(remaining) / max(rate, 1) >= Self.minimumSplitGain.inSeconds
     }
+
+    /// The least time a lease must still need at its connection's speed to be split: a few round trips of a far
+    /// link (a split there still halves a tail worth it), and far more than what a loopback or LAN range needs.
+    static let minimumSplitGain = Duration.milliseconds(200)
 
     /// How long a request may wait for its first bytes before its connection counts as slow for racing.
     static let firstBytesGrace = Duration.seconds(2)
