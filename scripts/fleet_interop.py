@@ -204,11 +204,16 @@ def main():
             f"({len(shown)} active); started again")
 
         # 4. Everything complete, once, and identical.
+        # Seen through every node: a node shows the fleet as it last read it until its own connections to the
+        # restarted database are back (its pool reconnects with a back-off), so each is waited for.
         def finished():
-            stat = call(nodes[1].port, "aria2.getGlobalStat")
-            return stat["numActive"] == "0" and stat["numWaiting"] == "0"
+            for node in nodes:
+                stat = call(node.port, "aria2.getGlobalStat")
+                if stat["numActive"] != "0" or stat["numWaiting"] != "0" or stat["numStopped"] != str(FILES):
+                    return False
+            return True
 
-        wait_for("every download to end", finished, limit=600)
+        wait_for("every download to end, seen through every node", finished, limit=600)
         stopped = call(nodes[0].port, "aria2.tellStopped", 0, 1000, ["gid", "status", "errorMessage"])
         listed = [entry["gid"] for entry in stopped]
         assert sorted(listed) == sorted(gids), f"results {len(listed)} for {len(gids)} GIDs"
