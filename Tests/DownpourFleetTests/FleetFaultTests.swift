@@ -230,7 +230,7 @@ struct FleetFaultTests {
         defer { Task { try? await server.shutdown() } }
         // The first half of each file, then nothing until released.
         server.holdBodies(lastBytes: Self.content.count / 2)
-        try await Self.withFleet(leaseDuration: .seconds(2)) { fleet in
+        try await Self.withFleet(leaseDuration: .seconds(6)) { fleet in
             let route = try await fleet.server.cuttableRoute()
             let cut = try fleet.node("node0", url: route.url, capacity: 2)
             try await cut.node.start()

@@ -134,7 +134,7 @@ struct RacingJudgementTests {
     func judgement(_ row: Case) {
         var holder = TransferSession.ConnectionState()
         holder.active = row.active
-        holder.rate = row.rate
+        holder.recent = row.rate.map { ($0, 1) }
         holder.requestStarted = Self.now - .seconds(row.requestAge)
         holder.wroteSinceRequest = row.lastWrite != nil
         holder.lastProgress = row.lastWrite.map { Self.now - .seconds($0) } ?? holder.requestStarted
@@ -166,7 +166,7 @@ struct SplitJudgementTests {
     func judgement(name: String, rate: Double?, wrote: Bool, remaining: Int64, expected: Bool) {
         var holder = TransferSession.ConnectionState()
         holder.active = true
-        holder.rate = rate
+        holder.recent = rate.map { ($0, 1) }
         holder.requestStarted = Self.now - .seconds(1)
         holder.wroteSinceRequest = wrote
         holder.lastProgress = Self.now - .milliseconds(10)

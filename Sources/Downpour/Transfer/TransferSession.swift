@@ -36,10 +36,11 @@ final class TransferSession: Sendable {
         var attempts = 0
         /// Counts the times it was replaced by a new connection: restarted for being slow, or after a failure.
         var restarts = 0
-        /// Bytes per second, a moving average over its writes; kept when the connection goes idle.
-        var rate: Double?
-        /// The bytes and the seconds that ``rate`` divides: each decays by 0.3 a write.
+        /// The bytes it wrote and the seconds they took, each a moving average over its writes (decaying by 0.3 a
+        /// write); kept when the connection goes idle.
         var recent: (bytes: Double, seconds: Double)?
+        /// Bytes per second: ``recent``'s bytes over its seconds.
+        var rate: Double? { self.recent.map { $0.bytes / $0.seconds } }
         /// When its current request started, or last wrote.
         var lastProgress: ContinuousClock.Instant?
         /// When its current request started, and whether it has written since.
@@ -547,7 +548,6 @@ final class TransferSession: Sendable {
                 let bytes = Double(range.count)
                 let recent = connection.recent.map { (0.7 * $0.bytes + bytes, 0.7 * $0.seconds + seconds) }
                 connection.recent = recent ?? (bytes, seconds)
-                connection.rate = connection.recent.map { $0.bytes / $0.seconds }
             }
             connection.lastProgress = now
             connection.wroteSinceRequest = true
