@@ -51,7 +51,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -59,6 +58,9 @@ import time
 import urllib.error
 import urllib.request
 import xmlrpc.client
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from ports import free_port  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 XML_LABEL_PREFIX = "xmlrpc "  # the labels of the XML-RPC rows
@@ -119,11 +121,6 @@ class Shared:
 
 
 # ------------------------------------------------------------------------------------------ daemons
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Answer:

@@ -12,20 +12,16 @@ Usage: aria2_session_interop.py BINARY   (needs aria2c; aria2tui for step 3). Ev
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from ports import free_port  # noqa: E402
+
 SECRET = "interop"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def call(port, method, *params):

@@ -48,6 +48,9 @@ import tempfile
 import time
 from deps import find_binary
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+from ports import free_port  # noqa: E402
+
 PARTS = ("refused", "nxdomain", "daemon")
 LIST_CLIENTS = ("downpour", "aria2c", "curl", "wget2")
 DAEMON_CLIENTS = ("downpour", "aria2c")
@@ -453,11 +456,6 @@ def run_nxdomain(args, binaries, clients, root, notes):
 
 
 # --- the daemon part ------------------------------------------------------------------------------------------------
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class RPC:

@@ -33,7 +33,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-from fleet import Nginx, Node, Postgres, call, free_port, sha256, wait_for  # noqa: E402
+from fleet import Nginx, Node, Postgres, call, sha256, wait_for  # noqa: E402
+from ports import free_port  # noqa: E402
 
 
 def note(message):

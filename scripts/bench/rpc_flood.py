@@ -38,6 +38,9 @@ import tempfile
 import time
 from deps import find_binary
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+from ports import free_port  # noqa: E402
+
 DAEMONS = ("downpour", "aria2c")
 ALL_FLOODS = ("idle", "halfsent-head", "halfsent-body", "announced")
 RUNNING = []  # daemons started and not yet reaped, for the exit handlers
@@ -94,12 +97,6 @@ def stop_all():
                 process.kill()
             except Exception:
                 pass
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def proc_status(pid):

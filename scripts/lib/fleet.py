@@ -7,18 +7,13 @@ import json
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
 
+from ports import free_port
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(what, condition, limit=120):
@@ -169,12 +164,25 @@ class Node:
         self.process = None
 
     def start(self):
-        self.process = subprocess.Popen(
-            [self.binary, "daemon", *(["--queue", self.database] if self.database else []), "--node-name",
-             self.name, "--rpc-listen-port", str(self.port), "--state-dir", self.state, "--dir", self.downloads,
-             "--user-agent", self.name, "--no-conf", *self.arguments],
-            stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
-        wait_for(f"{self.name} to answer", lambda: self.answers(), limit=60)
+        """Started, and answering; on a new port when another process took this one meanwhile."""
+        for attempt in range(3):
+            self.log.flush()
+            logged = os.path.getsize(self.log.name)
+            self.process = subprocess.Popen(
+                [self.binary, "daemon", *(["--queue", self.database] if self.database else []), "--node-name",
+                 self.name, "--rpc-listen-port", str(self.port), "--state-dir", self.state, "--dir", self.downloads,
+                 "--user-agent", self.name, "--no-conf", *self.arguments],
+                stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
+            try:
+                wait_for(f"{self.name} to answer", lambda: self.answers(), limit=60)
+                return
+            except RuntimeError:
+                with open(self.log.name, "rb") as file:
+                    file.seek(logged)
+                    taken = b"Address already in use" in file.read()
+                if not taken or attempt == 2:
+                    raise
+                self.port = free_port()
 
     def answers(self):
         if self.process.poll() is not None:
