@@ -63,6 +63,7 @@ final class BatchRenderer: Sendable {
                     "[\(state.finished + state.failed)/\(state.total)] "
                         + (result.wasSkipped ? "Up to date: " : "Saved ")
                         + "\(result.path) (\(ByteCount.format(result.length)))"
+                        + ProgressRenderer.waste(result)
                 )
             case .failed(let error):
                 state.active[index] = nil

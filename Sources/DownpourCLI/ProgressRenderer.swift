@@ -76,11 +76,18 @@ final class ProgressRenderer: Sendable {
             let speed = seconds > 0 ? Double(result.downloadedBytes) / seconds : 0
             self.printLine(
                 "Saved \(result.path) (\(ByteCount.format(result.length))) in \(Self.seconds(result.elapsed)) s, "
-                    + "\(ByteCount.formatRate(speed)), \(result.connectionsUsed) connection(s)."
+                    + "\(ByteCount.formatRate(speed)), \(result.connectionsUsed) connection(s)"
+                    + Self.waste(result) + "."
             )
         case .failed:
             self.clearLine()
         }
+    }
+
+    /// What came for nothing (``DownloadResult/wastedBytes``), as a clause to end a line with; empty when nothing
+    /// did.
+    static func waste(_ result: DownloadResult) -> String {
+        result.wastedBytes > 0 ? "; \(ByteCount.format(result.wastedBytes)) received twice or unwanted" : ""
     }
 
     static func describe(_ progress: DownloadProgress) -> String {

@@ -26,6 +26,10 @@ struct DownloadTests {
             try expectFile(path, equals: Self.content, in: directory)
             let statistics = server.statistics()
             #expect(statistics.headRequests == 0)
+            // What came for nothing: at least the bytes written twice, at most what the server sent beyond the file.
+            let extra = Int64(statistics.bodyBytesSent - Self.content.count)
+            #expect(result.wastedBytes >= result.downloadedBytes - result.length, "\(result.wastedBytes)")
+            #expect(result.wastedBytes <= extra, "\(result.wastedBytes) of \(extra) extra bytes sent")
             // The probe asks for the first bytes before any validator is known; every range after it is pinned.
             let gets = statistics.getRequestsRecorded
             // One split with several connections (no other asks for what it carries), 8 MiB with one.
@@ -155,6 +159,26 @@ struct DownloadTests {
             let result = try await runDownload(server.url(), to: .file(path)).value
             #expect(result.remoteFile.acceptsRanges == false)
             try expectFile(path, equals: Self.content, in: directory)
+        }
+    }
+
+    @Test("a stream cut short starts again from byte 0: the bytes of the cut attempt are counted as wasted")
+    func restartedStreamWaste() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        // The probe's 200, which the stream goes on with, is cut after 300 000 bytes; the second request runs whole.
+        let cut = 300_000
+        try await withServer(
+            content: Self.content,
+            faults: [.ignoreRange, .closeConnection(afterBytes: cut, requests: 1)]
+        ) { server in
+            let path = directory.file("again.bin")
+            let result = try await runDownload(server.url(), to: .file(path)).value
+            try expectFile(path, equals: Self.content, in: directory)
+            let gets = server.statistics().getRequestsRecorded
+            #expect(gets.count == 2, "\(describe(gets))")
+            #expect(gets.last?.header("Range") == nil, "\(describe(gets))")
+            #expect(result.wastedBytes == Int64(cut), "\(describe(gets))")
         }
     }
 

@@ -27,6 +27,7 @@ struct FileBodyDelegateTests {
         let output: ScratchOutput
         let delegate: FileBodyDelegate
         let written = NIOLockedValueBox<[Range<Int64>]>([])
+        let dropped = NIOLockedValueBox<Int64>(0)
 
         init(
             limit: Int64? = nil,
@@ -38,7 +39,7 @@ struct FileBodyDelegateTests {
                 size: FileBodyDelegateTests.offset + FileBodyDelegateTests.content.count + 50_000,
                 vectorWrite: vectorWrite
             )
-            let written = self.written
+            let (written, dropped) = (self.written, self.dropped)
             let target = FileBodyDelegate.Target(
                 offset: Int64(FileBodyDelegateTests.offset),
                 limit: limit,
@@ -49,7 +50,8 @@ struct FileBodyDelegateTests {
                     }
                 },
                 claim: { offset in min(offset, wanted ?? offset) },
-                written: { range in written.withLockedValue { $0.append(range) } }
+                written: { range in written.withLockedValue { $0.append(range) } },
+                dropped: { count in dropped.withLockedValue { $0 += count } }
             )
             self.delegate = FileBodyDelegate(
                 target: target,
@@ -149,6 +151,8 @@ struct FileBodyDelegateTests {
         #expect(try harness.finish()?.get() == Int64(wanted))
         try harness.expectFile(holdingFirst: 100_000)
         harness.expectWritten(upTo: wanted)
+        // 80 000 of the second write's 90 000 bytes, and the part after the stop, came for nothing.
+        #expect(harness.dropped.withLockedValue { $0 } == 81_000)
     }
 
     @Test("the planner wants none of the pending bytes: nothing is written, Stop")
@@ -160,6 +164,7 @@ struct FileBodyDelegateTests {
         #expect(try harness.finish()?.get() == Int64(Self.offset))
         try harness.expectFile(holdingFirst: 0)
         #expect(harness.written.withLockedValue { $0 }.isEmpty)
+        #expect(harness.dropped.withLockedValue { $0 } == 12_000)
     }
 
     @Test("a part reaching past the limit fails the request; nothing at or past the limit is written")

@@ -4,8 +4,10 @@ log (the body bytes it wrote for every request of the file), so a byte asked for
 where it was cut, and a raced tail all show.
 
 Files of 1 MB, 6 MB, 20 MB and 100 MB (random bytes) from an nginx on loopback: without limits at -x 2 and -x 8, and
-at -x 8 with every connection limited to 4 MiB/s (nginx limit_rate). One run each, in order; the files are checked
-(SHA-256) after each download.
+at -x 8 with every connection limited to 4 MiB/s (nginx limit_rate), and at -x 8 from a location without ranges
+(nginx max_ranges 0: a 200 with the whole file for any Range). One run each, in order; the files are checked (SHA-256)
+after each download. Downpour's own count of the bytes it received twice or unwanted (its summary line) is printed
+beside what nginx sent beyond the file.
 
 Usage: bytes_bench.py --downpour BIN [--aria2c aria2c] --work DIR [--json FILE]
 """
@@ -14,6 +16,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,13 +26,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 from fleet import Nginx, sha256  # noqa: E402
 
 SIZES = {"1 MB": 1_000_000, "6 MB": 6_000_000, "20 MB": 20_000_000, "100 MB": 100_000_000}
-MODES = [("-x 2", 2, None), ("-x 8", 8, None), ("-x 8 at 4 MiB/s a connection", 8, "4m")]
+MODES = [("-x 2", 2, None), ("-x 8", 8, None), ("-x 8 at 4 MiB/s a connection", 8, "4m"),
+         ("-x 8, a server without ranges", 8, None)]
+NO_RANGES = "/norange/"
 
 
 def command(client, binary, connections, directory, url):
     if client == "downpour":
-        return [binary, "get", "--no-conf", "-x", str(connections), "-s", str(connections), "-d", directory,
-                "--quiet", url]
+        # Not quiet: its summary line tells what it counted as received twice or unwanted.
+        return [binary, "get", "--no-conf", "-x", str(connections), "-s", str(connections), "-d", directory, url]
     return [binary, "--no-conf", "-x", str(connections), "-s", str(connections), "-d", directory, "--quiet",
             "--allow-overwrite=true", url]
 
@@ -57,27 +62,32 @@ def main():
     rows = []
     try:
         for mode, connections, rate in MODES:
-            nginx = Nginx(f"{work}/nginx-{len(rows)}", www, rate)
+            nginx = Nginx(f"{work}/nginx-{len(rows)}", www, rate, settings=[f"no_ranges={NO_RANGES}"])
+            prefix = NO_RANGES if "without ranges" in mode else "/"
             try:
                 for client, binary in clients:
                     for label, size in SIZES.items():
                         name, digest = digests[label]
                         out = tempfile.mkdtemp(dir=work)
                         mark = nginx.log_size()
-                        subprocess.run(command(client, binary, connections, out, f"http://127.0.0.1:{nginx.port}/{name}"),
-                                       check=True, stdin=subprocess.DEVNULL, timeout=600)
+                        run = subprocess.run(
+                            command(client, binary, connections, out, f"http://127.0.0.1:{nginx.port}{prefix}{name}"),
+                            check=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True, timeout=600)
+                        counted = re.search(r"; ([0-9.]+ \S+) received twice or unwanted", run.stdout)
                         assert sha256(f"{out}/{name}") == digest, f"{client}: {name} differs"
                         shutil.rmtree(out, ignore_errors=True)
                         # nginx logs a request when it ends: the client's last connections close as it exits.
                         requests = []
                         for _ in range(50):
-                            requests = [r for r in nginx.requests(mark) if r[0] == f"/{name}"]
+                            requests = [r for r in nginx.requests(mark) if r[0] == f"{prefix}{name}"]
                             if sum(r[3] for r in requests) >= size:
                                 break
                             subprocess.run(["sleep", "0.1"])
                         sent = sum(r[3] for r in requests)
                         rows.append({"mode": mode, "client": client, "file": label, "sent_per_byte": sent / size,
-                                     "requests": len(requests)})
+                                     "requests": len(requests), "sent_beyond": sent - size,
+                                     "counted": (counted.group(1) if counted else "0") if client == "downpour"
+                                     else None})
             finally:
                 nginx.stop()
     finally:
@@ -89,6 +99,11 @@ def main():
             cells = [next(r for r in rows if r["mode"] == mode and r["client"] == client and r["file"] == label)
                      for label in SIZES]
             print(f"{mode:32}{client:10}" + "".join(f"{c['sent_per_byte']:9.3f} ({c['requests']:>3})" for c in cells))
+    print("\ndownpour's own count of bytes received twice or unwanted (its summary) / what nginx sent beyond the file")
+    for mode, _, _ in MODES:
+        cells = [next(r for r in rows if r["mode"] == mode and r["client"] == "downpour" and r["file"] == label)
+                 for label in SIZES]
+        print(f"{mode:42}" + "".join(f"{c['counted'] + ' / ' + str(c['sent_beyond']):>24}" for c in cells))
     worst = max((r for r in rows if r["client"] == "downpour"), key=lambda r: r["sent_per_byte"])
     print(f"\ndownpour's worst: {worst['sent_per_byte']:.3f} ({worst['file']}, {worst['mode']}); "
           "(N) is the number of requests")

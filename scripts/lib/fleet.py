@@ -102,13 +102,14 @@ class Postgres:
 class Nginx:
     """nginx serving `www` (at `rate` per connection, when given), its configuration from scripts/lib/nginx.sh."""
 
-    def __init__(self, work, www, rate):
+    def __init__(self, work, www, rate, settings=()):
         self.work = work
         os.makedirs(f"{work}/tmp", exist_ok=True)
         self.port = free_port()
         conf = subprocess.run(
             ["bash", f"{HERE}/nginx.sh", "interop-conf", f"dir={work}", f"www={www}",
-             f"listen=127.0.0.1:{self.port}", *([f"limit_path=/", f"limit_rate={rate}"] if rate else [])],
+             f"listen=127.0.0.1:{self.port}", *([f"limit_path=/", f"limit_rate={rate}"] if rate else []),
+             *settings],
             check=True, capture_output=True, text=True).stdout
         with open(f"{work}/nginx.conf", "w") as file:
             file.write(conf)

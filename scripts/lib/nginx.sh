@@ -161,12 +161,13 @@ EOF
 nginx_interop_conf() {
     local dir="" www="" listen="" connections=256 allow="" limit_path="" limit_rate="" metalink="" html=""
     local tls_listen="" mirror_listen="" other_listen="" other_www="" page_listen="" page_root=""
-    local rpc_upstream="" ws_upstream="" kv key
+    local rpc_upstream="" ws_upstream="" no_ranges="" kv key
     for kv in "$@"; do
         key=${kv%%=*}
         case $key in
             dir | www | listen | connections | allow | limit_path | limit_rate | metalink | html | tls_listen | \
-                mirror_listen | other_listen | other_www | page_listen | page_root | rpc_upstream | ws_upstream)
+                mirror_listen | other_listen | other_www | page_listen | page_root | rpc_upstream | ws_upstream | \
+                no_ranges)
                 printf -v "$key" '%s' "${kv#*=}"
                 ;;
             *) echo "nginx_interop_conf: unknown setting: $kv" >&2; return 2 ;;
@@ -205,6 +206,15 @@ EOF
         cat <<EOF
         location $match$limit_path {
             limit_rate $limit_rate;
+        }
+EOF
+    fi
+    if [[ -n $no_ranges ]]; then
+        cat <<EOF
+        # The same files from a server without ranges: every Range is ignored, a 200 sends the whole file.
+        location $no_ranges {
+            alias $www/;
+            max_ranges 0;
         }
 EOF
     fi

@@ -57,6 +57,7 @@ extension DownloadEngine {
             length: length,
             remoteFile: remote,
             downloadedBytes: snapshot.bytesThisRun,
+            wastedBytes: snapshot.wastedBytes,
             elapsed: ContinuousClock.now - output.probed.startedAt,
             connectionsUsed: max(1, snapshot.mostActiveConnections),
             checksum: output.expected?.checksum,

@@ -50,7 +50,8 @@ extension DownloadEngine {
                 failed: probed.failedMirrors,
                 recorded: output.recordedMirrors
             ),
-            probeResponse: remote.isSegmentable ? probed.outcome.running : nil
+            probeResponse: probed.outcome.running,
+            resumedBytes: output.resumed.byteCount
         )
         if let prefetched = output.prefetched { session.prefetched(prefetched) }
         return session

@@ -9,9 +9,10 @@ import NIOHTTP1
 /// sequence, a hop per part). A body past the limit ends the request (``BodyTooLarge``), which closes the
 /// connection; the head is kept (``head``).
 ///
-/// A `206` for a file longer than ``handsOverFrom`` bytes is handed over at its head instead (``handedOver``): its
-/// body is not kept but goes on streaming, into the sink a connection of the transfer stage attaches
-/// (``attach(_:)``), so the download's first range is not asked for twice. Until then the first body part waits,
+/// A `206` for a file longer than ``handsOverFrom`` bytes, or a `200` with a longer body (or one of unknown length),
+/// is handed over at its head instead (``handedOver``, ``handsOver(_:from:)``): its body is not kept but goes on
+/// streaming, into the sink a connection of the transfer stage attaches (``attach(_:)``), so the download's first
+/// bytes are not asked for twice. Until then the first body part waits,
 /// and the connection reads nothing more: TCP holds the server back.
 final class ProbeResponseDelegate: HTTPClientResponseDelegate, Sendable {
     typealias Response = ProbeResponse
@@ -112,19 +113,29 @@ final class ProbeResponseDelegate: HTTPClientResponseDelegate, Sendable {
     }
 
     func didReceiveHead(task: HTTPClient.Task<ProbeResponse>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
-        let handsOver =
-            head.status == .partialContent
-            && self.handsOverFrom.map { threshold in
-                head.headers.first(name: "Content-Range").flatMap(ContentRange.init)?.completeLength.map {
-                    $0 > threshold
-                } ?? false
-            } ?? false
+        let handsOver = self.handsOverFrom.map { Self.handsOver(head, from: $0) } ?? false
         self.state.withLockedValue {
             $0.head = head
             $0.isHandedOver = handsOver
         }
         if handsOver { self.handover.succeed(head) }
         return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    /// Whether `head` is handed over: a `206` for a file longer than `threshold` bytes, or a `200` (a server
+    /// without ranges sending the whole file) whose body is longer, or of unknown length. Either is the
+    /// download's first bytes, which nobody should ask for again.
+    static func handsOver(_ head: HTTPResponseHead, from threshold: Int64) -> Bool {
+        switch head.status {
+        case .partialContent:
+            let length = head.headers.first(name: "Content-Range").flatMap(ContentRange.init)?.completeLength
+            return length.map { $0 > threshold } ?? false
+        case .ok:
+            let length = head.headers.first(name: "Content-Length").flatMap { Int64(decimal: Substring($0)) }
+            return length.map { $0 > threshold } ?? true
+        default:
+            return false
+        }
     }
 
     func didReceiveBodyPart(task: HTTPClient.Task<ProbeResponse>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
@@ -176,16 +187,19 @@ final class ProbeResponseDelegate: HTTPClientResponseDelegate, Sendable {
     }
 }
 
-/// A probe's `206` handed over at its head (``ProbeResponseDelegate``), still streaming on the probe's connection:
-/// bytes ``range`` of the file at ``url``. Connection 1 of the transfer stage takes it on as its first range
-/// (``stream(into:abort:)``), under the connection-budget permit the probe held (``permit``); one nobody takes is
-/// ended (``end()``), which closes its connection and gives the permit back.
+/// A probe's `206` or `200` handed over at its head (``ProbeResponseDelegate``), still streaming on the probe's
+/// connection: bytes ``range`` of the file at ``url``. Connection 1 of the transfer stage takes a `206` on as its
+/// first range, the stream worker a `200` as its first attempt (``stream(into:abort:)``), under the
+/// connection-budget permit the probe held (``permit``); one nobody takes is ended (``end()``), which closes its
+/// connection and gives the permit back.
 struct RunningResponse: Sendable {
     let task: HTTPClient.Task<ProbeResponse>
     let delegate: ProbeResponseDelegate
     let url: URL
     /// The bytes it carries, from its `Content-Range`; set by the probe once it has checked them.
     var range: Range<Int64> = 0..<0
+    /// A `200`: the whole file from its first byte, however long.
+    var isWholeFile = false
     /// The probe's permit, kept for the connection that goes on with the response.
     var permit: ConnectionBudget.Permit? = nil
 

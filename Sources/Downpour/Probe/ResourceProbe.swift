@@ -208,8 +208,9 @@ struct ResourceProbe: Sendable {
                 return Outcome(remoteFile: file, headers: target.headers)
             case 200..<300:
                 // The server sends the whole file. One that came whole within the probe's body limit (64 KiB) is
-                // kept: the download is done. A larger one is dropped (closing the connection) and fetched again as
-                // one stream.
+                // kept: the download is done. A longer one (or one of unknown length) goes on streaming as the
+                // stream's first attempt (``Outcome/running``); when resuming, it is dropped (closing the
+                // connection), for the resume to decide.
                 let length = response.headers.value("Content-Length").flatMap { Int64(decimal: Substring($0)) }
                 var whole: ByteBuffer?
                 if (length ?? 0) <= asked, let body = response.body,
@@ -223,11 +224,15 @@ struct ResourceProbe: Sendable {
                     length: length ?? whole.map { Int64($0.readableBytes) },
                     acceptsRanges: false
                 )
+                var running = response.running
+                running?.range = 0..<(length ?? Int64.max)
+                running?.isWholeFile = true
                 return Outcome(
                     remoteFile: file,
                     headers: target.headers,
                     serverChecksum: Self.serverChecksum(response.headers, coversWholeFile: true),
-                    firstBytes: whole
+                    firstBytes: whole,
+                    running: running
                 )
             default:
                 throw DownloadError.httpStatus(response.status, url: target.url)

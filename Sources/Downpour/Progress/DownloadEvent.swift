@@ -130,6 +130,11 @@ public struct DownloadResult: Sendable {
     public var remoteFile: RemoteFile
     /// Bytes fetched in this run (the rest were on disk already).
     public var downloadedBytes: Int64
+    /// Bytes that came from the servers in this run and are not new bytes of the file: a range fetched twice (a
+    /// copy raced against a slow connection, a piece that failed its check, a transfer started over, a stream that
+    /// began again from byte 0) or dropped past what was wanted. Bytes a server sent into a connection that was
+    /// closed before they were read cannot be counted here.
+    public var wastedBytes: Int64 = 0
     /// Wall-clock time of this run.
     public var elapsed: Duration
     /// The most connections that worked at once.

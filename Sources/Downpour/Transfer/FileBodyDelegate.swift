@@ -38,6 +38,8 @@ final class FileBodyDelegate: HTTPClientResponseDelegate, Sendable {
         var claim: @Sendable (Int64) -> Int64
         /// Called, in order, for every range whose write has finished.
         var written: @Sendable (Range<Int64>) -> Void
+        /// Told how many bytes came and were dropped unwritten, past what ``claim`` allowed.
+        var dropped: @Sendable (Int64) -> Void
         /// Bandwidth limits: told the size of every body part, returns the seconds to wait before the next read
         /// (the connection reads nothing meanwhile, so TCP slows the server down). `nil`: no limit.
         var pace: (@Sendable (Int) -> Double)? = nil

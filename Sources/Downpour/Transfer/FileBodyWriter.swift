@@ -37,6 +37,7 @@ struct FileBodyWriter {
     ///   failed write.
     mutating func receive(_ buffer: ByteBuffer) throws {
         if self.stopped {
+            self.target.dropped(Int64(buffer.readableBytes))
             throw FileBodyDelegate.Stop()
         }
         if let limit = self.target.limit,
@@ -97,7 +98,8 @@ struct FileBodyWriter {
     private mutating func flush() throws {
         if let failure = self.failure { throw failure }
         guard self.pendingBytes > 0 else { return }
-        let end = self.offset + Int64(self.pendingBytes)
+        let start = self.offset
+        let end = start + Int64(self.pendingBytes)
         let allowed = min(self.target.claim(end), end)
         var buffers = self.pending
         self.pending = []
@@ -120,6 +122,7 @@ struct FileBodyWriter {
             }
         }
         if allowed < end {
+            self.target.dropped(end - max(allowed, start))
             self.stopped = true
             throw FileBodyDelegate.Stop()
         }

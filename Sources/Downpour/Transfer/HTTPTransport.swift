@@ -369,7 +369,8 @@ struct HTTPTransport: Sendable {
     /// its head and its body, when the body is at most `bodyLimit` bytes; a larger one ends the request. The body
     /// is taken in on the connection's event loop (``ProbeResponseDelegate``): one hop back to the caller, not one
     /// per body part. Throws when no head came; a failure after the head leaves the body out. A `206` for a file
-    /// longer than `handsOverFrom` bytes returns at its head, still streaming (``ProbeResponse/running``).
+    /// longer than `handsOverFrom` bytes, or a `200` with a longer body, returns at its head, still streaming
+    /// (``ProbeResponse/running``, ``ProbeResponseDelegate/handsOver(_:from:)``).
     func probe(
         method: HTTPMethod,
         url: URL,

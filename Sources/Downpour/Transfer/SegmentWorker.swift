@@ -212,7 +212,8 @@ struct SegmentWorker: Sendable {
                     }
                 },
                 claim: { session.claim(lease, upTo: $0) },
-                written: { session.written($0, connection: id) }
+                written: { session.written($0, connection: id) },
+                dropped: { session.dropped($0) }
             ),
             from: source.url,
             extraHeaders: extraHeaders,

@@ -10,15 +10,34 @@ struct StreamWorker: Sendable {
 
     /// Returns the number of bytes written.
     func run() async throws(AttemptFailure) -> Int64 {
-        try await self.session.acquirePermit(host: self.session.host)
-        defer { self.session.releasePermit(host: self.session.host) }
+        let host = self.session.host
+        // The probe's `200`, still streaming, is the first attempt, under the permit the probe held (when the
+        // host has room for it): its bytes are not asked for again.
+        var first = self.session.takeStreamStart()
+        if let running = first, running.permit?.move(to: host) != true {
+            running.end()
+            first = nil
+        }
+        if let first {
+            defer { first.end() }
+            return try await self.attempts(first: first)
+        }
+        try await self.session.acquirePermit(host: host)
+        defer { self.session.releasePermit(host: host) }
+        return try await self.attempts(first: nil)
+    }
+
+    /// Attempts until one brings the whole file, `first` (the probe's response) as the first.
+    private func attempts(first: RunningResponse?) async throws(AttemptFailure) -> Int64 {
+        var running = first
         var failuresWithoutProgress = 0
         var furthest: Int64 = 0
         while true {
             if Task.isCancelled { throw .fatal(.cancelled) }
             var reached: Int64 = 0
+            defer { running = nil }
             do {
-                return try await self.attempt(reached: &reached)
+                return try await self.attempt(reached: &reached, continuing: running)
             } catch .retryable(let error, let retryAfter) {
                 failuresWithoutProgress = reached > furthest ? 1 : failuresWithoutProgress + 1
                 furthest = max(furthest, reached)
@@ -33,7 +52,12 @@ struct StreamWorker: Sendable {
         }
     }
 
-    private func attempt(reached: inout Int64) async throws(AttemptFailure) -> Int64 {
+    private func attempt(
+        reached: inout Int64,
+        continuing running: RunningResponse?
+    ) async throws(AttemptFailure)
+        -> Int64
+    {
         let session = self.session
         let remote = session.remoteFile
         session.setActive(true, connection: self.id)
@@ -54,11 +78,13 @@ struct StreamWorker: Sendable {
                     try Self.check(head, remote: remote)
                 },
                 claim: { $0 },
-                written: { session.streamed(Int64($0.count), connection: id) }
+                written: { session.streamed(Int64($0.count), connection: id) },
+                dropped: { session.dropped($0) }
             ),
-            from: remote.url,
+            from: running?.url ?? remote.url,
             extraHeaders: [],
-            connection: id
+            connection: id,
+            continuing: running
         )
         let offset = outcome.reached
         reached = offset

@@ -84,6 +84,11 @@ final class TransferSession: Sendable {
         var mode: Mode
         /// Bytes written in this run, over every transfer of it (a start over included).
         var bytesThisRun: Int64 = 0
+        /// Bytes that came in this run and were dropped unwritten: past what the plan still wanted of a range.
+        var droppedBytes: Int64 = 0
+        /// Bytes of earlier runs (the journal's) the file still counts on: none after a start over, fewer after
+        /// pieces are fetched again.
+        var carriedBytes: Int64 = 0
         var connections: [Int: ConnectionState] = [:]
         var mostActiveConnections = 0
         /// Requests whose bytes were written before any connection ran: the probe's.
@@ -93,6 +98,8 @@ final class TransferSession: Sendable {
         /// The probe's response, still streaming, and the range leased for it, until connection 1 takes them on
         /// as its first range: leased as the plan is made, so that no other connection takes those bytes first.
         var probeRange: (lease: SegmentPlanner.Lease, running: RunningResponse)?
+        /// The probe's `200`, still streaming, until the stream worker takes it on as its first attempt.
+        var streamStart: RunningResponse?
 
         /// The plan, when segmented.
         var planner: SegmentPlanner? {
@@ -116,12 +123,21 @@ final class TransferSession: Sendable {
             }
         }
 
+        /// Bytes that came in this run and are not new bytes of the file: a range fetched twice (a racing copy, a
+        /// piece that failed its check, a transfer started over) or dropped past what the plan wanted.
+        var wastedBytes: Int64 {
+            max(0, self.bytesThisRun + self.droppedBytes - (self.completedBytes - self.carriedBytes))
+        }
+
         /// A new transfer in `mode`: the connections' counters and the bytes each mirror wrote belong to the one
         /// before (dropped mirrors stay dropped); the bytes of this run are still counted.
         mutating func forgetTransfer(mode: Mode) {
             self.probeRange?.running.end()
             self.probeRange = nil
+            self.streamStart?.end()
+            self.streamStart = nil
             self.mode = mode
+            self.carriedBytes = 0
             self.connections = [:]
             self.mostActiveConnections = 0
             self.prefetchRequests = 0
@@ -180,7 +196,8 @@ final class TransferSession: Sendable {
         hasher: PrefixHasher? = nil,
         pieceChecker: PieceChecker? = nil,
         mirrors: MirrorSet? = nil,
-        probeResponse: RunningResponse? = nil
+        probeResponse: RunningResponse? = nil,
+        resumedBytes: Int64 = 0
     ) {
         self.transport = transport
         self.file = file
@@ -198,10 +215,20 @@ final class TransferSession: Sendable {
             mode: mode,
             mirrors: mirrors ?? MirrorSet(remote: remoteFile, url: remoteFile.url)
         )
-        // The probe's response goes on as connection 1's first range, leased now; one whose first bytes are done is
-        // ended.
-        if let probeResponse, !state.reserve(probeResponse, connections: max(configuration.connections, 1)) {
-            probeResponse.end()
+        state.carriedBytes = resumedBytes
+        // The probe's response goes on as connection 1's first range, leased now (one whose first bytes are done
+        // is ended), or as the stream's first attempt.
+        if let probeResponse {
+            switch mode {
+            case .stream(received: 0) where probeResponse.isWholeFile:
+                state.streamStart = probeResponse
+            case .segmented where !probeResponse.isWholeFile:
+                if !state.reserve(probeResponse, connections: max(configuration.connections, 1)) {
+                    probeResponse.end()
+                }
+            default:
+                probeResponse.end()
+            }
         }
         self.state = NIOLockedValueBox(state)
         self.aborts = Dictionary(
@@ -378,6 +405,7 @@ final class TransferSession: Sendable {
         let running = self.state.withLockedValue { state in
             defer { state.probeRange = nil }
             state.mode = .segmented(planner)
+            state.carriedBytes = min(state.carriedBytes, planner.done.byteCount)
             return state.probeRange?.running
         }
         running?.end()
@@ -492,6 +520,14 @@ final class TransferSession: Sendable {
         }
     }
 
+    /// The probe's `200`, still streaming, for the stream worker's first attempt; `nil` after the first call.
+    func takeStreamStart() -> RunningResponse? {
+        self.state.withLockedValue { state in
+            defer { state.streamStart = nil }
+            return state.streamStart
+        }
+    }
+
     /// Ends the probe's response if no connection took it, its range back in the plan.
     func dropProbeResponse() {
         let running = self.state.withLockedValue { state -> RunningResponse? in
@@ -524,6 +560,11 @@ final class TransferSession: Sendable {
     /// See ``SegmentPlanner/claim(_:upTo:)``.
     func claim(_ lease: SegmentPlanner.LeaseID, upTo offset: Int64) -> Int64 {
         self.state.withLockedValue { $0.withPlanner { $0.claim(lease, upTo: offset) } ?? 0 }
+    }
+
+    /// Records bytes that came and were dropped unwritten (past what the plan still wanted).
+    func dropped(_ count: Int64) {
+        self.state.withLockedValue { $0.droppedBytes += count }
     }
 
     /// Records bytes written by connection `id`.
@@ -612,7 +653,7 @@ final class TransferSession: Sendable {
         self.pieceChecker?.noteRewrite(0..<Int64.max)
     }
 
-    /// A stream restarting from byte 0 forgets what it wrote before.
+    /// A stream restarting from byte 0 forgets what it wrote before (its bytes count as wasted).
     func restartStream() {
         self.state.withLockedValue { $0.mode = .stream(received: 0) }
         self.hasher?.noteRewrite(from: 0)
@@ -655,6 +696,8 @@ final class TransferSession: Sendable {
         var completedBytes: Int64
         var completedRanges: [Range<Int64>]
         var bytesThisRun: Int64
+        /// See ``State/wastedBytes``.
+        var wastedBytes: Int64
         var connections: [(id: Int, state: ConnectionState, remaining: Range<Int64>?, source: URL?)]
         var mostActiveConnections: Int
         /// Requests whose bytes were written before any connection ran (the probe's).
@@ -672,6 +715,7 @@ final class TransferSession: Sendable {
                 completedBytes: state.completedBytes,
                 completedRanges: Array(state.done.ranges),
                 bytesThisRun: state.bytesThisRun,
+                wastedBytes: state.wastedBytes,
                 connections: state.connections.keys.sorted().map { id in
                     let connection = state.connections[id]!
                     return (
