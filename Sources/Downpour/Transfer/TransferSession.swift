@@ -86,8 +86,9 @@ final class TransferSession: Sendable {
         var bytesThisRun: Int64 = 0
         /// Bytes that came in this run and were dropped unwritten: past what the plan still wanted of a range.
         var droppedBytes: Int64 = 0
-        /// Bytes of earlier runs (the journal's) the file still counts on: none after a start over, fewer after
+        /// The bytes of earlier runs (the journal's) the file still counts on: none after a start over, fewer after
         /// pieces are fetched again.
+        var carried = ByteRangeSet()
         var carriedBytes: Int64 = 0
         var connections: [Int: ConnectionState] = [:]
         var mostActiveConnections = 0
@@ -137,6 +138,7 @@ final class TransferSession: Sendable {
             self.streamStart?.end()
             self.streamStart = nil
             self.mode = mode
+            self.carried = ByteRangeSet()
             self.carriedBytes = 0
             self.connections = [:]
             self.mostActiveConnections = 0
@@ -197,7 +199,7 @@ final class TransferSession: Sendable {
         pieceChecker: PieceChecker? = nil,
         mirrors: MirrorSet? = nil,
         probeResponse: RunningResponse? = nil,
-        resumedBytes: Int64 = 0
+        resumed: ByteRangeSet = ByteRangeSet()
     ) {
         self.transport = transport
         self.file = file
@@ -215,7 +217,8 @@ final class TransferSession: Sendable {
             mode: mode,
             mirrors: mirrors ?? MirrorSet(remote: remoteFile, url: remoteFile.url)
         )
-        state.carriedBytes = resumedBytes
+        state.carried = resumed
+        state.carriedBytes = resumed.byteCount
         // The probe's response goes on as connection 1's first range, leased now (one whose first bytes are done
         // is ended), or as the stream's first attempt.
         if let probeResponse {
@@ -405,7 +408,10 @@ final class TransferSession: Sendable {
         let running = self.state.withLockedValue { state in
             defer { state.probeRange = nil }
             state.mode = .segmented(planner)
-            state.carriedBytes = min(state.carriedBytes, planner.done.byteCount)
+            // What is left of the resumed bytes: those of the pieces fetched again no longer count.
+            state.carriedBytes = state.carried.ranges.reduce(0) { sum, range in
+                sum + Int64(range.count) - planner.done.gaps(in: range).reduce(0) { $0 + Int64($1.count) }
+            }
             return state.probeRange?.running
         }
         running?.end()
@@ -528,15 +534,17 @@ final class TransferSession: Sendable {
         }
     }
 
-    /// Ends the probe's response if no connection took it, its range back in the plan.
+    /// Ends the probe's response if no connection took it: its range back in the plan, or the stream's first
+    /// attempt (a stream after a pause starts from byte 0 anyway).
     func dropProbeResponse() {
-        let running = self.state.withLockedValue { state -> RunningResponse? in
-            guard let reserved = state.probeRange else { return nil }
+        let running = self.state.withLockedValue { state -> [RunningResponse] in
+            defer { state.streamStart = nil }
+            guard let reserved = state.probeRange else { return state.streamStart.map { [$0] } ?? [] }
             state.probeRange = nil
             state.withPlanner { $0.release(reserved.lease.id) }
-            return reserved.running
+            return [reserved.running] + (state.streamStart.map { [$0] } ?? [])
         }
-        running?.end()
+        for response in running { response.end() }
     }
 
     /// Whether a connection with nothing to do should look again soon: some lease could be raced, only its
