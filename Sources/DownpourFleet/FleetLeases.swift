@@ -46,6 +46,10 @@ public struct FleetLeases: Sendable {
     public var writeMargin: Duration { self.leaseDuration / 3 }
 
     public private(set) var held: [DownloadID: Held] = [:]
+    /// Runs stopped because their lease may have run out, by fence: one that had ended on its own by then (its file
+    /// complete and named, or its failure known) is still recorded under that fence, which succeeds when no other
+    /// node has claimed the download since. Dropping it would run a finished download a second time.
+    public private(set) var unrecorded: [DownloadID: Int64] = [:]
     private var claiming = false
     private var renewing = false
 
@@ -68,6 +72,7 @@ public struct FleetLeases: Sendable {
         var actions: [Action] = []
         for (gid, held) in self.held.sorted(by: { $0.value.fence < $1.value.fence }) where now >= held.sureUntil {
             self.held[gid] = nil
+            self.unrecorded[gid] = held.fence
             actions.append(.stop(gid, fence: held.fence))
         }
         // Due when a lease was last confirmed a renewal interval ago or more; all are renewed in one statement.
@@ -93,6 +98,8 @@ public struct FleetLeases: Sendable {
         for claim in claims {
             let gid = claim.entry.gid
             if let old = self.held[gid], old.fence != claim.fence { actions.append(.stop(gid, fence: old.fence)) }
+            // Claimed again: the new run has it (and finds a complete file complete).
+            self.unrecorded[gid] = nil
             self.held[gid] = Held(fence: claim.fence, sureUntil: sentAt + self.leaseDuration)
             actions.append(.start(claim))
         }
@@ -131,8 +138,10 @@ public struct FleetLeases: Sendable {
         self.renewing = false
     }
 
-    /// A run ended on its own (complete, failed, paused, removed) and was given back: its place is free.
+    /// A run ended on its own (complete, failed, paused, removed) and was given back: its place is free. Also
+    /// for a stopped run in ``unrecorded``, once its end was recorded, or once it turned out not to have ended.
     public mutating func ended(_ gid: DownloadID, fence: Int64) {
+        if self.unrecorded[gid] == fence { self.unrecorded[gid] = nil }
         guard self.held[gid]?.fence == fence else { return }
         self.held[gid] = nil
     }

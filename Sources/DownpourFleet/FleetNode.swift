@@ -362,6 +362,19 @@ public actor FleetNode {
             case .start(let claim):
                 await self.startRun(claim)
             case .stop(let gid, let fence):
+                // A run that ended on its own before its lease may have run out here is not dropped: `report()`
+                // records its end under its fence.
+                let ended = await self.manager.read { reader in
+                    (try? reader.status(of: gid.description)).map { [.complete, .error, .removed].contains($0.status) }
+                }
+                if ended == true, self.leases.withLockedValue({ $0.unrecorded[gid] == fence }) {
+                    self.logger.notice(
+                        "Download ended before its lease may have run out; its end is recorded under its fence",
+                        metadata: ["gid": "\(gid)", "fence": "\(fence)"]
+                    )
+                    continue
+                }
+                self.leases.withLockedValue { $0.ended(gid, fence: fence) }
                 self.logger.notice(
                     "Download stopped: its lease ran out or was taken",
                     metadata: ["gid": "\(gid)", "fence": "\(fence)"]
@@ -465,7 +478,10 @@ public actor FleetNode {
 
     /// Tells the database how each run stands, and gives back what ended.
     private func report() async {
-        let held = self.leases.withLockedValue { $0.held.mapValues(\.fence) }
+        // The runs held, and those stopped after they had ended (their ends are still to be recorded).
+        let held = self.leases.withLockedValue { leases in
+            leases.held.mapValues(\.fence).merging(leases.unrecorded) { current, _ in current }
+        }
         guard !held.isEmpty else { return }
         let orphans = await self.manager.orphans()
         let read = { @Sendable (reader: any QueueReader) in

@@ -83,6 +83,26 @@ import Testing
         #expect(!leases.mayWrite(Self.gid(1), fence: 3, at: Self.at(15)))
     }
 
+    /// A run may end (its file complete and named) just before a stalled loop finds its lease may have run out: its
+    /// end is still to be recorded under its fence, not dropped (a dropped end ran the download a second time).
+    @Test func aStoppedRunKeepsItsFenceUntilItsEndIsRecorded() {
+        var leases = FleetLeases(capacity: 2, leaseDuration: .seconds(3))
+        _ = leases.tick(at: Self.at(0))
+        _ = leases.claimed([Self.claim(1, fence: 4), Self.claim(2, fence: 5)], sentAt: Self.at(0))
+        #expect(leases.unrecorded.isEmpty)
+        let actions = leases.tick(at: Self.at(3))
+        #expect(actions.contains(.stop(Self.gid(1), fence: 4)) && actions.contains(.stop(Self.gid(2), fence: 5)))
+        #expect(leases.unrecorded == [Self.gid(1): 4, Self.gid(2): 5])
+        #expect(!leases.mayWrite(Self.gid(1), fence: 4, at: Self.at(3)), "stopped: nothing more is written")
+        // 1's end is recorded (or it turns out not to have ended); 2 is claimed again, under a new fence.
+        leases.ended(Self.gid(1), fence: 4)
+        leases.claimFailed()
+        _ = leases.claimed([Self.claim(2, fence: 8)], sentAt: Self.at(4))
+        #expect(leases.unrecorded.isEmpty)
+        leases.ended(Self.gid(2), fence: 5)
+        #expect(leases.held[Self.gid(2)]?.fence == 8, "the old fence's end frees nothing of the new run")
+    }
+
     @Test func aLateAnswerForAnEndedOrReclaimedRunChangesNothing() {
         var leases = FleetLeases(capacity: 2, leaseDuration: .seconds(15))
         _ = leases.tick(at: Self.at(0))

@@ -64,29 +64,6 @@ def prepare_csv(path):
         csv.writer(f).writerow(CSV_HEADER)
 
 
-def discard(out_dir, work):
-    """Removes a run's output; many files are only moved aside until ``empty_trash``.
-
-    Deleting a thousand files just before the next client's run would time ext4's inode allocator instead of the
-    client: on a file system without a journal (this machine's), it skips every inode freed in the last seconds one
-    by one, which took about a third of a 1,000-file run's CPU."""
-    try:
-        entries = os.listdir(out_dir)
-    except OSError:
-        return
-    if len(entries) < 100:
-        shutil.rmtree(out_dir, ignore_errors=True)
-        return
-    trash = os.path.join(work, "trash")
-    os.makedirs(trash, exist_ok=True)
-    os.rename(out_dir, os.path.join(trash, str(len(os.listdir(trash)))))
-
-
-def empty_trash(work):
-    """Deletes what ``discard`` moved aside: at the end of a case."""
-    shutil.rmtree(os.path.join(work, "trash"), ignore_errors=True)
-
-
 def output_path(out_dir, many_files):
     """Where a client writes: the directory itself for many files, else one file in it."""
     return out_dir if many_files else os.path.join(out_dir, "download.bin")
@@ -125,14 +102,14 @@ def run(m, setup, count_connections=False, keep_output_as=""):
     """Runs `m` once; appends its CSV row, prints its progress line; returns its status ("ok" or why not). With
     `keep_output_as`, the output directory is moved there instead of deleted."""
     out = output_path(setup.out, bool(m.manifest))
-    discard(setup.out, setup.work)
+    shutil.rmtree(setup.out, ignore_errors=True)
     os.makedirs(setup.out)
     os.sync()
     time.sleep(setup.settle)
     if count_connections:
         accepted_before, offset = server.accepted_count(setup.base), setup.nginx.conn_log_size()
     result = execute(m, setup.work)
-    if result.rc == 0 and not m.netns:
+    if result.rc == 0:
         started = time.perf_counter()
         subprocess.run(["sync", "-f", setup.out], check=False)
         result.sync = time.perf_counter() - started
@@ -154,7 +131,7 @@ def run(m, setup, count_connections=False, keep_output_as=""):
     if keep_output_as:
         os.rename(setup.out, keep_output_as)
     else:
-        discard(setup.out, setup.work)
+        shutil.rmtree(setup.out, ignore_errors=True)
     os.makedirs(setup.out, exist_ok=True)
     return result.status
 

@@ -233,7 +233,6 @@ class Bench:
             self.run_script(case)
         else:
             self.run_rows(case)
-            measure.empty_trash(self.work)
 
     def run_script(self, case):
         ctx = self.context(case)
