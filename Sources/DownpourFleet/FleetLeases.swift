@@ -81,8 +81,10 @@ public struct FleetLeases: Sendable {
             self.renewing = true
             actions.append(.renew(self.held.mapValues(\.fence)))
         }
+        // No claim while a stopped run's end may still be recorded: the claim would take that very download back
+        // (its lease has run out in the database too) and run it again before `report()` recorded it.
         let room = self.capacity - self.held.count
-        if !self.claiming, room > 0 {
+        if !self.claiming, room > 0, self.unrecorded.isEmpty {
             self.claiming = true
             actions.append(.claim(count: room))
         }
@@ -98,7 +100,7 @@ public struct FleetLeases: Sendable {
         for claim in claims {
             let gid = claim.entry.gid
             if let old = self.held[gid], old.fence != claim.fence { actions.append(.stop(gid, fence: old.fence)) }
-            // Claimed again: the new run has it (and finds a complete file complete).
+            // Claimed again (by a claim sent before the stop): the new run has it.
             self.unrecorded[gid] = nil
             self.held[gid] = Held(fence: claim.fence, sureUntil: sentAt + self.leaseDuration)
             actions.append(.start(claim))

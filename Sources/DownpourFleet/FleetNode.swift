@@ -655,7 +655,7 @@ public actor FleetNode {
             self.announcer.send(event)
             self.unannounced.append(event)
         case .paused(let gid), .stopped(let gid), .completed(let gid), .failed(let gid):
-            if self.leases.withLockedValue({ $0.held[gid] }) == nil {
+            if self.leases.withLockedValue({ $0.held[gid] == nil && $0.unrecorded[gid] == nil }) {
                 self.rowsChanged()
                 self.announcer.send(event)
                 self.unannounced.append(event)
