@@ -6,10 +6,12 @@ import Testing
 struct DownloadStateMachineTests {
     typealias Machine = DownloadStateMachine
     typealias Action = DownloadStateMachine.Action
+    typealias RoundAction = DownloadStateMachine.RoundAction
     typealias State = DownloadStateMachine.State
 
     static let diskFull = DownloadError(code: .localIO, message: "The disk is full.")
     static let reset = DownloadError(code: .network, message: "The connection was reset.")
+    static let changed = DownloadError(code: .remoteChanged, message: "The file changed on the server.")
     static let badPieces: [Range<Int64>] = [0..<4, 12..<16]
     static let mismatch = ChecksumMismatch(
         expected: Checksum(algorithm: .sha256, digest: String(repeating: "a", count: 64)),
@@ -26,83 +28,108 @@ struct DownloadStateMachineTests {
         attempt: 1
     )
 
+    /// What the machine answered: an action of the engine, or of a round.
+    enum Answer: Equatable, CustomStringConvertible {
+        case engine(Action)
+        case round(RoundAction)
+
+        var description: String {
+            switch self {
+            case .engine(let action): "\(action)"
+            case .round(let action): "round: \(action)"
+            }
+        }
+    }
+
     /// Every event, with fixed arguments.
     enum Event: String, CaseIterable, Codable, Sendable, CustomTestStringConvertible {
+        // The engine's.
         case probeFinishedSegmentable
         case probeFinishedStream
-        case workerFinished
-        case workerFinishedPlanComplete
-        case attemptFailedFatal
-        case attemptFailedRetryable
-        case attemptFailedSlow
-        case attemptFailedRangesIgnored
-        case workersStopped
-        case pauseRequested
-        case resumeRequested
-        case cancelled
-        case journalTick
-        case journalSaved
-        case journalSaveFailed
-        case slowVerdict
         case probeFinishedAllBytesIn
+        case workersStopped
+        case pauseSaved
+        case pauseSaveFailed
+        case pauseEndedResumed
+        case pauseEndedCancelled
         case piecesVerified
         case piecesBad
         case piecesFatal
         case piecesForgotten
+        case refetchFailed
         case digestMatch
         case digestMismatchOneResponse
         case digestMismatchSeveralResponses
         case checkFailed
         case startedOver
         case startOverFailed
+        case finishRefused
+        // A round's.
+        case workerFinished
+        case workerFinishedPlanComplete
+        case attemptFailedFatal
+        case attemptFailedRetryable
+        case attemptFailedSlow
+        case attemptFailedRangesIgnored
+        case pauseRequested
+        case cancelled
+        case journalTick
+        case journalSaved
+        case journalSaveFailed
+        case slowVerdict
 
         var testDescription: String { self.rawValue }
 
-        /// The events of the checks after the transfer (and the probe that brings every byte): a bug in every
-        /// state a row does not list them for.
-        var isCheck: Bool {
+        /// Whether a round sends it (``DownloadStateMachine/RoundAction`` answers).
+        var isRounds: Bool {
             switch self {
-            case .probeFinishedAllBytesIn, .piecesVerified, .piecesBad, .piecesFatal, .piecesForgotten, .digestMatch,
-                .digestMismatchOneResponse, .digestMismatchSeveralResponses, .checkFailed, .startedOver,
-                .startOverFailed:
+            case .workerFinished, .workerFinishedPlanComplete, .attemptFailedFatal, .attemptFailedRetryable,
+                .attemptFailedSlow, .attemptFailedRangesIgnored, .pauseRequested, .cancelled, .journalTick,
+                .journalSaved, .journalSaveFailed, .slowVerdict:
                 true
             default:
                 false
             }
         }
 
-        func send(to machine: inout Machine) -> [Action] {
+        func send(to machine: inout Machine) -> Answer {
+            typealias Tests = DownloadStateMachineTests
             switch self {
-            case .probeFinishedSegmentable: machine.probeFinished(segmentable: true)
-            case .probeFinishedStream: machine.probeFinished(segmentable: false)
-            case .workerFinished: machine.workerFinished(planComplete: false)
-            case .workerFinishedPlanComplete: machine.workerFinished(planComplete: true)
-            case .attemptFailedFatal: machine.attemptFailed(.fatal(DownloadStateMachineTests.diskFull))
-            case .attemptFailedRetryable:
-                machine.attemptFailed(.retryable(DownloadStateMachineTests.reset, retryAfter: .seconds(1)))
-            case .attemptFailedSlow: machine.attemptFailed(.slow(DownloadStateMachineTests.verdict))
-            case .attemptFailedRangesIgnored: machine.attemptFailed(.rangesIgnored)
-            case .workersStopped: machine.workersStopped()
-            case .pauseRequested: machine.pauseRequested()
-            case .resumeRequested: machine.resumeRequested()
-            case .cancelled: machine.cancelled()
-            case .journalTick: machine.journalTick()
-            case .journalSaved: machine.journalSaved()
-            case .journalSaveFailed: machine.journalSaveFailed(DownloadStateMachineTests.diskFull)
-            case .slowVerdict: machine.slowVerdict(DownloadStateMachineTests.verdict)
-            case .probeFinishedAllBytesIn: machine.probeFinished(segmentable: true, allBytesIn: true)
-            case .piecesVerified: machine.piecesChecked(.verified)
-            case .piecesBad: machine.piecesChecked(.bad(DownloadStateMachineTests.badPieces))
-            case .piecesFatal: machine.piecesChecked(.fatal(DownloadStateMachineTests.badPiece))
-            case .piecesForgotten: machine.piecesForgotten()
-            case .digestMatch: machine.digestChecked(.match)
+            case .probeFinishedSegmentable: return .engine(machine.probeFinished(segmentable: true))
+            case .probeFinishedStream: return .engine(machine.probeFinished(segmentable: false))
+            case .probeFinishedAllBytesIn: return .engine(machine.probeFinished(segmentable: true, allBytesIn: true))
+            case .workersStopped: return .engine(machine.workersStopped(bytesOnDisk: true))
+            case .pauseSaved: return .engine(machine.pauseSaved())
+            case .pauseSaveFailed: return .engine(machine.pauseSaveFailed(Tests.diskFull))
+            case .pauseEndedResumed: return .engine(machine.pauseEnded(cancelled: false))
+            case .pauseEndedCancelled: return .engine(machine.pauseEnded(cancelled: true))
+            case .piecesVerified: return .engine(machine.piecesChecked(.verified))
+            case .piecesBad: return .engine(machine.piecesChecked(.bad(Tests.badPieces)))
+            case .piecesFatal: return .engine(machine.piecesChecked(.fatal(Tests.badPiece)))
+            case .piecesForgotten: return .engine(machine.piecesForgotten())
+            case .refetchFailed: return .engine(machine.refetchFailed(Tests.diskFull))
+            case .digestMatch: return .engine(machine.digestChecked(.match))
             case .digestMismatchOneResponse:
-                machine.digestChecked(.mismatch(DownloadStateMachineTests.mismatch, fromSeveralResponses: false))
+                return .engine(machine.digestChecked(.mismatch(Tests.mismatch, fromSeveralResponses: false)))
             case .digestMismatchSeveralResponses:
-                machine.digestChecked(.mismatch(DownloadStateMachineTests.mismatch, fromSeveralResponses: true))
-            case .checkFailed: machine.checkFailed(DownloadStateMachineTests.diskFull)
-            case .startedOver: machine.startedOver()
-            case .startOverFailed: machine.startOverFailed(DownloadStateMachineTests.diskFull)
+                return .engine(machine.digestChecked(.mismatch(Tests.mismatch, fromSeveralResponses: true)))
+            case .checkFailed: return .engine(machine.checkFailed(Tests.diskFull))
+            case .startedOver: return .engine(machine.startedOver())
+            case .startOverFailed: return .engine(machine.startOverFailed(Tests.diskFull))
+            case .finishRefused: return .engine(machine.finishRefused(.cancelled))
+            case .workerFinished: return .round(machine.workerFinished(planComplete: false))
+            case .workerFinishedPlanComplete: return .round(machine.workerFinished(planComplete: true))
+            case .attemptFailedFatal: return .round(machine.attemptFailed(.fatal(Tests.diskFull)))
+            case .attemptFailedRetryable:
+                return .round(machine.attemptFailed(.retryable(Tests.reset, retryAfter: .seconds(1))))
+            case .attemptFailedSlow: return .round(machine.attemptFailed(.slow(Tests.verdict)))
+            case .attemptFailedRangesIgnored: return .round(machine.attemptFailed(.rangesIgnored))
+            case .pauseRequested: return .round(machine.pauseRequested())
+            case .cancelled: return .round(machine.cancelled())
+            case .journalTick: return .round(machine.journalTick())
+            case .journalSaved: return .round(machine.journalSaved())
+            case .journalSaveFailed: return .round(machine.journalSaveFailed(Tests.diskFull))
+            case .slowVerdict: return .round(machine.slowVerdicts([Tests.verdict]))
             }
         }
     }
@@ -121,6 +148,7 @@ struct DownloadStateMachineTests {
         case pausedSegmented
         case pausedStream
         case finished
+        case finishedStream
         case failed
         case verifyingPieces
         case verifyingStreamPieces
@@ -151,9 +179,10 @@ struct DownloadStateMachineTests {
             case .stoppingToFail: [.probeFinishedSegmentable, .attemptFailedFatal]
             case .stoppingToFallBack: [.probeFinishedSegmentable, .attemptFailedRangesIgnored]
             case .savingBeforePause: [.probeFinishedSegmentable, .pauseRequested, .workersStopped]
-            case .pausedSegmented: [.probeFinishedSegmentable, .pauseRequested, .workersStopped, .journalSaved]
+            case .pausedSegmented: [.probeFinishedSegmentable, .pauseRequested, .workersStopped, .pauseSaved]
             case .pausedStream: [.probeFinishedStream, .pauseRequested, .workersStopped]
             case .finished: [.probeFinishedSegmentable, .workerFinishedPlanComplete, .workersStopped]
+            case .finishedStream: [.probeFinishedStream, .workerFinished, .workersStopped]
             case .failed: [.probeFinishedSegmentable, .attemptFailedFatal, .workersStopped]
             case .verifyingPieces: [.probeFinishedSegmentable, .workerFinishedPlanComplete, .workersStopped]
             case .verifyingStreamPieces: [.probeFinishedStream, .workerFinished, .workersStopped]
@@ -172,9 +201,9 @@ struct DownloadStateMachineTests {
 
     /// What an event does in a state.
     enum Outcome: Equatable {
-        /// These actions, and the machine is then in this state.
-        case answers([Action], then: State)
-        /// No action, no change.
+        /// This answer, and the machine is then in this state.
+        case answers(Answer, then: State)
+        /// A round's event that changes nothing: ``DownloadStateMachine/RoundAction/none``, and the same state.
         case ignored
         /// The engine cannot send this here without a bug: a precondition stops the process.
         case precondition
@@ -185,214 +214,124 @@ struct DownloadStateMachineTests {
         mismatch.summary + ". Its bytes came from several responses, which a changed or misbehaving server could have "
         + "mixed up; downloading it again from zero."
 
-    /// The whole table: every event in every state. What a row does not list is its `otherwise`.
-    static let table: [Fixture: (answers: [Event: Outcome], otherwise: Outcome)] = [
-        .waitingForProbe: (
-            [
-                .probeFinishedSegmentable: .answers(
-                    [.startSegmented, .scheduleJournalTick],
-                    then: .transferring(.segmented, workersRunning: 2)
-                ),
-                .probeFinishedStream: .answers([.startStream], then: .transferring(.stream, workersRunning: 1)),
-                .probeFinishedAllBytesIn: .answers([.finish], then: .finished),
-            ],
-            .precondition
-        ),
-        .transferringSegmented: (
-            [
-                .probeFinishedSegmentable: .precondition,
-                .probeFinishedStream: .precondition,
-                .workerFinished: .answers([], then: .transferring(.segmented, workersRunning: 1)),
-                .workerFinishedPlanComplete: .answers([.cancelWorkers], then: .stopping(.segmented, then: .finish)),
-                .attemptFailedFatal: .answers([.cancelWorkers], then: .stopping(.segmented, then: .fail(diskFull))),
-                .attemptFailedRetryable: .answers([.cancelWorkers], then: .stopping(.segmented, then: .fail(reset))),
-                .attemptFailedSlow: .answers([.cancelWorkers], then: .stopping(.segmented, then: .fail(tooSlow))),
-                .attemptFailedRangesIgnored: .answers(
-                    [.cancelWorkers],
-                    then: .stopping(.segmented, then: .fallBackToStream)
-                ),
-                .workersStopped: .precondition,
-                .pauseRequested: .answers([.cancelWorkers], then: .stopping(.segmented, then: .pause)),
-                .cancelled: .answers([.cancelWorkers], then: .stopping(.segmented, then: .fail(.cancelled))),
-                .journalTick: .answers([.saveJournal], then: .transferring(.segmented, workersRunning: 2)),
-                .journalSaved: .answers([.scheduleJournalTick], then: .transferring(.segmented, workersRunning: 2)),
-                .journalSaveFailed: .answers([.cancelWorkers], then: .stopping(.segmented, then: .fail(diskFull))),
-                .slowVerdict: .answers(
-                    [.restartConnection(verdict)],
-                    then: .transferring(.segmented, workersRunning: 2)
-                ),
-            ],
-            .ignored
-        ),
-        .transferringStream: (
-            [
-                .probeFinishedSegmentable: .precondition,
-                .probeFinishedStream: .precondition,
-                .workerFinished: .answers([.cancelWorkers], then: .stopping(.stream, then: .finish)),
-                .workerFinishedPlanComplete: .answers([.cancelWorkers], then: .stopping(.stream, then: .finish)),
-                .attemptFailedFatal: .answers([.cancelWorkers], then: .stopping(.stream, then: .fail(diskFull))),
-                .attemptFailedRetryable: .answers([.cancelWorkers], then: .stopping(.stream, then: .fail(reset))),
-                .attemptFailedSlow: .answers([.cancelWorkers], then: .stopping(.stream, then: .fail(tooSlow))),
-                .attemptFailedRangesIgnored: .answers(
-                    [.cancelWorkers],
-                    then: .stopping(.stream, then: .fail(Machine.rangeIgnored))
-                ),
-                .workersStopped: .precondition,
-                .pauseRequested: .answers([.cancelWorkers], then: .stopping(.stream, then: .pause)),
-                .cancelled: .answers([.cancelWorkers], then: .stopping(.stream, then: .fail(.cancelled))),
-                .journalSaved: .precondition,
-                .journalSaveFailed: .precondition,
-            ],
-            .ignored
-        ),
-        .stoppingToFinish: (
-            Self.stopping(workersStopped: .answers([.finish], then: .finished)),
-            .ignored
-        ),
-        .stoppingToPause: (
-            Self.stopping(workersStopped: .answers([.saveJournal], then: .savingBeforePause)),
-            .ignored
-        ),
-        .stoppingToPauseStream: (
-            Self.stopping(workersStopped: .answers([.reportPaused], then: .paused(.stream))),
-            .ignored
-        ),
-        .stoppingToFail: (
-            Self.stopping(workersStopped: .answers([.fail(diskFull)], then: .failed)),
-            .ignored
-        ),
-        .stoppingToFallBack: (
-            Self.stopping(
-                workersStopped: .answers(
-                    [.fallBackToStream, .startStream],
-                    then: .transferring(.stream, workersRunning: 1)
-                )
+    static func engine(_ action: Action, then state: State) -> Outcome { .answers(.engine(action), then: state) }
+    static func round(_ action: RoundAction, then state: State) -> Outcome { .answers(.round(action), then: state) }
+
+    static let segmented2 = State.transferring(.segmented, workersRunning: 2)
+    static let stream1 = State.transferring(.stream, workersRunning: 1)
+
+    /// The whole table: every event in every state. What a row does not list stops the process.
+    static let table: [Fixture: [Event: Outcome]] = [
+        .waitingForProbe: [
+            .probeFinishedSegmentable: engine(.startRound(.segmented), then: segmented2),
+            .probeFinishedStream: engine(.startRound(.stream), then: stream1),
+            .probeFinishedAllBytesIn: engine(.finish, then: .finished(.segmented)),
+        ],
+        .transferringSegmented: [
+            .workerFinished: round(.none, then: .transferring(.segmented, workersRunning: 1)),
+            .workerFinishedPlanComplete: round(.cancelWorkers, then: .stopping(.segmented, then: .finish)),
+            .attemptFailedFatal: round(.cancelWorkers, then: .stopping(.segmented, then: .fail(diskFull))),
+            .attemptFailedRetryable: round(.cancelWorkers, then: .stopping(.segmented, then: .fail(reset))),
+            .attemptFailedSlow: round(.cancelWorkers, then: .stopping(.segmented, then: .fail(tooSlow))),
+            .attemptFailedRangesIgnored: round(.cancelWorkers, then: .stopping(.segmented, then: .fallBackToStream)),
+            .pauseRequested: round(.cancelWorkers, then: .stopping(.segmented, then: .pause)),
+            .cancelled: round(.cancelWorkers, then: .stopping(.segmented, then: .fail(.cancelled))),
+            .journalTick: round(.saveJournal, then: segmented2),
+            .journalSaved: round(.scheduleJournalTick, then: segmented2),
+            .journalSaveFailed: round(.cancelWorkers, then: .stopping(.segmented, then: .fail(diskFull))),
+            .slowVerdict: round(.restartConnections([verdict]), then: segmented2),
+        ],
+        .transferringStream: [
+            .workerFinished: round(.cancelWorkers, then: .stopping(.stream, then: .finish)),
+            .workerFinishedPlanComplete: round(.cancelWorkers, then: .stopping(.stream, then: .finish)),
+            .attemptFailedFatal: round(.cancelWorkers, then: .stopping(.stream, then: .fail(diskFull))),
+            .attemptFailedRetryable: round(.cancelWorkers, then: .stopping(.stream, then: .fail(reset))),
+            .attemptFailedSlow: round(.cancelWorkers, then: .stopping(.stream, then: .fail(tooSlow))),
+            .attemptFailedRangesIgnored: round(
+                .cancelWorkers,
+                then: .stopping(.stream, then: .fail(Machine.rangeIgnored))
             ),
-            .ignored
+            .pauseRequested: round(.cancelWorkers, then: .stopping(.stream, then: .pause)),
+            .cancelled: round(.cancelWorkers, then: .stopping(.stream, then: .fail(.cancelled))),
+            // A stream has no journal and no connection to race.
+            .journalTick: .ignored,
+            .slowVerdict: .ignored,
+        ],
+        .stoppingToFinish: stopping(.segmented, workersStopped: engine(.finish, then: .finished(.segmented))),
+        .stoppingToPause: stopping(.segmented, workersStopped: engine(.saveBeforePause, then: .savingBeforePause)),
+        .stoppingToPauseStream: stopping(.stream, workersStopped: engine(.reportPaused, then: .paused(.stream))),
+        .stoppingToFail: stopping(
+            .segmented,
+            workersStopped: engine(.fail(diskFull, keepPartial: true), then: .failed)
         ),
-        .savingBeforePause: (
-            Self.noWorkers.merging([
-                .journalSaved: .answers([.reportPaused], then: .paused(.segmented)),
-                .journalSaveFailed: .answers([.fail(diskFull)], then: .failed),
-            ]) { $1 },
-            .ignored
-        ),
-        .pausedSegmented: (
-            Self.noWorkers.merging([
-                .resumeRequested: .answers(
-                    [.reportResumed, .startSegmented, .scheduleJournalTick],
-                    then: .transferring(.segmented, workersRunning: 2)
-                ),
-                .cancelled: .answers([.fail(.cancelled)], then: .failed),
-                .journalSaved: .precondition,
-                .journalSaveFailed: .precondition,
-            ]) { $1 },
-            .ignored
-        ),
-        .pausedStream: (
-            Self.noWorkers.merging([
-                .resumeRequested: .answers(
-                    [.reportResumed, .startStream],
-                    then: .transferring(.stream, workersRunning: 1)
-                ),
-                .cancelled: .answers([.fail(.cancelled)], then: .failed),
-                .journalSaved: .precondition,
-                .journalSaveFailed: .precondition,
-            ]) { $1 },
-            .ignored
-        ),
-        .finished: (Self.stopping(workersStopped: .precondition), .ignored),
-        .failed: (Self.stopping(workersStopped: .precondition), .ignored),
-        .verifyingPieces: (
-            Self.checking.merging([
-                .piecesVerified: .answers([.verifyDigest], then: .verifyingDigest(.segmented)),
-                .piecesBad: .answers([.refetchPieces(badPieces)], then: .refetchingPieces),
-                .piecesFatal: .answers([.discard(badPiece)], then: .failed),
-                .checkFailed: .answers([.fail(diskFull)], then: .failed),
-            ]) { $1 },
-            .precondition
-        ),
-        .verifyingStreamPieces: (
-            Self.checking.merging([
-                .piecesVerified: .answers([.verifyDigest], then: .verifyingDigest(.stream)),
-                .piecesFatal: .answers([.discard(badPiece)], then: .failed),
-                .checkFailed: .answers([.fail(diskFull)], then: .failed),
-            ]) { $1 },
-            .precondition
-        ),
-        .refetchingPieces: (
-            Self.checking.merging([
-                .piecesForgotten: .answers(
-                    [.startSegmented, .scheduleJournalTick],
-                    then: .transferring(.segmented, workersRunning: 2)
-                ),
-                .journalSaveFailed: .answers([.fail(diskFull)], then: .failed),
-            ]) { $1 },
-            .precondition
-        ),
-        .verifyingDigest: (
-            Self.checking.merging([
-                .digestMatch: .answers([.finish], then: .finished),
-                .digestMismatchOneResponse: .answers([.discard(.checksumMismatch(mismatch))], then: .failed),
-                .digestMismatchSeveralResponses: .answers(
-                    [.startOver(notice: startOverNotice)],
-                    then: .startingOver
-                ),
-                .checkFailed: .answers([.fail(diskFull)], then: .failed),
-            ]) { $1 },
-            .precondition
-        ),
-        .startingOver: (
-            Self.checking.merging([
-                .startedOver: .answers(
-                    [.startSegmented, .scheduleJournalTick],
-                    then: .transferring(.segmented, workersRunning: 2)
-                ),
-                .startOverFailed: .answers([.discard(diskFull)], then: .failed),
-            ]) { $1 },
-            .precondition
-        ),
+        .stoppingToFallBack: stopping(.segmented, workersStopped: engine(.fallBackToStream, then: stream1)),
+        .savingBeforePause: [
+            .pauseSaved: engine(.reportPaused, then: .paused(.segmented)),
+            .pauseSaveFailed: engine(.fail(diskFull, keepPartial: true), then: .failed),
+        ],
+        .pausedSegmented: [
+            .pauseEndedResumed: engine(.resume(.segmented), then: segmented2),
+            .pauseEndedCancelled: engine(.fail(.cancelled, keepPartial: true), then: .failed),
+        ],
+        .pausedStream: [
+            .pauseEndedResumed: engine(.resume(.stream), then: stream1),
+            // A stream keeps nothing: it starts again from byte 0.
+            .pauseEndedCancelled: engine(.fail(.cancelled, keepPartial: false), then: .failed),
+        ],
+        .finished: [.finishRefused: engine(.fail(.cancelled, keepPartial: true), then: .failed)],
+        .finishedStream: [.finishRefused: engine(.fail(.cancelled, keepPartial: false), then: .failed)],
+        .failed: [:],
+        .verifyingPieces: [
+            .piecesVerified: engine(.verifyDigest, then: .verifyingDigest(.segmented)),
+            .piecesBad: engine(.refetchPieces(badPieces), then: .refetchingPieces),
+            .piecesFatal: engine(.fail(badPiece, keepPartial: false), then: .failed),
+            .checkFailed: engine(.fail(diskFull, keepPartial: true), then: .failed),
+        ],
+        .verifyingStreamPieces: [
+            .piecesVerified: engine(.verifyDigest, then: .verifyingDigest(.stream)),
+            .piecesFatal: engine(.fail(badPiece, keepPartial: false), then: .failed),
+            .checkFailed: engine(.fail(diskFull, keepPartial: false), then: .failed),
+        ],
+        .refetchingPieces: [
+            .piecesForgotten: engine(.startRound(.segmented), then: segmented2),
+            .refetchFailed: engine(.fail(diskFull, keepPartial: true), then: .failed),
+        ],
+        .verifyingDigest: [
+            .digestMatch: engine(.finish, then: .finished(.segmented)),
+            .digestMismatchOneResponse: engine(
+                .fail(.checksumMismatch(mismatch), keepPartial: false),
+                then: .failed
+            ),
+            .digestMismatchSeveralResponses: engine(.startOver(notice: startOverNotice), then: .startingOver),
+            .checkFailed: engine(.fail(diskFull, keepPartial: true), then: .failed),
+        ],
+        .startingOver: [
+            .startedOver: engine(.startRound(.segmented), then: segmented2),
+            .startOverFailed: engine(.fail(diskFull, keepPartial: false), then: .failed),
+        ],
     ]
 
-    /// While the bytes are checked no round runs; a pause or a cancel waits for the check's end.
-    static let checking: [Event: Outcome] = [
-        .pauseRequested: .ignored, .resumeRequested: .ignored, .cancelled: .ignored,
-    ]
-
-    /// While stopping and after the end, only these are not ignored.
-    static func stopping(workersStopped: Outcome) -> [Event: Outcome] {
-        [
-            .probeFinishedSegmentable: .precondition, .probeFinishedStream: .precondition,
-            .workersStopped: workersStopped,
-        ]
+    /// While the round stops, its events change nothing (a stream's journal events are still a bug); only the
+    /// workers' stopping moves on.
+    static func stopping(_ mode: Machine.Mode, workersStopped: Outcome) -> [Event: Outcome] {
+        var row: [Event: Outcome] = [.workersStopped: workersStopped]
+        for event in Event.allCases where event.isRounds {
+            row[event] =
+                mode == .stream && (event == .journalSaved || event == .journalSaveFailed) ? .precondition : .ignored
+        }
+        return row
     }
 
-    /// While saving before a pause and while paused, no worker runs: a worker's report is a bug.
-    static let noWorkers: [Event: Outcome] = [
-        .probeFinishedSegmentable: .precondition,
-        .probeFinishedStream: .precondition,
-        .workerFinished: .precondition,
-        .workerFinishedPlanComplete: .precondition,
-        .attemptFailedFatal: .precondition,
-        .attemptFailedRetryable: .precondition,
-        .attemptFailedSlow: .precondition,
-        .attemptFailedRangesIgnored: .precondition,
-        .workersStopped: .precondition,
-    ]
-
     static func outcome(_ fixture: Fixture, _ event: Event) -> Outcome {
-        let row = Self.table[fixture]!
-        if let outcome = row.answers[event] { return outcome }
-        // A check's report where its row does not list it is a bug.
-        return event.isCheck ? .precondition : row.otherwise
+        Self.table[fixture]![event] ?? .precondition
     }
 
     @Test("every fixture is in the state its name says")
     func fixtures() {
         let states: [Fixture: State] = [
             .waitingForProbe: .waitingForProbe,
-            .transferringSegmented: .transferring(.segmented, workersRunning: 2),
-            .transferringStream: .transferring(.stream, workersRunning: 1),
+            .transferringSegmented: Self.segmented2,
+            .transferringStream: Self.stream1,
             .stoppingToFinish: .stopping(.segmented, then: .finish),
             .stoppingToPause: .stopping(.segmented, then: .pause),
             .stoppingToPauseStream: .stopping(.stream, then: .pause),
@@ -401,7 +340,8 @@ struct DownloadStateMachineTests {
             .savingBeforePause: .savingBeforePause,
             .pausedSegmented: .paused(.segmented),
             .pausedStream: .paused(.stream),
-            .finished: .finished,
+            .finished: .finished(.segmented),
+            .finishedStream: .finished(.stream),
             .failed: .failed,
             .verifyingPieces: .verifyingPieces(.segmented),
             .verifyingStreamPieces: .verifyingPieces(.stream),
@@ -419,11 +359,11 @@ struct DownloadStateMachineTests {
         var machine = fixture.machine
         let before = machine.state
         switch Self.outcome(fixture, event) {
-        case .answers(let actions, let state):
-            #expect(event.send(to: &machine) == actions)
+        case .answers(let answer, let state):
+            #expect(event.send(to: &machine) == answer)
             #expect(machine.state == state)
         case .ignored:
-            #expect(event.send(to: &machine) == [])
+            #expect(event.send(to: &machine) == .round(.none))
             #expect(machine.state == before)
         case .precondition:
             // Checked in a process of its own by `invalid`.
@@ -448,13 +388,18 @@ struct DownloadStateMachineTests {
     /// Sends `events` in order and checks each answer.
     static func expect(
         _ machine: inout Machine,
-        _ steps: [(Event, [Action])],
+        _ steps: [(Event, Answer)],
         sourceLocation: SourceLocation = #_sourceLocation
     ) {
-        for (index, (event, actions)) in steps.enumerated() {
-            #expect(event.send(to: &machine) == actions, "step \(index): \(event)", sourceLocation: sourceLocation)
+        for (index, (event, answer)) in steps.enumerated() {
+            #expect(event.send(to: &machine) == answer, "step \(index): \(event)", sourceLocation: sourceLocation)
         }
     }
+
+    static let startSegmented = Answer.engine(.startRound(.segmented))
+    static let startStream = Answer.engine(.startRound(.stream))
+    static let cancelWorkers = Answer.round(.cancelWorkers)
+    static let nothing = Answer.round(.none)
 
     @Test("segmented happy path: journal ticks, a race won, the losers' exits ignored, finish")
     func segmentedHappyPath() {
@@ -462,21 +407,21 @@ struct DownloadStateMachineTests {
         Self.expect(
             &machine,
             [
-                (.probeFinishedSegmentable, [.startSegmented, .scheduleJournalTick]),
-                (.journalTick, [.saveJournal]),
-                (.slowVerdict, [.restartConnection(Self.verdict)]),
-                (.journalSaved, [.scheduleJournalTick]),
-                (.workerFinished, []),
-                (.journalTick, [.saveJournal]),
-                (.journalSaved, [.scheduleJournalTick]),
-                (.workerFinishedPlanComplete, [.cancelWorkers]),
-                (.attemptFailedFatal, []),
-                (.journalTick, []),
-                (.pauseRequested, []),
-                (.workersStopped, [.finish]),
+                (.probeFinishedSegmentable, Self.startSegmented),
+                (.journalTick, .round(.saveJournal)),
+                (.slowVerdict, .round(.restartConnections([Self.verdict]))),
+                (.journalSaved, .round(.scheduleJournalTick)),
+                (.workerFinished, Self.nothing),
+                (.journalTick, .round(.saveJournal)),
+                (.journalSaved, .round(.scheduleJournalTick)),
+                (.workerFinishedPlanComplete, Self.cancelWorkers),
+                (.attemptFailedFatal, Self.nothing),
+                (.journalTick, Self.nothing),
+                (.pauseRequested, Self.nothing),
+                (.workersStopped, .engine(.finish)),
             ]
         )
-        #expect(machine.state == .finished)
+        #expect(machine.state == .finished(.segmented))
     }
 
     @Test("stream happy path: one worker, no journal, finish")
@@ -485,14 +430,14 @@ struct DownloadStateMachineTests {
         Self.expect(
             &machine,
             [
-                (.probeFinishedStream, [.startStream]),
-                (.journalTick, []),
-                (.slowVerdict, []),
-                (.workerFinished, [.cancelWorkers]),
-                (.workersStopped, [.finish]),
+                (.probeFinishedStream, Self.startStream),
+                (.journalTick, Self.nothing),
+                (.slowVerdict, Self.nothing),
+                (.workerFinished, Self.cancelWorkers),
+                (.workersStopped, .engine(.finish)),
             ]
         )
-        #expect(machine.state == .finished)
+        #expect(machine.state == .finished(.stream))
     }
 
     @Test("every segment worker ended with bytes missing: the download fails as remote misbehaviour")
@@ -501,10 +446,11 @@ struct DownloadStateMachineTests {
         Self.expect(
             &machine,
             [
-                (.probeFinishedSegmentable, [.startSegmented, .scheduleJournalTick]),
-                (.workerFinished, []),
-                (.workerFinished, [.cancelWorkers]),
-                (.workersStopped, [.fail(Machine.bytesMissing)]),
+                (.probeFinishedSegmentable, Self.startSegmented),
+                (.workerFinished, Self.nothing),
+                (.workerFinished, Self.cancelWorkers),
+                // Misbehaviour makes the bytes worth nothing: they go.
+                (.workersStopped, .engine(.fail(Machine.bytesMissing, keepPartial: false))),
             ]
         )
         #expect(Machine.bytesMissing.code == .remoteMisbehaved)
@@ -513,25 +459,21 @@ struct DownloadStateMachineTests {
     @Test("pause, resume, pause: the journal is saved before each pause; workers are counted afresh")
     func pauseResumePause() {
         var machine = Machine(connections: 2)
-        let pause: [(Event, [Action])] = [
-            (.pauseRequested, [.cancelWorkers]),
-            (.attemptFailedFatal, []),
-            (.workerFinished, []),
-            (.workersStopped, [.saveJournal]),
-            (.pauseRequested, []),
-            (.journalSaved, [.reportPaused]),
-            (.pauseRequested, []),
-            (.journalTick, []),
-            (.resumeRequested, [.reportResumed, .startSegmented, .scheduleJournalTick]),
+        let pause: [(Event, Answer)] = [
+            (.pauseRequested, Self.cancelWorkers),
+            (.attemptFailedFatal, Self.nothing),
+            (.workerFinished, Self.nothing),
+            (.workersStopped, .engine(.saveBeforePause)),
+            (.pauseSaved, .engine(.reportPaused)),
+            (.pauseEndedResumed, .engine(.resume(.segmented))),
         ]
-        Self.expect(&machine, [(.probeFinishedSegmentable, [.startSegmented, .scheduleJournalTick])] + pause + pause)
+        Self.expect(&machine, [(.probeFinishedSegmentable, Self.startSegmented)] + pause + pause)
         Self.expect(
             &machine,
             [
-                (.resumeRequested, []),
-                (.workerFinished, []),
-                (.workerFinishedPlanComplete, [.cancelWorkers]),
-                (.workersStopped, [.finish]),
+                (.workerFinished, Self.nothing),
+                (.workerFinishedPlanComplete, Self.cancelWorkers),
+                (.workersStopped, .engine(.finish)),
             ]
         )
     }
@@ -542,12 +484,12 @@ struct DownloadStateMachineTests {
         Self.expect(
             &machine,
             [
-                (.probeFinishedStream, [.startStream]),
-                (.pauseRequested, [.cancelWorkers]),
-                (.workersStopped, [.reportPaused]),
-                (.resumeRequested, [.reportResumed, .startStream]),
-                (.workerFinished, [.cancelWorkers]),
-                (.workersStopped, [.finish]),
+                (.probeFinishedStream, Self.startStream),
+                (.pauseRequested, Self.cancelWorkers),
+                (.workersStopped, .engine(.reportPaused)),
+                (.pauseEndedResumed, .engine(.resume(.stream))),
+                (.workerFinished, Self.cancelWorkers),
+                (.workersStopped, .engine(.finish)),
             ]
         )
     }
@@ -558,21 +500,21 @@ struct DownloadStateMachineTests {
         Self.expect(
             &machine,
             [
-                (.probeFinishedSegmentable, [.startSegmented, .scheduleJournalTick]),
-                (.journalTick, [.saveJournal]),
-                (.journalSaved, [.scheduleJournalTick]),
-                (.workerFinished, []),
-                (.attemptFailedRangesIgnored, [.cancelWorkers]),
-                (.attemptFailedRangesIgnored, []),
-                (.journalTick, []),
-                (.workersStopped, [.fallBackToStream, .startStream]),
-                (.journalTick, []),
-                (.slowVerdict, []),
-                (.pauseRequested, [.cancelWorkers]),
-                (.workersStopped, [.reportPaused]),
-                (.resumeRequested, [.reportResumed, .startStream]),
-                (.attemptFailedRangesIgnored, [.cancelWorkers]),
-                (.workersStopped, [.fail(Machine.rangeIgnored)]),
+                (.probeFinishedSegmentable, Self.startSegmented),
+                (.journalTick, .round(.saveJournal)),
+                (.journalSaved, .round(.scheduleJournalTick)),
+                (.workerFinished, Self.nothing),
+                (.attemptFailedRangesIgnored, Self.cancelWorkers),
+                (.attemptFailedRangesIgnored, Self.nothing),
+                (.journalTick, Self.nothing),
+                (.workersStopped, .engine(.fallBackToStream)),
+                (.journalTick, Self.nothing),
+                (.slowVerdict, Self.nothing),
+                (.pauseRequested, Self.cancelWorkers),
+                (.workersStopped, .engine(.reportPaused)),
+                (.pauseEndedResumed, .engine(.resume(.stream))),
+                (.attemptFailedRangesIgnored, Self.cancelWorkers),
+                (.workersStopped, .engine(.fail(Machine.rangeIgnored, keepPartial: false))),
             ]
         )
         #expect(machine.state == .failed)
@@ -584,14 +526,13 @@ struct DownloadStateMachineTests {
         Self.expect(
             &machine,
             [
-                (.probeFinishedSegmentable, [.startSegmented, .scheduleJournalTick]),
-                (.pauseRequested, [.cancelWorkers]),
-                (.attemptFailedFatal, []),
-                (.journalSaveFailed, []),
-                (.workersStopped, [.saveJournal]),
-                (.cancelled, []),
-                (.journalSaveFailed, [.fail(Self.diskFull)]),
-                (.resumeRequested, []),
+                (.probeFinishedSegmentable, Self.startSegmented),
+                (.pauseRequested, Self.cancelWorkers),
+                (.attemptFailedFatal, Self.nothing),
+                (.journalSaveFailed, Self.nothing),
+                (.cancelled, Self.nothing),
+                (.workersStopped, .engine(.saveBeforePause)),
+                (.pauseSaveFailed, .engine(.fail(Self.diskFull, keepPartial: true))),
             ]
         )
         #expect(machine.state == .failed)
@@ -603,12 +544,12 @@ struct DownloadStateMachineTests {
         Self.expect(
             &machine,
             [
-                (.probeFinishedSegmentable, [.startSegmented, .scheduleJournalTick]),
-                (.pauseRequested, [.cancelWorkers]),
-                (.cancelled, []),
-                (.workersStopped, [.saveJournal]),
-                (.journalSaved, [.reportPaused]),
-                (.cancelled, [.fail(.cancelled)]),
+                (.probeFinishedSegmentable, Self.startSegmented),
+                (.pauseRequested, Self.cancelWorkers),
+                (.cancelled, Self.nothing),
+                (.workersStopped, .engine(.saveBeforePause)),
+                (.pauseSaved, .engine(.reportPaused)),
+                (.pauseEndedCancelled, .engine(.fail(.cancelled, keepPartial: true))),
             ]
         )
     }
@@ -620,10 +561,10 @@ struct DownloadStateMachineTests {
         Self.expect(
             &machine,
             [
-                (.probeFinishedSegmentable, [.startSegmented, .scheduleJournalTick]),
-                (.pauseRequested, [.cancelWorkers]),
-                (.workersStopped, [.saveJournal]),
-                (.journalSaved, [.reportPaused]),
+                (.probeFinishedSegmentable, Self.startSegmented),
+                (.pauseRequested, Self.cancelWorkers),
+                (.workersStopped, .engine(.saveBeforePause)),
+                (.pauseSaved, .engine(.reportPaused)),
             ]
         )
     }
@@ -631,23 +572,14 @@ struct DownloadStateMachineTests {
     @Test("the first reason to stop stands", arguments: [Event.attemptFailedFatal, .cancelled, .pauseRequested])
     func firstReasonStands(_ first: Event) {
         var machine = Fixture.transferringSegmented.machine
-        #expect(first.send(to: &machine) == [.cancelWorkers])
+        #expect(first.send(to: &machine) == Self.cancelWorkers)
         let stopping = machine.state
         for event in [
             Event.attemptFailedRetryable, .attemptFailedRangesIgnored, .workerFinishedPlanComplete, .cancelled,
         ] {
-            #expect(event.send(to: &machine) == [])
+            #expect(event.send(to: &machine) == Self.nothing)
         }
         #expect(machine.state == stopping)
-    }
-
-    @Test("a finished machine ignores late events")
-    func finishedIgnoresLateEvents() {
-        var machine = Fixture.finished.machine
-        for event in Event.allCases where Self.outcome(.finished, event) != .precondition {
-            #expect(event.send(to: &machine) == [], "\(event)")
-        }
-        #expect(machine.state == .finished)
     }
 
     @Test("bad pieces are fetched again, then the digest matches: the transfer, the checks and the refetch in turn")
@@ -656,28 +588,42 @@ struct DownloadStateMachineTests {
         Self.expect(
             &machine,
             [
-                (.probeFinishedSegmentable, [.startSegmented, .scheduleJournalTick]),
-                (.workerFinishedPlanComplete, [.cancelWorkers]),
-                (.workersStopped, [.verifyPieces]),
-                (.pauseRequested, []),
-                (.piecesBad, [.refetchPieces(Self.badPieces)]),
-                (.piecesForgotten, [.startSegmented, .scheduleJournalTick]),
-                (.workerFinishedPlanComplete, [.cancelWorkers]),
-                (.workersStopped, [.verifyPieces]),
-                (.piecesVerified, [.verifyDigest]),
-                (.digestMatch, [.finish]),
+                (.probeFinishedSegmentable, Self.startSegmented),
+                (.workerFinishedPlanComplete, Self.cancelWorkers),
+                (.workersStopped, .engine(.verifyPieces)),
+                (.piecesBad, .engine(.refetchPieces(Self.badPieces))),
+                (.piecesForgotten, Self.startSegmented),
+                (.workerFinishedPlanComplete, Self.cancelWorkers),
+                (.workersStopped, .engine(.verifyPieces)),
+                (.piecesVerified, .engine(.verifyDigest)),
+                (.digestMatch, .engine(.finish)),
             ]
         )
-        #expect(machine.state == .finished)
+        #expect(machine.state == .finished(.segmented))
     }
 
     @Test("only a digest: no piece check; only pieces: no digest")
     func oneCheck() {
         var digestOnly = Machine(connections: 2, checks: Machine.Checks(pieces: false, digest: true))
-        Self.expect(&digestOnly, [(.probeFinishedStream, [.startStream]), (.workerFinished, [.cancelWorkers])])
-        Self.expect(&digestOnly, [(.workersStopped, [.verifyDigest]), (.digestMatch, [.finish])])
+        Self.expect(&digestOnly, [(.probeFinishedStream, Self.startStream), (.workerFinished, Self.cancelWorkers)])
+        Self.expect(&digestOnly, [(.workersStopped, .engine(.verifyDigest)), (.digestMatch, .engine(.finish))])
         var piecesOnly = Machine(connections: 2, checks: Machine.Checks(pieces: true, digest: false))
-        Self.expect(&piecesOnly, [(.probeFinishedAllBytesIn, [.verifyPieces]), (.piecesVerified, [.finish])])
+        Self.expect(
+            &piecesOnly,
+            [(.probeFinishedAllBytesIn, .engine(.verifyPieces)), (.piecesVerified, .engine(.finish))]
+        )
+    }
+
+    @Test("everything came with the probe: the one finishing path, and a cancel at its last moment keeps the bytes")
+    func everythingWithTheProbe() {
+        var machine = Machine(connections: 4)
+        Self.expect(
+            &machine,
+            [
+                (.probeFinishedAllBytesIn, .engine(.finish)),
+                (.finishRefused, .engine(.fail(.cancelled, keepPartial: true))),
+            ]
+        )
     }
 
     @Test(
@@ -689,29 +635,29 @@ struct DownloadStateMachineTests {
             (resumed: true, event: Event.digestMismatchSeveralResponses, startsOver: true),
         ]
     )
-    func startOverOnce(resumed: Bool, event: Event, startsOver: Bool) throws {
+    func startOverOnce(resumed: Bool, event: Event, startsOver: Bool) {
         var machine = Machine(connections: 2, checks: Machine.Checks(pieces: false, digest: true), resumed: resumed)
         #expect(machine.hasEarlierBytes == resumed)
-        Self.expect(&machine, [(.probeFinishedAllBytesIn, [.verifyDigest])])
+        Self.expect(&machine, [(.probeFinishedAllBytesIn, .engine(.verifyDigest))])
         let answer = event.send(to: &machine)
+        let discard = Answer.engine(.fail(.checksumMismatch(Self.mismatch), keepPartial: false))
         guard startsOver else {
-            #expect(answer == [.discard(.checksumMismatch(Self.mismatch))])
+            #expect(answer == discard)
             return
         }
-        let only = try #require(answer.first)
-        guard case .startOver(let notice) = only, answer.count == 1 else {
+        guard case .engine(.startOver(let notice)) = answer else {
             Issue.record("expected a start over, got \(answer)")
             return
         }
         #expect(notice.contains(resumed ? "an earlier run and this one" : "several responses"))
-        #expect(machine.startedOver() == [.startSegmented, .scheduleJournalTick])
-        #expect(!machine.hasEarlierBytes && machine.hasStartedOver)
+        #expect(machine.startedOver() == .startRound(.segmented))
+        #expect(!machine.hasEarlierBytes && machine.hasStartedOver && !machine.hasBytesOnDisk)
         Self.expect(
             &machine,
             [
-                (.workerFinishedPlanComplete, [.cancelWorkers]),
-                (.workersStopped, [.verifyDigest]),
-                (.digestMismatchSeveralResponses, [.discard(.checksumMismatch(Self.mismatch))]),
+                (.workerFinishedPlanComplete, Self.cancelWorkers),
+                (.workersStopped, .engine(.verifyDigest)),
+                (.digestMismatchSeveralResponses, discard),
             ]
         )
         #expect(machine.state == .failed)
@@ -723,12 +669,33 @@ struct DownloadStateMachineTests {
         Self.expect(
             &machine,
             [
-                (.probeFinishedStream, [.startStream]),
-                (.workerFinished, [.cancelWorkers]),
-                (.workersStopped, [.verifyDigest]),
-                (.digestMismatchSeveralResponses, [.discard(.checksumMismatch(Self.mismatch))]),
+                (.probeFinishedStream, Self.startStream),
+                (.workerFinished, Self.cancelWorkers),
+                (.workersStopped, .engine(.verifyDigest)),
+                (.digestMismatchSeveralResponses, .engine(.fail(.checksumMismatch(Self.mismatch), keepPartial: false))),
             ]
         )
+    }
+
+    @Test(
+        "a failed download keeps its .part file only in ranges, with bytes on disk, and bytes worth keeping",
+        arguments: [
+            (resumed: false, bytesOnDisk: true, error: diskFull, keeps: true),
+            (resumed: false, bytesOnDisk: false, error: diskFull, keeps: false),
+            (resumed: true, bytesOnDisk: false, error: diskFull, keeps: true),
+            (resumed: true, bytesOnDisk: true, error: changed, keeps: false),
+            (resumed: true, bytesOnDisk: true, error: Machine.rangeIgnored, keeps: false),
+            (
+                resumed: true, bytesOnDisk: true,
+                error: DownloadError(code: .superseded, message: "Another writer took it over."), keeps: false
+            ),
+        ]
+    )
+    func keepsPartial(resumed: Bool, bytesOnDisk: Bool, error: DownloadError, keeps: Bool) {
+        var machine = Machine(connections: 2, resumed: resumed)
+        #expect(machine.probeFinished(segmentable: true) == .startRound(.segmented))
+        #expect(machine.attemptFailed(.fatal(error)) == .cancelWorkers)
+        #expect(machine.workersStopped(bytesOnDisk: bytesOnDisk) == .fail(error, keepPartial: keeps))
     }
 
     @Test("a slow connection that ends the download fails it as a network error naming the speed")

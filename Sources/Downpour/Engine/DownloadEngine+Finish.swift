@@ -5,34 +5,25 @@ import NIOCore
 /// The finish stage: the point of no return, then the final name (or the Metalink document read); and what a
 /// download that ends early leaves on disk.
 extension DownloadEngine {
-    /// Every byte is in and checked: commits to finishing (``mayFinish``), then syncs the file and gives it its name,
-    /// or reads the Metalink document it is.
-    func finish(
-        _ session: TransferSession,
-        _ output: PreparedOutput,
-        machine: DownloadStateMachine
-    ) async throws(DownloadError) -> DownloadResult {
-        // Every byte is in: the bytes on disk are the length (a stream's is known only now, and checked now against
-        // what was described).
-        let length = session.completedBytes
+    /// Every byte is in and checked: commits to finishing, or says why not. A stream's length is known only now,
+    /// and checked against what was described; then the write permit, and the point of no return
+    /// (``mayFinish``), after which a cancel comes too late.
+    ///
+    /// - Throws: why the download cannot finish: the length, the write permit withdrawn, or a cancel that came
+    ///   first (``DownloadError/Code/cancelled``).
+    func commitToFinish(_ session: TransferSession, _ output: PreparedOutput) async throws(DownloadError) {
         if session.remoteFile.length == nil, output.probed.product == .file {
-            do throws(DownloadError) {
-                try self.checkLength(length)
-            } catch {
-                throw await self.discard(output, error: error)
-            }
+            try self.checkLength(session.completedBytes)
         }
-        if output.finishedAtOnce == nil {
-            do throws(DownloadError) {
-                try await self.checkWritePermit()
-            } catch {
-                throw await self.abandon(session, output, error: error, machine: machine)
-            }
-            guard self.mayFinish() else {
-                throw await self.abandon(session, output, error: .cancelled, machine: machine)
-            }
-            await self.willFinish?()
-        }
+        try await self.checkWritePermit()
+        guard self.mayFinish() else { throw .cancelled }
+        await self.willFinish?()
+    }
+
+    /// After ``commitToFinish(_:_:)``: syncs the file and gives it its name, or reads the Metalink document it is.
+    func finish(_ session: TransferSession, _ output: PreparedOutput) async throws(DownloadError) -> DownloadResult {
+        // Every byte is in: the bytes on disk are the length (a stream's is known only now).
+        let length = session.completedBytes
         let remote = session.remoteFile
         var metalink: Metalink?
         switch output.probed.product {
@@ -49,15 +40,7 @@ extension DownloadEngine {
                     ? remote.lastModified.flatMap(HTTPDate.parse).map { Int64($0) } : nil,
                 mark: self.request.finishMark
             )
-            let resumable = session.isSegmented
-            if let finished = output.finishedAtOnce {
-                // Synced and renamed already, in the trip that wrote the probe's bytes.
-                try await BlockingIO.runEvenIfCancelled { () throws(DownloadError) in
-                    try finisher.conclude(finished, resumable: resumable)
-                }
-            } else {
-                try await finisher.finish(truncatingTo: remote.length == nil ? length : nil, resumable: resumable)
-            }
+            try await finisher.finish(truncatingTo: remote.length == nil ? length : nil, resumable: session.isSegmented)
         }
         let snapshot = session.snapshot()
         return DownloadResult(
@@ -73,44 +56,31 @@ extension DownloadEngine {
         )
     }
 
-    /// Ends a download whose transfer failed: keeps the `.part` file and its journal (after a last save) when the
-    /// download is in ranges, some bytes are on disk and the error does not make them worthless; else removes
-    /// both. Returns the error, marked resumable when they were kept. Without a write permit any more, it only
-    /// closes the file: what is on disk is the new writer's.
+    /// Ends a download that cannot finish. With `keepPartial` (the ``DownloadStateMachine``'s decision), keeps the
+    /// `.part` file and its journal, after a last save; else removes both. A file with no name yet
+    /// (``OutputFile/isUnnamed``) has nothing to keep: the kernel frees it when it is closed. Returns the error,
+    /// marked resumable when the bytes were kept. Without a write permit any more, it only closes the file: what
+    /// is on disk is the new writer's.
     func abandon(
         _ session: TransferSession,
         _ output: PreparedOutput,
         error: DownloadError,
-        machine: DownloadStateMachine
+        keepPartial: Bool
     ) async -> DownloadError {
+        var failure = error
+        failure.resumable = false
         guard error.code != .superseded, await self.writePermitted() else {
             session.file.close()
-            var failure = error
-            failure.resumable = false
             return failure
         }
-        let keep =
-            session.remoteFile.isSegmentable && (session.completedBytes > 0 || machine.hasEarlierBytes)
-            && error.code != .remoteChanged && error.code != .remoteMisbehaved
+        guard keepPartial, !session.file.isUnnamed else { return await self.discard(output, error: error) }
+        // The last save may be up to one interval old; bring it up to date if the disk lets us. In a task of its
+        // own, so that the cancellation that stopped the download does not stop this too.
         let journal = output.journal
-        if keep {
-            // The last save may be up to one interval old; bring it up to date if the disk lets us. In a task of
-            // its own, so that the cancellation that stopped the download does not stop this too. Before the plan
-            // is in place the journal on disk is still true, and there is nothing to add.
-            if session.isSegmented {
-                let finalSave = Task { try await self.saveJournal(journal, session: session) }
-                _ = await finalSave.result
-            }
-        } else {
-            let path = session.file.path
-            try? await BlockingIO.runEvenIfCancelled {
-                journal.remove()
-                FileOperations.remove(path)
-            }
-        }
+        let finalSave = Task { try await self.saveJournal(journal, session: session) }
+        _ = await finalSave.result
         session.file.close()
-        var failure = error
-        failure.resumable = keep
+        failure.resumable = true
         return failure
     }
 

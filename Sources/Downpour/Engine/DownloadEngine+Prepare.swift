@@ -31,9 +31,6 @@ extension DownloadEngine {
         let expected: ExpectedChecksum?
         /// The bytes the probe's own request brought, written at their offsets already.
         let prefetched: Range<Int64>?
-        /// When those bytes were the whole file and nothing was to be checked: the outcome of the sync and rename
-        /// done in the same trip that wrote them.
-        let finishedAtOnce: Result<Void, DownloadFinisher.Failure>?
     }
 
     /// Where the file goes, as decided on the blocking-I/O threads (it looks at the disk).
@@ -81,53 +78,18 @@ extension DownloadEngine {
             firstBytes.map { remote.isSegmentable ? Int64($0.readableBytes) == remote.length : true } ?? false
         // Nothing is written before this: the `.part` file may be another writer's now.
         try await self.checkWritePermit()
-        // Committed to finishing here (a cancel that came first leaves it to the way below, which stops).
-        let finishesAtOnce =
+        // All the bytes in hand, nothing to verify, no file to replace: written unseen and linked under its name
+        // when it finishes (one change to the directory); else the named `.part` file.
+        let unseen =
             expected == nil && configuration.pieceChecksums == nil && probed.product == .file && isWholeFile
-            && self.mayFinish()
-        if finishesAtOnce { await self.willFinish?() }
-        let modificationTime = configuration.setsRemoteTime ? remote.lastModified.flatMap(HTTPDate.parse) : nil
-        let mark = self.request.finishMark
-        let probedURL = probed.urls[probed.index]
-        // Opening, locking and readying the `.part` file, and writing the probe's bytes, in one trip to the
-        // blocking-I/O threads. When those bytes are the whole file and there is no digest to verify, the same trip
-        // finishes the download too (sync and rename).
-        let (file, opened, finished) = try await BlockingIO.run {
-            () throws(DownloadError) -> (
-                OutputFile, Result<Resumption, DownloadError>, Result<Void, DownloadFinisher.Failure>?
-            ) in
-            // All the bytes in hand, nothing to verify, no file to replace: written unseen and linked under its
-            // name (one change to the directory); else the named `.part` file.
-            let unnamed = finishesAtOnce && !replacing ? OutputFile.openUnnamed(for: partPath) : nil
-            let file: OutputFile
-            if let unnamed { file = unnamed } else { file = try OutputFile.openLocked(at: partPath) }
-            do throws(DownloadError) {
-                // Space is reserved so that a full disk shows up now; the write of a whole file shows it as soon.
-                let resumption = try engine.resumption(
-                    file,
-                    journal: journal,
-                    remote: remote,
-                    probedURL: probedURL,
-                    reserving: !isWholeFile
-                )
-                if let firstBytes, firstBytes.readableBytes > 0 {
-                    try file.write(firstBytes, at: 0)
-                }
-                guard finishesAtOnce else { return (file, .success(resumption), nil) }
-                let finisher = DownloadFinisher(
-                    file: file,
-                    journal: journal,
-                    partPath: partPath,
-                    path: path,
-                    overwrite: replacing,
-                    modificationTime: modificationTime.map { Int64($0) },
-                    mark: mark
-                )
-                return (file, .success(resumption), finisher.syncAndMove(truncatingTo: nil))
-            } catch {
-                return (file, .failure(error), nil)
-            }
-        }
+            && !replacing
+        let (file, opened) = try await self.openPart(
+            partPath,
+            journal: journal,
+            probed: probed,
+            unseen: unseen,
+            reserving: !isWholeFile
+        )
         self.partPathKnown(partPath)
         let resumption: Resumption
         do {
@@ -165,10 +127,44 @@ extension DownloadEngine {
                 resumed: resumption.done,
                 recordedMirrors: resumption.mirrors,
                 expected: expected,
-                prefetched: firstBytes.map { 0..<Int64($0.readableBytes) },
-                finishedAtOnce: finished
+                prefetched: firstBytes.map { 0..<Int64($0.readableBytes) }
             )
         )
+    }
+
+    /// Opens, locks and readies the `.part` file (unnamed when `unseen` and the system allows) and writes the
+    /// probe's bytes, in one trip to the blocking-I/O threads. Returns the file, and the ``Resumption`` or what
+    /// failed once it was open.
+    private func openPart(
+        _ partPath: String,
+        journal: JournalStore,
+        probed: Probed,
+        unseen: Bool,
+        reserving: Bool
+    ) async throws(DownloadError) -> (OutputFile, Result<Resumption, DownloadError>) {
+        let (engine, remote, probedURL) = (self, probed.remote, probed.urls[probed.index])
+        let firstBytes = probed.outcome.firstBytes
+        return try await BlockingIO.run { () throws(DownloadError) -> (OutputFile, Result<Resumption, DownloadError>) in
+            let unnamed = unseen ? OutputFile.openUnnamed(for: partPath) : nil
+            let file: OutputFile
+            if let unnamed { file = unnamed } else { file = try OutputFile.openLocked(at: partPath) }
+            do throws(DownloadError) {
+                // Space is reserved so that a full disk shows up now; the write of a whole file shows it as soon.
+                let resumption = try engine.resumption(
+                    file,
+                    journal: journal,
+                    remote: remote,
+                    probedURL: probedURL,
+                    reserving: reserving
+                )
+                if let firstBytes, firstBytes.readableBytes > 0 {
+                    try file.write(firstBytes, at: 0)
+                }
+                return (file, .success(resumption))
+            } catch {
+                return (file, .failure(error))
+            }
+        }
     }
 
     /// Decides where the file goes. Blocks (it looks at the disk and may make the directory): called on the

@@ -57,15 +57,12 @@ extension DownloadEngine {
         return session
     }
 
-    /// Does what the ``DownloadStateMachine`` answers, action by action, until every byte is in and checked. A
-    /// start action takes the rest of its list into its ``TransferRound``; an action that waits for an event (a
-    /// save, a pause, a check) ends its list, and the machine's answer to that event is the next list. Returns the
-    /// machine, finished.
+    /// Does what the ``DownloadStateMachine`` answers, one action for each event, until every byte is in and
+    /// checked and the file has its name (``finish(_:_:)``), or the download has ended with an error.
     ///
-    /// - Throws: what ends the download, after ``abandon(_:_:error:machine:)`` or ``discard(_:error:)`` left on
-    ///   disk what is worth keeping.
-    func fetch(_ session: TransferSession, _ output: PreparedOutput) async throws(DownloadError) -> DownloadStateMachine
-    {
+    /// - Throws: what ends the download, after ``abandon(_:_:error:keepPartial:)`` left on disk what is worth
+    ///   keeping.
+    func fetch(_ session: TransferSession, _ output: PreparedOutput) async throws(DownloadError) -> DownloadResult {
         let configuration = session.configuration
         var machine = DownloadStateMachine(
             connections: configuration.connections,
@@ -78,105 +75,120 @@ extension DownloadEngine {
         // The bytes resumed and the probe's may be the whole file: then no round runs.
         let allBytesIn = session.isSegmented ? session.isPlanComplete : output.prefetched != nil
         if allBytesIn { ProgressReporter(session: session).report() }
-        var actions = machine.probeFinished(segmentable: session.isSegmented, allBytesIn: allBytesIn)
+        var action = machine.probeFinished(segmentable: session.isSegmented, allBytesIn: allBytesIn)
         let journal = output.journal
-        while let action = actions.first {
+        let round = TransferRound(session: session, gate: self.gate) { [self, session] () async throws(DownloadError) in
+            try await self.saveJournal(journal, session: session)
+        }
+        while true {
             switch action {
-            case .startSegmented, .startStream:
-                let round = TransferRound(session: session, gate: self.gate) {
-                    [self, session] () async throws(DownloadError) in
-                    try await self.saveJournal(journal, session: session)
-                }
-                actions = await round.run(actions, machine: &machine)
-            case .saveJournal:
-                precondition(actions.count == 1, "a save ends its list: \(actions)")
+            case .startRound(let mode):
+                action = await round.run(mode, machine: &machine)
+            case .resume(let mode):
+                self.hub.emit(.resumed)
+                action = await round.run(mode, machine: &machine)
+            case .fallBackToStream:
+                try await self.fallBackToStream(session, output)
+                action = await round.run(.stream, machine: &machine)
+            case .saveBeforePause:
                 do throws(DownloadError) {
                     try await self.saveJournal(journal, session: session)
-                    actions = machine.journalSaved()
+                    action = machine.pauseSaved()
                 } catch {
-                    actions = machine.journalSaveFailed(error)
+                    action = machine.pauseSaveFailed(error)
                 }
             case .reportPaused:
-                precondition(actions.count == 1, "a pause ends its list: \(actions)")
                 self.hub.emit(.paused)
                 await self.gate.waitUntilResumed()
-                actions = Task.isCancelled ? machine.cancelled() : machine.resumeRequested()
-            case .reportResumed:
-                self.hub.emit(.resumed)
-                actions.removeFirst()
-            case .fallBackToStream:
-                // The journal goes: only while this run may still write.
-                do throws(DownloadError) {
-                    try await self.checkWritePermit()
-                } catch {
-                    throw await self.abandon(session, output, error: error, machine: machine)
-                }
-                self.logger.info("The server ignores ranges; downloading as one stream")
-                self.hub.emit(.notice("The server ignores range requests; downloading as one stream."))
-                try? await BlockingIO.runEvenIfCancelled { journal.remove() }
-                session.fallBackToStream()
-                actions.removeFirst()
+                action = machine.pauseEnded(cancelled: Task.isCancelled)
             case .verifyPieces:
-                precondition(actions.count == 1, "a check ends its list: \(actions)")
                 do throws(DownloadError) {
-                    actions = machine.piecesChecked(try await self.checkPieces(session))
+                    action = machine.piecesChecked(try await self.checkPieces(session))
                 } catch {
-                    actions = machine.checkFailed(error)
+                    action = machine.checkFailed(error)
                 }
             case .verifyDigest:
-                precondition(actions.count == 1, "a check ends its list: \(actions)")
                 do throws(DownloadError) {
-                    actions = machine.digestChecked(try await self.checkDigest(session, against: output.expected))
+                    action = machine.digestChecked(try await self.checkDigest(session, against: output.expected))
                 } catch {
-                    actions = machine.checkFailed(error)
+                    action = machine.checkFailed(error)
                 }
             case .refetchPieces(let ranges):
-                precondition(actions.count == 1, "a refetch ends its list: \(actions)")
-                // Only these pieces are fetched again; the journal forgets them first, so that a crash before they
-                // are in again does not trust their bytes.
-                var done = session.doneRanges()
-                for range in ranges { done.remove(range) }
                 do throws(DownloadError) {
-                    try await self.saveJournal(journal, session: session, done: done)
-                    // The whole-file hash may have taken in the bad bytes: it starts over once they are replaced.
-                    if let lowest = ranges.map(\.lowerBound).min() {
-                        session.hasher?.noteRewrite(from: lowest)
-                    }
-                    // Each piece in one request, not cut up for the prefix hasher.
-                    session.replan(self.planner(for: session.remoteFile, done: done, inPiecesForHashing: false))
-                    actions = machine.piecesForgotten()
+                    try await self.forget(ranges, session, journal)
+                    action = machine.piecesForgotten()
                 } catch {
-                    actions = machine.journalSaveFailed(error)
+                    action = machine.refetchFailed(error)
                 }
             case .startOver(let notice):
-                precondition(actions.count == 1, "a start over ends its list: \(actions)")
-                self.logger.info("\(notice)")
-                self.hub.emit(.notice(notice))
-                let (file, remote) = (output.file, session.remoteFile)
                 do throws(DownloadError) {
-                    try await self.checkWritePermit()
-                    try await BlockingIO.run { () throws(DownloadError) in
-                        journal.remove()
-                        try file.startOver(length: remote.isSegmentable ? remote.length : nil)
-                    }
-                    session.startOver(
-                        self.planner(for: remote, done: ByteRangeSet(), inPiecesForHashing: session.hasher != nil)
-                    )
-                    actions = machine.startedOver()
+                    try await self.startOver(notice, session, output)
+                    action = machine.startedOver()
                 } catch {
-                    actions = machine.startOverFailed(error)
+                    action = machine.startOverFailed(error)
                 }
             case .finish:
-                return machine
-            case .fail(let error):
-                throw await self.abandon(session, output, error: error, machine: machine)
-            case .discard(let error):
-                throw await self.discard(output, error: error)
-            case .cancelWorkers, .scheduleJournalTick, .restartConnection:
-                preconditionFailure("\(action) outside a round")
+                do throws(DownloadError) {
+                    try await self.commitToFinish(session, output)
+                } catch {
+                    action = machine.finishRefused(error)
+                    continue
+                }
+                return try await self.finish(session, output)
+            case .fail(let error, let keepPartial):
+                throw await self.abandon(session, output, error: error, keepPartial: keepPartial)
             }
         }
-        preconditionFailure("the state machine left the download without an action")
+    }
+
+    /// The server ignores ranges: the journal goes (only while this run may still write), and the plan with it.
+    private func fallBackToStream(_ session: TransferSession, _ output: PreparedOutput) async throws(DownloadError) {
+        do throws(DownloadError) {
+            try await self.checkWritePermit()
+        } catch {
+            // Another writer's now: nothing here is this run's to keep or remove.
+            throw await self.abandon(session, output, error: error, keepPartial: false)
+        }
+        self.logger.info("The server ignores ranges; downloading as one stream")
+        self.hub.emit(.notice("The server ignores range requests; downloading as one stream."))
+        let journal = output.journal
+        try? await BlockingIO.runEvenIfCancelled { journal.remove() }
+        session.fallBackToStream()
+    }
+
+    /// Takes the bad pieces `ranges` out of the journal and plans them again: only these pieces are fetched again.
+    /// The journal forgets them first, so that a crash before they are in again does not trust their bytes.
+    private func forget(
+        _ ranges: [Range<Int64>],
+        _ session: TransferSession,
+        _ journal: JournalStore
+    ) async throws(DownloadError) {
+        var done = session.doneRanges()
+        for range in ranges { done.remove(range) }
+        try await self.saveJournal(journal, session: session, done: done)
+        // The whole-file hash may have taken in the bad bytes: it starts over once they are replaced.
+        if let lowest = ranges.map(\.lowerBound).min() {
+            session.hasher?.noteRewrite(from: lowest)
+        }
+        // Each piece in one request, not cut up for the prefix hasher.
+        session.replan(self.planner(for: session.remoteFile, done: done, inPiecesForHashing: false))
+    }
+
+    /// Tells `notice`, removes the journal, empties the file and plans it whole.
+    private func startOver(
+        _ notice: String,
+        _ session: TransferSession,
+        _ output: PreparedOutput
+    ) async throws(DownloadError) {
+        self.logger.info("\(notice)")
+        self.hub.emit(.notice(notice))
+        let (journal, file, remote) = (output.journal, output.file, session.remoteFile)
+        try await self.checkWritePermit()
+        try await BlockingIO.run { () throws(DownloadError) in
+            journal.remove()
+            try file.startOver(length: remote.isSegmentable ? remote.length : nil)
+        }
+        session.startOver(self.planner(for: remote, done: ByteRangeSet(), inPiecesForHashing: session.hasher != nil))
     }
 
     /// The plan for the bytes of `remote` not in `done`. `inPiecesForHashing` lets the planner hand out small

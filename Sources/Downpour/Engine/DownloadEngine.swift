@@ -7,7 +7,7 @@ import Logging
 /// - probe (`DownloadEngine+Probe.swift`): which URL answers, what is there, and what the download produces;
 /// - prepare (`+Prepare.swift`): the destination, the conditional GET, the `.part` file and the resume decision;
 /// - plan and fetch (`+Transfer.swift`): the ``TransferSession`` and the ``DownloadStateMachine``'s actions, rounds
-///   of workers among them;
+///   of workers among them, up to the finish;
 /// - record and verify (`+Verify.swift`): the journal, the pieces' and the file's digests;
 /// - finish (`+Finish.swift`): the point of no return, the final name, or a Metalink document read; and what a
 ///   failure leaves on disk.
@@ -77,9 +77,7 @@ struct DownloadEngine: Sendable {
         case .ready(let ready):
             output = ready
         }
-        let session = self.plan(probed, output)
-        let machine = try await self.fetch(session, output)
-        return try await self.finish(session, output, machine: machine)
+        return try await self.fetch(self.plan(probed, output), output)
     }
 
     /// Checks the request before any byte moves: its configuration, destination and URLs, and that no file stands

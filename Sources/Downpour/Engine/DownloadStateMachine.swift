@@ -1,23 +1,28 @@
 /// The control flow of one download after its probe, up to a verified file or an error, as a value: events in,
-/// actions out; no I/O, no clocks, no tasks. ``DownloadEngine`` tells it what its workers, timers, the pause switch
-/// and the checks of the finished bytes report and does what it answers; the tests drive it through tables (as
-/// AsyncHTTPClient's `HTTP1ConnectionStateMachine`).
+/// one action out; no I/O, no clocks, no tasks. ``DownloadEngine`` tells it what its workers, timers, the pause
+/// switch and the checks of the finished bytes report and does what it answers; the tests drive it through tables
+/// (as AsyncHTTPClient's `HTTPConnectionPool.StateMachine`).
 ///
 /// ```
-/// waitingForProbe ── probeFinished ──► transferring (segmented, or a stream) | verifying (the probe brought it all)
-/// transferring ── every byte in, pause, cancel, a failure, ranges ignored ──► stopping (cancelWorkers)
-/// stopping ── workersStopped ──► verifying… | failed | transferring (a stream) | paused (a stream) | savingBeforePause
-/// savingBeforePause ── journalSaved ──► paused (segmented)
-/// paused ── resumeRequested ──► transferring;  paused ── cancelled ──► failed
+/// waitingForProbe ── probeFinished ──► transferring (segmented, or a stream) | verifying… | finished
+/// transferring ── every byte in, pause, cancel, a failure, ranges ignored ──► stopping
+/// stopping ── workersStopped ──► verifying… | finished | failed | transferring (a stream) | paused (a stream)
+///                                | savingBeforePause
+/// savingBeforePause ── pauseSaved ──► paused (segmented)
+/// paused ── pauseEnded ──► transferring | failed (cancelled)
 /// verifyingPieces ── piecesChecked ──► verifyingDigest | finished | refetchingPieces | failed (discard)
 /// refetchingPieces ── piecesForgotten ──► transferring (segmented: only the bad pieces are missing)
 /// verifyingDigest ── digestChecked ──► finished | startingOver (once, bytes from several sources) | failed (discard)
 /// startingOver ── startedOver ──► transferring (segmented, from nothing)
+/// finished ── finishRefused ──► failed (cancelled at the last moment, or the write permit withdrawn)
 /// ```
 ///
-/// Each event returns the actions to take, in order. An event that does not apply in the current state (a pause
-/// asked for while the workers already stop, a tick after the end) returns no action; one that the engine can
-/// only send by mistake (workers reported stopped that were never asked to stop) stops the process with a
+/// Two kinds of events, two kinds of answers. The events of a round (its workers, its timers, the pause switch
+/// while it runs) answer a ``RoundAction``, which ``TransferRound`` does. Every other event answers an
+/// ``Action``, which the engine does; a round's own end (``workersStopped(bytesOnDisk:)``) is one of those. A
+/// round event that comes once the round is stopping (a pause asked for while the workers already stop, the
+/// losers of a race returning) answers ``RoundAction/none``; an event the engine can only send by mistake (workers
+/// reported stopped that were never asked to stop, a round's report while no round runs) stops the process with a
 /// precondition failure.
 struct DownloadStateMachine: Sendable {
     /// How the bytes are fetched.
@@ -28,27 +33,22 @@ struct DownloadStateMachine: Sendable {
         case stream
     }
 
-    /// What the engine does next.
+    /// What the engine does next: one answer to each of its events.
     enum Action: Sendable, Equatable {
-        /// Start a round: one segment worker per connection on the plan as it stands, beside the pause watch,
-        /// the progress reports and the slow-connection watch.
-        case startSegmented
-        /// Start a round with one stream worker, from byte 0: a stream cannot continue where it stopped.
-        case startStream
-        /// Cancel every task of the round and wait for them all; then ``workersStopped()``.
-        case cancelWorkers
-        /// One journal interval from now, ``journalTick()``.
-        case scheduleJournalTick
-        /// Sync the data and record what is on disk; then ``journalSaved()`` or ``journalSaveFailed(_:)``.
-        case saveJournal
-        /// End the request the verdict names, if it is still the one running: a new one takes its range over.
-        case restartConnection(SlowConnectionDetector.Verdict)
-        /// Tell that the server ignores ranges, remove the journal and forget the plan; a stream follows.
+        /// Run a round (``TransferRound``): in ranges, one segment worker per connection on the plan as it stands
+        /// and the journal's timer; a stream, one worker from byte 0 (a stream cannot continue where it stopped).
+        /// Its events go to the machine until it has stopped its workers; then ``workersStopped(bytesOnDisk:)``.
+        case startRound(Mode)
+        /// Emit ``DownloadEvent/resumed``, then as ``startRound(_:)``.
+        case resume(Mode)
+        /// Tell that the server ignores ranges, remove the journal and forget the plan; then as
+        /// ``startRound(_:)`` with one stream.
         case fallBackToStream
-        /// Emit ``DownloadEvent/paused``, then wait for ``resumeRequested()`` or ``cancelled()``.
+        /// Sync the data and record what is on disk before the pause is reported; then ``pauseSaved()`` or
+        /// ``pauseSaveFailed(_:)``.
+        case saveBeforePause
+        /// Emit ``DownloadEvent/paused`` and wait until resumed or cancelled; then ``pauseEnded(cancelled:)``.
         case reportPaused
-        /// Emit ``DownloadEvent/resumed``.
-        case reportResumed
         /// Hash the pieces not verified yet against their digests; then ``piecesChecked(_:)`` or
         /// ``checkFailed(_:)``.
         case verifyPieces
@@ -56,17 +56,32 @@ struct DownloadStateMachine: Sendable {
         /// ``checkFailed(_:)``.
         case verifyDigest
         /// Take these bad pieces out of the done ranges, record that in the journal and plan them again; then
-        /// ``piecesForgotten()``, or ``journalSaveFailed(_:)``.
+        /// ``piecesForgotten()``, or ``refetchFailed(_:)``.
         case refetchPieces([Range<Int64>])
         /// Tell this notice, remove the journal, empty the file and plan it whole; then ``startedOver()``, or
         /// ``startOverFailed(_:)``.
         case startOver(notice: String)
-        /// Every byte is in and checked: sync, rename and remove the journal (``DownloadFinisher``).
+        /// Every byte is in and checked: commit to finishing (the point of no return), then sync, name the file and
+        /// remove the journal (``DownloadFinisher``). Refused before the point of no return:
+        /// ``finishRefused(_:)``.
         case finish
-        /// End the download with this error; the bytes on disk are kept for a resume when they are worth it.
-        case fail(DownloadError)
-        /// End the download with this error, and remove the `.part` file and its journal: their bytes are wrong.
-        case discard(DownloadError)
+        /// End the download with this error. `keepPartial`: the `.part` file and its journal stay (after a last
+        /// save) for a resume; else both are removed, for their bytes are wrong or worth nothing.
+        case fail(DownloadError, keepPartial: Bool)
+    }
+
+    /// What ``TransferRound`` does next, while its workers run: one answer to each of the round's events.
+    enum RoundAction: Sendable, Equatable {
+        /// Nothing: the event changes nothing, or the round is stopping already.
+        case none
+        /// Cancel every task of the round and wait for them all; then ``workersStopped(bytesOnDisk:)``.
+        case cancelWorkers
+        /// One journal interval from now, ``journalTick()``.
+        case scheduleJournalTick
+        /// Sync the data and record what is on disk; then ``journalSaved()`` or ``journalSaveFailed(_:)``.
+        case saveJournal
+        /// End the requests the verdicts name, if they are still the ones running: new ones take their ranges over.
+        case restartConnections([SlowConnectionDetector.Verdict])
     }
 
     /// What the download's bytes are checked against once they are all in.
@@ -115,7 +130,7 @@ struct DownloadStateMachine: Sendable {
         case stopping(Mode, then: Stop)
         /// Paused while segmented: the journal is being saved before the pause is reported.
         case savingBeforePause
-        /// No worker runs until ``resumeRequested()``.
+        /// No worker runs until the pause ends.
         case paused(Mode)
         /// Every byte is in; the pieces are being hashed.
         case verifyingPieces(Mode)
@@ -126,7 +141,7 @@ struct DownloadStateMachine: Sendable {
         /// The journal and the file are being emptied to download again from zero.
         case startingOver
         /// Every byte is in and checked; the engine finishes the file.
-        case finished
+        case finished(Mode)
         /// Ended with an error.
         case failed
     }
@@ -137,8 +152,11 @@ struct DownloadStateMachine: Sendable {
     let checks: Checks
     private(set) var state: State = .waitingForProbe
     /// Whether bytes of an earlier run are on disk (resumed): until the download starts over, they count among the
-    /// sources a digest mismatch may come from, and make the `.part` file worth keeping.
+    /// sources a digest mismatch may come from.
     private(set) var hasEarlierBytes: Bool
+    /// Whether any byte of the file is on disk, from an earlier run or this one (as the last round's end said):
+    /// what makes the `.part` file worth keeping when the download fails.
+    private(set) var hasBytesOnDisk: Bool
     /// Whether the download started over once already (it does so at most once).
     private(set) var hasStartedOver = false
 
@@ -147,206 +165,79 @@ struct DownloadStateMachine: Sendable {
         self.connections = connections
         self.checks = checks
         self.hasEarlierBytes = resumed
+        self.hasBytesOnDisk = resumed
     }
 
-    // MARK: Events
+    // MARK: Events of the engine
 
     /// The probe found what is at the URL: ranges over several connections when the server has them and a
     /// length, else one stream. `allBytesIn` says that the bytes resumed and the probe's own make the whole file:
-    /// no transfer runs, and the checks follow at once.
-    mutating func probeFinished(segmentable: Bool, allBytesIn: Bool = false) -> [Action] {
+    /// no round runs; the checks follow at once, or the finish.
+    mutating func probeFinished(segmentable: Bool, allBytesIn: Bool = false) -> Action {
         guard case .waitingForProbe = self.state else {
             preconditionFailure("probeFinished in \(self.state): the probe finishes once")
         }
         let mode: Mode = segmentable ? .segmented : .stream
-        return allBytesIn ? self.transferEnded(mode) : self.start(mode)
+        guard allBytesIn else { return self.start(mode) }
+        self.hasBytesOnDisk = true
+        return self.transferEnded(mode)
     }
 
-    /// A worker returned without error: its share is done, or there is nothing left for it. `planComplete`
-    /// says whether every byte of the plan is in now (always `false` for a stream). The round ends when every
-    /// byte is in (a racing duplicate has won; the loser may stop) or no worker is left.
-    mutating func workerFinished(planComplete: Bool) -> [Action] {
-        switch self.state {
-        case .transferring(let mode, let running):
-            if mode == .segmented && planComplete {
-                return self.stop(mode, then: .finish)
-            }
-            guard running <= 1 else {
-                self.state = .transferring(mode, workersRunning: running - 1)
-                return []
-            }
-            // The stream worker returns once every byte is in; segment workers may all end with some missing.
-            return self.stop(mode, then: mode == .stream ? .finish : .fail(Self.bytesMissing))
-        case .stopping, .finished, .failed:
-            return []
-        case .waitingForProbe, .savingBeforePause, .paused, .verifyingPieces, .refetchingPieces, .verifyingDigest,
-            .startingOver:
-            preconditionFailure("workerFinished in \(self.state): no worker runs")
-        }
-    }
-
-    /// A worker gave up: the error ends the download, or (ranges ignored while segmented) the workers stop and
-    /// one stream takes over.
-    mutating func attemptFailed(_ failure: AttemptFailure) -> [Action] {
-        switch self.state {
-        case .transferring(let mode, _):
-            switch failure {
-            case .fatal(let error), .retryable(let error, _):
-                return self.stop(mode, then: .fail(error))
-            case .slow(let verdict):
-                return self.stop(mode, then: .fail(Self.tooSlow(verdict)))
-            case .rangesIgnored:
-                return self.stop(mode, then: mode == .segmented ? .fallBackToStream : .fail(Self.rangeIgnored))
-            case .redirected(let location):
-                // Workers follow a mirror's redirects themselves; one that reaches here has nowhere to go.
-                return self.stop(
-                    mode,
-                    then: .fail(
-                        DownloadError(
-                            code: .httpStatus,
-                            message: "The server redirected a range request to \(location)."
-                        )
-                    )
-                )
-            }
-        case .stopping, .finished, .failed:
-            // The first reason to stop stands; what the cancelled workers say on their way out does not count.
-            return []
-        case .waitingForProbe, .savingBeforePause, .paused, .verifyingPieces, .refetchingPieces, .verifyingDigest,
-            .startingOver:
-            preconditionFailure("attemptFailed in \(self.state): no worker runs")
-        }
-    }
-
-    /// Every task of the round has ended after ``Action/cancelWorkers``.
-    mutating func workersStopped() -> [Action] {
+    /// Every task of the round has ended after ``RoundAction/cancelWorkers``. `bytesOnDisk` says whether any byte
+    /// of the file is on disk now.
+    mutating func workersStopped(bytesOnDisk: Bool) -> Action {
         guard case .stopping(let mode, let then) = self.state else {
             preconditionFailure("workersStopped in \(self.state): the workers were not asked to stop")
         }
+        self.hasBytesOnDisk = bytesOnDisk || self.hasEarlierBytes
         switch then {
         case .finish:
             return self.transferEnded(mode)
         case .pause where mode == .segmented:
             self.state = .savingBeforePause
-            return [.saveJournal]
+            return .saveBeforePause
         case .pause:
             // A stream keeps nothing across a pause: it starts again from byte 0.
             self.state = .paused(mode)
-            return [.reportPaused]
+            return .reportPaused
         case .fail(let error):
-            self.state = .failed
-            return [.fail(error)]
+            return self.fail(error, mode)
         case .fallBackToStream:
-            return [.fallBackToStream] + self.start(.stream)
+            self.state = .transferring(.stream, workersRunning: 1)
+            return .fallBackToStream
         }
     }
 
-    /// ``Download/pause()`` was called.
-    mutating func pauseRequested() -> [Action] {
-        switch self.state {
-        case .transferring(let mode, _):
-            return self.stop(mode, then: .pause)
-        case .stopping, .savingBeforePause, .paused, .finished, .failed, .verifyingPieces, .refetchingPieces,
-            .verifyingDigest, .startingOver:
-            // Stopping or stopped already; a pause asked for during a fall-back pauses the stream at its start,
-            // one asked for while the bytes are checked pauses a transfer that follows at its start.
-            return []
-        case .waitingForProbe:
-            preconditionFailure("pauseRequested before the probe finished")
+    /// The save before a pause (``Action/saveBeforePause``) is on disk.
+    mutating func pauseSaved() -> Action {
+        guard case .savingBeforePause = self.state else {
+            preconditionFailure("pauseSaved in \(self.state): no save before a pause was asked for")
         }
+        self.state = .paused(.segmented)
+        return .reportPaused
     }
 
-    /// ``Download/resume()`` was called after the pause was reported.
-    mutating func resumeRequested() -> [Action] {
-        switch self.state {
-        case .paused(let mode):
-            return [.reportResumed] + self.start(mode)
-        case .transferring, .stopping, .savingBeforePause, .finished, .failed, .verifyingPieces, .refetchingPieces,
-            .verifyingDigest, .startingOver:
-            return []
-        case .waitingForProbe:
-            preconditionFailure("resumeRequested before the probe finished")
+    /// The save before a pause failed: the download cannot promise to resume.
+    mutating func pauseSaveFailed(_ error: DownloadError) -> Action {
+        guard case .savingBeforePause = self.state else {
+            preconditionFailure("pauseSaveFailed in \(self.state): no save before a pause was asked for")
         }
+        return self.fail(error, .segmented)
     }
 
-    /// The task running the download was cancelled. While stopping for another reason, that reason stands
-    /// (a pause reports the cancellation once paused).
-    mutating func cancelled() -> [Action] {
-        switch self.state {
-        case .transferring(let mode, _):
-            return self.stop(mode, then: .fail(.cancelled))
-        case .paused:
-            self.state = .failed
-            return [.fail(.cancelled)]
-        case .stopping, .savingBeforePause, .finished, .failed:
-            return []
-        case .verifyingPieces, .refetchingPieces, .verifyingDigest, .startingOver:
-            // Hashing notices the cancellation itself (``checkFailed(_:)``); the steps between are short.
-            return []
-        case .waitingForProbe:
-            preconditionFailure("cancelled before the probe finished")
+    /// The pause reported (``Action/reportPaused``) ended: ``Download/resume()`` was called, or the task running
+    /// the download was cancelled.
+    mutating func pauseEnded(cancelled: Bool) -> Action {
+        guard case .paused(let mode) = self.state else {
+            preconditionFailure("pauseEnded in \(self.state): no pause was reported")
         }
-    }
-
-    /// A journal interval has passed since the segmented round started or the journal was last saved.
-    mutating func journalTick() -> [Action] {
-        switch self.state {
-        case .transferring(.segmented, _):
-            return [.saveJournal]
-        case .transferring(.stream, _), .stopping, .savingBeforePause, .paused, .finished, .failed:
-            // A stream has no journal; a pause saves its own; after the end there is nothing to save.
-            return []
-        case .waitingForProbe, .verifyingPieces, .refetchingPieces, .verifyingDigest, .startingOver:
-            preconditionFailure("journalTick in \(self.state): no round runs")
-        }
-    }
-
-    /// The save that ``Action/saveJournal`` asked for is on disk.
-    mutating func journalSaved() -> [Action] {
-        switch self.state {
-        case .transferring(.segmented, _):
-            return [.scheduleJournalTick]
-        case .savingBeforePause:
-            self.state = .paused(.segmented)
-            return [.reportPaused]
-        case .stopping, .finished, .failed:
-            return []
-        case .waitingForProbe, .transferring(.stream, _), .paused, .verifyingPieces, .refetchingPieces,
-            .verifyingDigest, .startingOver:
-            preconditionFailure("journalSaved in \(self.state): no save was asked for")
-        }
-    }
-
-    /// The save that ``Action/saveJournal`` asked for failed: the download cannot promise to resume.
-    mutating func journalSaveFailed(_ error: DownloadError) -> [Action] {
-        switch self.state {
-        case .transferring(.segmented, _):
-            return self.stop(.segmented, then: .fail(error))
-        case .savingBeforePause, .refetchingPieces:
-            self.state = .failed
-            return [.fail(error)]
-        case .stopping, .finished, .failed:
-            // Stopping already: a pause saves again, a finished download needs no journal.
-            return []
-        case .waitingForProbe, .transferring(.stream, _), .paused, .verifyingPieces, .verifyingDigest, .startingOver:
-            preconditionFailure("journalSaveFailed in \(self.state): no save was asked for")
-        }
-    }
-
-    /// The ``SlowConnectionDetector`` judged a connection too slow.
-    mutating func slowVerdict(_ verdict: SlowConnectionDetector.Verdict) -> [Action] {
-        switch self.state {
-        case .transferring(.segmented, _):
-            return [.restartConnection(verdict)]
-        case .transferring(.stream, _), .stopping, .savingBeforePause, .paused, .finished, .failed:
-            return []
-        case .waitingForProbe, .verifyingPieces, .refetchingPieces, .verifyingDigest, .startingOver:
-            preconditionFailure("slowVerdict in \(self.state): no round runs")
-        }
+        guard !cancelled else { return self.fail(.cancelled, mode) }
+        _ = self.start(mode)
+        return .resume(mode)
     }
 
     /// The pieces were hashed (``Action/verifyPieces``).
-    mutating func piecesChecked(_ check: PieceCheck) -> [Action] {
+    mutating func piecesChecked(_ check: PieceCheck) -> Action {
         guard case .verifyingPieces(let mode) = self.state else {
             preconditionFailure("piecesChecked in \(self.state): no pieces were being hashed")
         }
@@ -356,37 +247,43 @@ struct DownloadStateMachine: Sendable {
         case .bad(let ranges):
             precondition(mode == .segmented && !ranges.isEmpty, "bad pieces \(ranges) that cannot be fetched alone")
             self.state = .refetchingPieces
-            return [.refetchPieces(ranges)]
+            return .refetchPieces(ranges)
         case .fatal(let error):
-            self.state = .failed
-            return [.discard(error)]
+            return self.discard(error)
         }
     }
 
     /// The bad pieces are out of the journal and planned again (``Action/refetchPieces(_:)``).
-    mutating func piecesForgotten() -> [Action] {
+    mutating func piecesForgotten() -> Action {
         guard case .refetchingPieces = self.state else {
             preconditionFailure("piecesForgotten in \(self.state): no pieces were being fetched again")
         }
         return self.start(.segmented)
     }
 
+    /// Recording that the bad pieces are to be fetched again failed: the download cannot promise to resume.
+    mutating func refetchFailed(_ error: DownloadError) -> Action {
+        guard case .refetchingPieces = self.state else {
+            preconditionFailure("refetchFailed in \(self.state): no pieces were being fetched again")
+        }
+        return self.fail(error, .segmented)
+    }
+
     /// The whole file was hashed (``Action/verifyDigest``). A mismatch starts the download over once when its
     /// bytes came from an earlier run or from several responses (different versions of the file could have been
     /// mixed up: a changed server, servers behind a load balancer that disagree, a lying one), else it fails the
     /// download: bytes from one response would come the same way again.
-    mutating func digestChecked(_ check: DigestCheck) -> [Action] {
+    mutating func digestChecked(_ check: DigestCheck) -> Action {
         guard case .verifyingDigest(let mode) = self.state else {
             preconditionFailure("digestChecked in \(self.state): no digest was being made")
         }
         switch check {
         case .match:
-            self.state = .finished
-            return [.finish]
+            self.state = .finished(mode)
+            return .finish
         case .mismatch(let mismatch, let severalResponses):
             guard !self.hasStartedOver, mode == .segmented, self.hasEarlierBytes || severalResponses else {
-                self.state = .failed
-                return [.discard(.checksumMismatch(mismatch))]
+                return self.discard(.checksumMismatch(mismatch))
             }
             self.hasStartedOver = true
             self.state = .startingOver
@@ -394,17 +291,16 @@ struct DownloadStateMachine: Sendable {
                 mismatch.summary + ". Its bytes came from "
                 + (self.hasEarlierBytes ? "an earlier run and this one" : "several responses")
                 + ", which a changed or misbehaving server could have mixed up; downloading it again from zero."
-            return [.startOver(notice: notice)]
+            return .startOver(notice: notice)
         }
     }
 
     /// Hashing the pieces or the file failed (the file could not be read, or the download was cancelled): the
     /// bytes on disk are not known to be bad.
-    mutating func checkFailed(_ error: DownloadError) -> [Action] {
+    mutating func checkFailed(_ error: DownloadError) -> Action {
         switch self.state {
-        case .verifyingPieces, .verifyingDigest:
-            self.state = .failed
-            return [.fail(error)]
+        case .verifyingPieces(let mode), .verifyingDigest(let mode):
+            return self.fail(error, mode)
         case .waitingForProbe, .transferring, .stopping, .savingBeforePause, .paused, .refetchingPieces, .startingOver,
             .finished, .failed:
             preconditionFailure("checkFailed in \(self.state): nothing was being hashed")
@@ -412,57 +308,176 @@ struct DownloadStateMachine: Sendable {
     }
 
     /// The journal and the file are empty and the whole file is planned again (``Action/startOver(notice:)``).
-    mutating func startedOver() -> [Action] {
+    mutating func startedOver() -> Action {
         guard case .startingOver = self.state else {
             preconditionFailure("startedOver in \(self.state): the download was not starting over")
         }
         self.hasEarlierBytes = false
+        self.hasBytesOnDisk = false
         return self.start(.segmented)
     }
 
     /// Emptying the journal or the file to start over failed: what is on disk is known to be wrong.
-    mutating func startOverFailed(_ error: DownloadError) -> [Action] {
+    mutating func startOverFailed(_ error: DownloadError) -> Action {
         guard case .startingOver = self.state else {
             preconditionFailure("startOverFailed in \(self.state): the download was not starting over")
         }
-        self.state = .failed
-        return [.discard(error)]
+        return self.discard(error)
+    }
+
+    /// The finish (``Action/finish``) stopped short of its point of no return: the download was cancelled, the
+    /// write permit was withdrawn, or a stream's length was not what was described.
+    mutating func finishRefused(_ error: DownloadError) -> Action {
+        guard case .finished(let mode) = self.state else {
+            preconditionFailure("finishRefused in \(self.state): no finish was asked for")
+        }
+        return self.fail(error, mode)
+    }
+
+    // MARK: Events of a round
+
+    /// A worker returned without error: its share is done, or there is nothing left for it. `planComplete`
+    /// says whether every byte of the plan is in now (always `false` for a stream). The round ends when every
+    /// byte is in (a racing duplicate has won; the loser may stop) or no worker is left.
+    mutating func workerFinished(planComplete: Bool) -> RoundAction {
+        let (mode, running) = self.roundRunning("workerFinished")
+        guard let running else { return .none }
+        if mode == .segmented && planComplete {
+            return self.stop(mode, then: .finish)
+        }
+        guard running <= 1 else {
+            self.state = .transferring(mode, workersRunning: running - 1)
+            return .none
+        }
+        // The stream worker returns once every byte is in; segment workers may all end with some missing.
+        return self.stop(mode, then: mode == .stream ? .finish : .fail(Self.bytesMissing))
+    }
+
+    /// A worker gave up: the error ends the download, or (ranges ignored while segmented) the workers stop and
+    /// one stream takes over. While the round stops already, the first reason to stop stands: what the cancelled
+    /// workers say on their way out does not count.
+    mutating func attemptFailed(_ failure: AttemptFailure) -> RoundAction {
+        let (mode, running) = self.roundRunning("attemptFailed")
+        guard running != nil else { return .none }
+        switch failure {
+        case .fatal(let error), .retryable(let error, _):
+            return self.stop(mode, then: .fail(error))
+        case .slow(let verdict):
+            return self.stop(mode, then: .fail(Self.tooSlow(verdict)))
+        case .rangesIgnored:
+            return self.stop(mode, then: mode == .segmented ? .fallBackToStream : .fail(Self.rangeIgnored))
+        case .redirected(let location):
+            // Workers follow a mirror's redirects themselves; one that reaches here has nowhere to go.
+            let error = DownloadError(
+                code: .httpStatus,
+                message: "The server redirected a range request to \(location)."
+            )
+            return self.stop(mode, then: .fail(error))
+        }
+    }
+
+    /// ``Download/pause()`` was called while the round runs (or before it began: the engine then sends
+    /// ``workersStopped(bytesOnDisk:)`` at once, nothing having started).
+    mutating func pauseRequested() -> RoundAction {
+        let (mode, running) = self.roundRunning("pauseRequested")
+        guard running != nil else { return .none }
+        return self.stop(mode, then: .pause)
+    }
+
+    /// The task running the download was cancelled. While stopping for another reason, that reason stands (a
+    /// pause reports the cancellation once paused).
+    mutating func cancelled() -> RoundAction {
+        let (mode, running) = self.roundRunning("cancelled")
+        guard running != nil else { return .none }
+        return self.stop(mode, then: .fail(.cancelled))
+    }
+
+    /// A journal interval has passed since the segmented round started or the journal was last saved.
+    mutating func journalTick() -> RoundAction {
+        let (mode, running) = self.roundRunning("journalTick")
+        // A stream has no journal; a pause saves its own; a finished download needs none.
+        return mode == .segmented && running != nil ? .saveJournal : .none
+    }
+
+    /// The save that ``RoundAction/saveJournal`` asked for is on disk.
+    mutating func journalSaved() -> RoundAction {
+        let (mode, running) = self.roundRunning("journalSaved")
+        precondition(mode == .segmented, "journalSaved in \(self.state): a stream saves no journal")
+        return running != nil ? .scheduleJournalTick : .none
+    }
+
+    /// The save that ``RoundAction/saveJournal`` asked for failed: the download cannot promise to resume.
+    mutating func journalSaveFailed(_ error: DownloadError) -> RoundAction {
+        let (mode, running) = self.roundRunning("journalSaveFailed")
+        precondition(mode == .segmented, "journalSaveFailed in \(self.state): a stream saves no journal")
+        // Stopping already: a pause saves again, a finished download needs no journal.
+        return running != nil ? self.stop(mode, then: .fail(error)) : .none
+    }
+
+    /// The ``SlowConnectionDetector`` judged these connections too slow.
+    mutating func slowVerdicts(_ verdicts: [SlowConnectionDetector.Verdict]) -> RoundAction {
+        let (mode, running) = self.roundRunning("slowVerdicts")
+        return mode == .segmented && running != nil && !verdicts.isEmpty ? .restartConnections(verdicts) : .none
+    }
+
+    /// The round's mode, and how many workers run (`nil` once it stops); a precondition failure when no round
+    /// runs: its events cannot come then.
+    private func roundRunning(_ event: String) -> (Mode, Int?) {
+        switch self.state {
+        case .transferring(let mode, let running):
+            return (mode, running)
+        case .stopping(let mode, _):
+            return (mode, nil)
+        case .waitingForProbe, .savingBeforePause, .paused, .verifyingPieces, .refetchingPieces, .verifyingDigest,
+            .startingOver, .finished, .failed:
+            preconditionFailure("\(event) in \(self.state): no round runs")
+        }
     }
 
     // MARK: Transitions
 
     /// Every byte is in: the checks follow, the pieces' first.
-    private mutating func transferEnded(_ mode: Mode) -> [Action] {
+    private mutating func transferEnded(_ mode: Mode) -> Action {
         guard self.checks.pieces else { return self.checkDigest(mode) }
         self.state = .verifyingPieces(mode)
-        return [.verifyPieces]
+        return .verifyPieces
     }
 
-    private mutating func checkDigest(_ mode: Mode) -> [Action] {
+    private mutating func checkDigest(_ mode: Mode) -> Action {
         guard self.checks.digest else {
-            self.state = .finished
-            return [.finish]
+            self.state = .finished(mode)
+            return .finish
         }
         self.state = .verifyingDigest(mode)
-        return [.verifyDigest]
+        return .verifyDigest
     }
 
-    private mutating func start(_ mode: Mode) -> [Action] {
-        switch mode {
-        case .segmented:
-            // No save before the first interval: until then the journal on disk (if any) is still true, and a
-            // fresh download has nothing to lose.
-            self.state = .transferring(.segmented, workersRunning: self.connections)
-            return [.startSegmented, .scheduleJournalTick]
-        case .stream:
-            self.state = .transferring(.stream, workersRunning: 1)
-            return [.startStream]
-        }
+    private mutating func start(_ mode: Mode) -> Action {
+        // A segmented round saves nothing before its first interval: until then the journal on disk (if any) is
+        // still true, and a fresh download has nothing to lose.
+        self.state = .transferring(mode, workersRunning: mode == .segmented ? self.connections : 1)
+        return .startRound(mode)
     }
 
-    private mutating func stop(_ mode: Mode, then: Stop) -> [Action] {
+    private mutating func stop(_ mode: Mode, then: Stop) -> RoundAction {
         self.state = .stopping(mode, then: then)
-        return [.cancelWorkers]
+        return .cancelWorkers
+    }
+
+    /// Ends the download, keeping the `.part` file and its journal when the download is in ranges, some bytes
+    /// are on disk and the error does not make them worthless (a changed or misbehaving server's, or another
+    /// writer's, whose bytes these are now).
+    private mutating func fail(_ error: DownloadError, _ mode: Mode) -> Action {
+        self.state = .failed
+        let worthless: Set<DownloadError.Code> = [.remoteChanged, .remoteMisbehaved, .superseded]
+        let keep = mode == .segmented && self.hasBytesOnDisk && !worthless.contains(error.code)
+        return .fail(error, keepPartial: keep)
+    }
+
+    /// Ends the download and removes its bytes: they are known to be wrong.
+    private mutating func discard(_ error: DownloadError) -> Action {
+        self.state = .failed
+        return .fail(error, keepPartial: false)
     }
 
     // MARK: Errors

@@ -1,8 +1,9 @@
-/// One round of a download's workers, from a start action of the ``DownloadStateMachine`` until the machine has
+/// One round of a download's workers, from a ``DownloadStateMachine/Action/startRound(_:)`` until the machine has
 /// stopped them: the workers, the pause watch, the progress reports, the journal timer and the slow-connection
-/// watch run as one task group; what they report goes to the machine, and the round does what it answers.
+/// watch run as one task group; what they report goes to the machine, and the round does the
+/// ``DownloadStateMachine/RoundAction`` it answers.
 struct TransferRound: Sendable {
-    typealias Action = DownloadStateMachine.Action
+    typealias RoundAction = DownloadStateMachine.RoundAction
 
     let session: TransferSession
     let gate: PauseGate
@@ -35,22 +36,25 @@ struct TransferRound: Sendable {
         case ended
     }
 
-    /// Runs `actions`, a start action and what follows it in the same answer of the machine, until the machine
-    /// has stopped the round's tasks; returns the machine's answer to their stopping.
-    func run(_ actions: [Action], machine: inout DownloadStateMachine) async -> [Action] {
+    /// Runs a round in `mode` until the machine has stopped its tasks; returns the machine's answer to their
+    /// stopping.
+    func run(
+        _ mode: DownloadStateMachine.Mode,
+        machine: inout DownloadStateMachine
+    ) async -> DownloadStateMachine.Action {
         if self.gate.isPaused {
             // Paused before the round began: nothing is started, so nothing needs to stop.
             let stop = machine.pauseRequested()
-            assert(stop == [.cancelWorkers], "a pause at the start of a round answered \(stop)")
+            assert(stop == .cancelWorkers, "a pause at the start of a round answered \(stop)")
             self.session.dropProbeResponse()
-            return machine.workersStopped()
+            return machine.workersStopped(bytesOnDisk: self.session.completedBytes > 0)
         }
         await withTaskGroup(of: Report.self) { group in
-            self.execute(actions, in: &group)
+            self.start(mode, in: &group)
             // The pause watch and the progress reports run until cancelled: the group empties only after the
             // machine has cancelled it.
             while let report = await group.next() {
-                let next: [Action]
+                let next: RoundAction
                 switch report {
                 case .workerFinished:
                     next = machine.workerFinished(planComplete: self.session.isPlanComplete)
@@ -68,13 +72,9 @@ struct TransferRound: Sendable {
                     next = machine.journalSaveFailed(error)
                 case .slowConnections(let verdicts, let watch):
                     self.watchSpeed(watch, in: &group)
-                    var actions: [Action] = []
-                    for verdict in verdicts {
-                        actions += machine.slowVerdict(verdict)
-                    }
-                    next = actions
+                    next = machine.slowVerdicts(verdicts)
                 case .ended:
-                    next = []
+                    next = .none
                 }
                 self.execute(next, in: &group)
             }
@@ -82,67 +82,74 @@ struct TransferRound: Sendable {
         // Only the first round's connection 1 can take the probe's response on.
         self.session.dropProbeResponse()
         self.reporter.report()
-        return machine.workersStopped()
+        return machine.workersStopped(bytesOnDisk: self.session.completedBytes > 0)
     }
 
-    private func execute(_ actions: [Action], in group: inout TaskGroup<Report>) {
+    /// Starts the round's tasks: the workers, their companions, and in ranges the journal's timer and the
+    /// slow-connection watch.
+    private func start(_ mode: DownloadStateMachine.Mode, in group: inout TaskGroup<Report>) {
         let session = self.session
-        for action in actions {
-            switch action {
-            case .startSegmented:
-                for id in 1...session.configuration.connections {
-                    group.addTask {
-                        do throws(AttemptFailure) {
-                            try await SegmentWorker(id: id, session: session).run()
-                            return .workerFinished
-                        } catch {
-                            return .attemptFailed(error)
-                        }
-                    }
-                }
-                self.startCompanions(in: &group)
-                let policy = session.configuration.slowConnections
-                if policy.lowestSpeed != nil || (policy.shareOfMedian != nil && session.configuration.connections > 1) {
-                    self.watchSpeed(SpeedWatch(policy: policy), in: &group)
-                }
-            case .startStream:
-                session.startStream()
+        switch mode {
+        case .segmented:
+            for id in 1...session.configuration.connections {
                 group.addTask {
                     do throws(AttemptFailure) {
-                        _ = try await StreamWorker(id: 1, session: session).run()
+                        try await SegmentWorker(id: id, session: session).run()
                         return .workerFinished
                     } catch {
                         return .attemptFailed(error)
                     }
                 }
-                self.startCompanions(in: &group)
-            case .cancelWorkers:
-                group.cancelAll()
-            case .scheduleJournalTick:
-                let interval = session.configuration.journalInterval
-                _ = group.addTaskUnlessCancelled {
-                    do {
-                        try await Task.sleep(for: interval)
-                    } catch {
-                        return .ended
-                    }
-                    return .journalTick
+            }
+            self.startCompanions(in: &group)
+            self.execute(.scheduleJournalTick, in: &group)
+            let policy = session.configuration.slowConnections
+            if policy.lowestSpeed != nil || (policy.shareOfMedian != nil && session.configuration.connections > 1) {
+                self.watchSpeed(SpeedWatch(policy: policy), in: &group)
+            }
+        case .stream:
+            session.startStream()
+            group.addTask {
+                do throws(AttemptFailure) {
+                    _ = try await StreamWorker(id: 1, session: session).run()
+                    return .workerFinished
+                } catch {
+                    return .attemptFailed(error)
                 }
-            case .saveJournal:
-                let save = self.saveJournal
-                _ = group.addTaskUnlessCancelled {
-                    do throws(DownloadError) {
-                        try await save()
-                        return .journalSaved
-                    } catch {
-                        return .journalSaveFailed(error)
-                    }
+            }
+            self.startCompanions(in: &group)
+        }
+    }
+
+    private func execute(_ action: RoundAction, in group: inout TaskGroup<Report>) {
+        switch action {
+        case .none:
+            break
+        case .cancelWorkers:
+            group.cancelAll()
+        case .scheduleJournalTick:
+            let interval = self.session.configuration.journalInterval
+            _ = group.addTaskUnlessCancelled {
+                do {
+                    try await Task.sleep(for: interval)
+                } catch {
+                    return .ended
                 }
-            case .restartConnection(let verdict):
-                session.restart(verdict)
-            case .fallBackToStream, .reportPaused, .reportResumed, .verifyPieces, .verifyDigest, .refetchPieces,
-                .startOver, .finish, .fail, .discard:
-                preconditionFailure("\(action) while a round runs")
+                return .journalTick
+            }
+        case .saveJournal:
+            let save = self.saveJournal
+            _ = group.addTaskUnlessCancelled {
+                do throws(DownloadError) {
+                    try await save()
+                    return .journalSaved
+                } catch {
+                    return .journalSaveFailed(error)
+                }
+            }
+        case .restartConnections(let verdicts):
+            for verdict in verdicts {
+                self.session.restart(verdict)
             }
         }
     }

@@ -19,8 +19,9 @@ struct DownloadFinisher: Sendable {
         case move(DownloadError)
     }
 
-    /// Syncs `file` (after cutting it to `truncatingTo`, for a download whose length was unknown), renames it
-    /// sets its times (``modificationTime``) and removes the journal, in one trip to the blocking-I/O threads.
+    /// Syncs `file` (after cutting it to `truncatingTo`, for a download whose length was unknown), sets its times
+    /// (``modificationTime``), renames it (or links it, a file with no name yet) and removes the journal, in one
+    /// trip to the blocking-I/O threads.
     ///
     /// When the sync fails, the `.part` file and the journal stay: the journal claims only bytes synced at
     /// earlier saves, so a later run resumes from it (the error is ``DownloadError/resumable`` when the download
@@ -33,9 +34,8 @@ struct DownloadFinisher: Sendable {
         }
     }
 
-    /// The blocking half of ``finish(truncatingTo:resumable:)``: cuts, sets the times, syncs and renames. Call it
-    /// on the blocking-I/O threads (a caller already there saves a trip), then ``conclude(_:resumable:)``.
-    func syncAndMove(truncatingTo length: Int64?) -> Result<Void, Failure> {
+    /// The blocking half of ``finish(truncatingTo:resumable:)``: cuts, sets the times, syncs and renames.
+    private func syncAndMove(truncatingTo length: Int64?) -> Result<Void, Failure> {
         do throws(DownloadError) {
             if let length { try self.file.truncate(to: length) }
             if let time = self.modificationTime { try self.file.setTimes(time) }
@@ -58,7 +58,7 @@ struct DownloadFinisher: Sendable {
 
     /// The rest of ``finish(truncatingTo:resumable:)`` after ``syncAndMove(truncatingTo:)``: closes the file, and
     /// removes the journal, or what a failure leaves of no use. Blocks: called on the blocking-I/O threads.
-    func conclude(_ outcome: Result<Void, Failure>, resumable: Bool) throws(DownloadError) {
+    private func conclude(_ outcome: Result<Void, Failure>, resumable: Bool) throws(DownloadError) {
         self.file.close()
         switch outcome {
         case .success:
