@@ -150,7 +150,6 @@ let package = Package(
             name: "DownpourCLI",
             dependencies: [
                 "Downpour", "DownpourQueue", "DownpourRPC", "DownpourSpawn", "DownpourFleet",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

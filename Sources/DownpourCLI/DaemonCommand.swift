@@ -1,15 +1,10 @@
 import ArgumentParser
 import Downpour
-import DownpourFleet
 import DownpourQueue
 import DownpourRPC
 import Foundation
 import Logging
-import NIOConcurrencyHelpers
-import NIOPosix
-import PostgresNIO
 import ServiceLifecycle
-import UnixSignals
 
 #if canImport(Glibc)
 import Glibc
@@ -197,19 +192,32 @@ struct DaemonCommand: AsyncParsableCommand {
         return home + "/.local/state/downpour"
     }
 
-    func run() async throws {
+    /// The settings the daemon runs with (``Settings``): the options in force, the secret, the state directory
+    /// (created, owner only) and the downloads' defaults.
+    func daemonSettings() throws -> Settings {
         let settings = try self.settings()
-        let secret = try self.resolvedSecret(settings)
         let port = settings.value(.rpcListenPort).flatMap { Int($0) } ?? 6800
-        let listenAll = settings.flag(.rpcListenAll)
         let maximumRequestSize = settings.value(.rpcMaxRequestSize).flatMap { Int($0) } ?? 2 * 1024 * 1024
-        Self.raiseOpenFileLimit()
+        let server = RPCServerConfiguration(
+            port: port,
+            listenAll: settings.flag(.rpcListenAll),
+            secret: try self.resolvedSecret(settings),
+            allowOriginAll: settings.flag(.rpcAllowOriginAll),
+            allowedHosts: self.allowedHosts,
+            allowedOrigins: self.allowedOrigins,
+            maximumRequestSize: maximumRequestSize,
+            maximumHeldBodies: max(64 * 1024 * 1024, maximumRequestSize),
+            maximumConnections: self.maxConnections,
+            requestTimeout: .seconds(self.requestTimeout),
+            idleTimeout: .seconds(self.idleTimeout)
+        )
+        do {
+            try server.validate()
+        } catch {
+            throw ValidationError(error.description)
+        }
         let stateDirectory = Self.absolute(self.resolvedStateDirectory())
         let directory = Self.absolute(settings.value(.dir) ?? ".")
-        LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
-        var logger = Logger(label: "downpour.daemon")
-        logger.logLevel = settings.flag(.verbose) ? .debug : .notice
-
         // The state directory holds the queue (URLs, options, maybe credentials in headers): owner only.
         do {
             try FileManager.default.createDirectory(
@@ -218,10 +226,10 @@ struct DaemonCommand: AsyncParsableCommand {
                 attributes: [.posixPermissions: 0o700]
             )
         } catch {
-            writeError(
-                "downpour daemon: cannot create the state directory '\(stateDirectory)': \(error.localizedDescription)"
+            throw Failure(
+                message: "cannot create the state directory '\(stateDirectory)': \(error.localizedDescription)",
+                status: ExitStatus.localIO
             )
-            throw ExitCode(ExitStatus.localIO)
         }
         // Every option but the secrets (the RPC's, a password in the fleet's URL) is a global option clients read
         // (`aria2.getGlobalOption`); the downloads' and the queue's are their defaults.
@@ -237,134 +245,39 @@ struct DaemonCommand: AsyncParsableCommand {
             options.append(QueueOption(name: Aria2Option.journalInterval.name, value: "0.25"))
         }
         let base = Self.base(directory: directory)
+        return Settings(
+            server: server,
+            stateDirectory: stateDirectory,
+            directory: directory,
+            defaults: DownloadManager.Defaults(
+                directory: base.directory,
+                configuration: base.configuration,
+                options: options
+            ),
+            queueURL: settings.value(.queue),
+            nodeName: settings.value(.nodeName) ?? Self.defaultNodeName(port: port),
+            inputFile: settings.value(.inputFile),
+            hooks: Hooks(settings),
+            verbose: settings.flag(.verbose)
+        )
+    }
 
-        // The downloads' connections on the same loops as the daemon's tasks (NIO's, see `Main`): a body part read
-        // on a loop is handed to the task that waits for it on that loop, not across threads to another group's.
-        let downloader = Downloader(
-            eventLoopGroupProvider: .shared(MultiThreadedEventLoopGroup.singleton),
-            logger: logger
-        )
-        // The queue and the RPC server on one loop, as aria2 runs on one thread: a read (`tellStatus`, ...) is
-        // answered as its request is read, and a change reaches the queue with no hop.
-        let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
-        let defaults = DownloadManager.Defaults(
-            directory: base.directory,
-            configuration: base.configuration,
-            options: options
-        )
-        let service: any DownloadQueueService & Service
-        let whereKept: String
-        var fleet: Fleet?
-        if let url = settings.value(.queue) {
-            let name = settings.value(.nodeName) ?? Self.defaultNodeName(port: port)
-            let started = try await Fleet.start(
-                url: url,
-                nodeName: name,
-                stateDirectory: stateDirectory,
-                downloader: downloader,
-                defaults: defaults,
-                eventLoop: eventLoop,
-                logger: logger
-            )
-            fleet = started
-            service = started.node
-            whereKept = "PostgreSQL at \(started.url), shared by the fleet (this node: \(name))"
-        } else {
-            let store: QueueStore
-            let manager: DownloadManager
+    func run() async throws {
+        Self.raiseOpenFileLimit()
+        LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        do {
+            let settings = try self.daemonSettings()
+            var logger = Logger(label: "downpour.daemon")
+            logger.logLevel = settings.verbose ? .debug : .notice
+            let group = try Self.buildDaemon(settings, logger: logger)
             do {
-                store = try QueueStore(directory: stateDirectory)
-                manager = DownloadManager(
-                    downloader: downloader,
-                    store: store,
-                    defaults: defaults,
-                    eventLoop: eventLoop,
-                    logger: logger
-                )
-                try await manager.start()
+                try await group.run()
             } catch {
-                writeError("downpour daemon: \(error.message)")
-                await downloader.shutdown()
-                throw ExitCode(error.reason == .storage ? ExitStatus.localIO : ExitStatus.usage)
+                throw Self.failure(error, settings: settings)
             }
-            service = manager
-            whereKept = store.path
-        }
-
-        if let inputFile = settings.value(.inputFile) {
-            await Self.load(inputFile, into: service)
-        }
-        let hooks = Hooks(settings)
-        let hookTask = hooks.isEmpty ? nil : Task { await hooks.follow(service, logger: logger) }
-        defer { hookTask?.cancel() }
-
-        let shutdown = ShutdownTrigger()
-        let address = listenAll ? "0.0.0.0" : "127.0.0.1"
-        let fleetNode = fleet?.node
-        let server: RPCServer
-        do {
-            server = try RPCServer(
-                service: service,
-                configuration: RPCServerConfiguration(
-                    port: port,
-                    listenAll: listenAll,
-                    secret: secret,
-                    allowOriginAll: settings.flag(.rpcAllowOriginAll),
-                    allowedHosts: self.allowedHosts,
-                    allowedOrigins: self.allowedOrigins,
-                    maximumRequestSize: maximumRequestSize,
-                    maximumHeldBodies: max(64 * 1024 * 1024, maximumRequestSize),
-                    maximumConnections: self.maxConnections,
-                    requestTimeout: .seconds(self.requestTimeout),
-                    idleTimeout: .seconds(self.idleTimeout)
-                ),
-                eventLoopGroup: eventLoop,
-                logger: logger,
-                onShutdown: { _ in shutdown.trigger() },
-                onServerRunning: { port in
-                    let host = address == "0.0.0.0" ? "127.0.0.1" : address
-                    var lines = "downpour daemon: JSON-RPC at http://\(host):\(port)/jsonrpc"
-                    if address == "0.0.0.0" { lines += " (and every other interface)" }
-                    lines += "\ndownpour daemon: dashboard at http://\(host):\(port)/"
-                    lines += "\ndownpour daemon: queue in \(whereKept), downloads to \(directory)\n"
-                    FileHandle.standardOutput.write(Data(lines.utf8))
-                    // The fleet's list of nodes says where to reach this one: its machine's name when it listens on
-                    // every interface, loopback otherwise.
-                    let reach = address == "0.0.0.0" ? ProcessInfo.processInfo.hostName : host
-                    await fleetNode?.advertise(address: "\(reach):\(port)")
-                }
-            )
-        } catch {
-            writeError("downpour daemon: \(error)")
-            await service.shutdown()
-            await downloader.shutdown()
-            await fleet?.stop()
-            throw ExitCode(ExitStatus.usage)
-        }
-
-        var configuration = ServiceGroupConfiguration(
-            services: [
-                .init(service: service),
-                .init(service: server),
-                .init(service: shutdown, successTerminationBehavior: .gracefullyShutdownGroup),
-            ],
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger
-        )
-        configuration.maximumGracefulShutdownDuration = .milliseconds(2500)
-        let group = ServiceGroup(configuration: configuration)
-        var failure: (any Error)?
-        do {
-            try await group.run()
-        } catch {
-            failure = error
-        }
-        await service.shutdown()
-        await downloader.shutdown()
-        await fleet?.stop()
-        if let failure {
-            writeError("downpour daemon: stopped by an error: \(failure)")
-            throw ExitCode(ExitStatus.internalError)
+        } catch let failure as Failure {
+            writeError("downpour daemon: \(failure.message)")
+            throw ExitCode(failure.status)
         }
     }
 
@@ -415,6 +328,12 @@ struct DaemonCommand: AsyncParsableCommand {
         var configuration = DownloadManager.Defaults.configuration
         configuration.renamesExisting = true
         return Aria2Options(directory: directory, configuration: configuration)
+    }
+
+    /// A node's name when none is given: the host's name and the RPC port (or the process, for port 0).
+    static func defaultNodeName(port: Int) -> String {
+        let host = ProcessInfo.processInfo.hostName
+        return port == 0 ? "\(host):pid\(getpid())" : "\(host):\(port)"
     }
 
     static func absolute(_ path: String) -> String {

@@ -104,9 +104,9 @@ struct Hooks: Sendable {
         self.run(Self.moment(of: outcome), gid: gid, path: path, logger: logger)
     }
 
-    /// Runs the hooks for the queue's events until `queue` shuts down.
-    func follow(_ queue: any DownloadQueueService, logger: Logger) async {
-        for await event in queue.events {
+    /// Runs the hooks for `events` of `queue` until it shuts down.
+    func follow(_ events: AsyncStream<QueueEvent>, of queue: any DownloadQueueService, logger: Logger) async {
+        for await event in events {
             let moment: Moment
             let gid: DownloadID
             switch event {

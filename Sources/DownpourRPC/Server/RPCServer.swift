@@ -52,6 +52,7 @@ public struct RPCServer: Service {
     /// Counts the queue's changes, for the progress push's `queueVersion`.
     let queueVersion = NIOLockedValueBox(0)
     let onServerRunning: @Sendable (_ port: Int) async -> Void
+    let beforeServerStarts: @Sendable () async throws -> Void
     let eventLoopGroup: any EventLoopGroup
 
     /// - Parameters:
@@ -60,6 +61,8 @@ public struct RPCServer: Service {
     ///   - logger: for the server's own messages (at info and below).
     ///   - onShutdown: called once the reply to `aria2.shutdown` / `aria2.forceShutdown` (`force`) has been
     ///     sent; the daemon then stops (e.g. with its service group's graceful shutdown).
+    ///   - beforeServerStarts: awaited before the port opens (the queue started, a database migrated); an error
+    ///     stops the server before it listens.
     ///   - onServerRunning: called with the bound port once the server listens.
     ///   - eventLoopGroup: the loops that carry the connections. Give the queue's own loop (a
     ///     ``DownloadManager``'s ``DownloadManager/eventLoop``) and every call that only reads is answered right
@@ -71,6 +74,7 @@ public struct RPCServer: Service {
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "downpour.rpc"),
         onShutdown: @escaping RPCDispatcher.ShutdownHandler = { _ in },
+        beforeServerStarts: @escaping @Sendable () async throws -> Void = {},
         onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
     ) throws(RPCServerError) {
         try configuration.validate()
@@ -88,6 +92,7 @@ public struct RPCServer: Service {
         )
         self.logger = logger
         self.onServerRunning = onServerRunning
+        self.beforeServerStarts = beforeServerStarts
     }
 
     /// Listens until the service group shuts down gracefully (or the task is cancelled).
@@ -99,7 +104,7 @@ public struct RPCServer: Service {
             port: self.configuration.port,
             machineAddresses: self.configuration.listenAll ? Self.machineAddresses() : []
         )
-        let application = Application(
+        var application = Application(
             router: self.router(),
             server: self.serverBuilder(policy: policy),
             configuration: ApplicationConfiguration(
@@ -117,6 +122,7 @@ public struct RPCServer: Service {
             eventLoopGroupProvider: .shared(self.eventLoopGroup),
             logger: self.logger
         )
+        application.beforeServerStarts(perform: self.beforeServerStarts)
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask {
                 await self.forwardNotifications(from: events)
