@@ -159,18 +159,7 @@ struct ResourceProbe: Sendable {
                     range.lowerBound == 0, range.upperBound < asked
                 else {
                     response.running?.cancel()
-                    if let length = header.flatMap(ContentRange.lengthPastAnyFile) {
-                        throw DownloadError(
-                            code: .remoteMisbehaved,
-                            message: "The server says the file is \(length) bytes long, more than any disk can "
-                                + "hold; nothing was fetched."
-                        )
-                    }
-                    throw DownloadError(
-                        code: .remoteMisbehaved,
-                        message: "The server answered a request for bytes 0-\(asked - 1) with Content-Range "
-                            + "'\(header ?? "")'."
-                    )
+                    throw Self.badFirstRange(header, asked: asked)
                 }
                 let total = contentRange.completeLength
                 let wanted = range.upperBound + 1
@@ -238,6 +227,22 @@ struct ResourceProbe: Sendable {
                 throw DownloadError.httpStatus(response.status, url: target.url)
             }
         }
+    }
+
+    /// Why the probe's `206` cannot be used: a length no disk can hold, or a `Content-Range` (`header`) that is not
+    /// bytes from 0 within the `asked` first ones.
+    private static func badFirstRange(_ header: String?, asked: Int64) -> DownloadError {
+        if let length = header.flatMap(ContentRange.lengthPastAnyFile) {
+            return DownloadError(
+                code: .remoteMisbehaved,
+                message: "The server says the file is \(length) bytes long, more than any disk can hold; nothing "
+                    + "was fetched."
+            )
+        }
+        return DownloadError(
+            code: .remoteMisbehaved,
+            message: "The server answered a request for bytes 0-\(asked - 1) with Content-Range '\(header ?? "")'."
+        )
     }
 
     /// The server's RFC 3230 `Digest` of the whole file, from a `HEAD`, when the probe's `206` carried one that

@@ -76,19 +76,9 @@ enum RPCCall: Sendable {
         case .unpauseAll:
             return .write(.unpauseAll)
         case .changePosition:
-            let gid = try params.requiredString(at: 0)
-            let position = try params.requiredInteger(at: 1)
-            let how = try params.requiredString(at: 2)
-            guard let origin = PositionOrigin(rawValue: how) else { throw .method("Illegal argument.") }
-            return .write(.changePosition(gid: gid, by: Int(clamping: position), from: origin))
+            return .write(try Self.changePosition(params))
         case .changeUri:
-            let gid = try params.requiredString(at: 0)
-            let fileIndex = try params.requiredInteger(at: 1)
-            let remove = try params.strings(at: 2, required: true) ?? []
-            let add = try params.strings(at: 3, required: true) ?? []
-            let position = try params.position(at: 4)
-            guard fileIndex >= 1 else { throw .method("fileIndex must be greater than or equal to 1.") }
-            return .write(.changeURIs(gid: gid, fileIndex: fileIndex, remove: remove, add: add, position: position))
+            return .write(try Self.changeURIs(params))
         case .changeOption:
             let gid = try params.requiredString(at: 0)
             let options = try OptionsStruct.options(from: try params.object(at: 1, required: true) ?? JSONObject())
@@ -128,15 +118,7 @@ enum RPCCall: Sendable {
         case .tellActive:
             return .read(.tellActive(keys: try params.strings(at: 0).map(Set.init)))
         case .tellWaiting, .tellStopped:
-            let offset = try params.requiredInteger(at: 0)
-            let num = try params.requiredInteger(at: 1)
-            let keys = try params.strings(at: 2).map(Set.init)
-            guard num >= 0 else {
-                throw .method(
-                    "The integer parameter at 1 has invalid value: the value must be greater than or equal to 0."
-                )
-            }
-            let page = ReadCall.Page(offset: offset, num: num, keys: keys)
+            let page = try Self.page(params)
             return .read(method == .tellWaiting ? .tellWaiting(page) : .tellStopped(page))
         case .getOption:
             return .read(.getOption(gid: try params.requiredString(at: 0)))
@@ -153,6 +135,37 @@ enum RPCCall: Sendable {
         case .listNotifications:
             return .read(.listNotifications)
         }
+    }
+
+    /// `changePosition(gid, pos, how)`.
+    private static func changePosition(_ params: RPCParameters) throws(RPCError) -> WriteCall {
+        let gid = try params.requiredString(at: 0)
+        let position = try params.requiredInteger(at: 1)
+        let how = try params.requiredString(at: 2)
+        guard let origin = PositionOrigin(rawValue: how) else { throw .method("Illegal argument.") }
+        return .changePosition(gid: gid, by: Int(clamping: position), from: origin)
+    }
+
+    /// `changeUri(gid, fileIndex, delUris, addUris[, position])`.
+    private static func changeURIs(_ params: RPCParameters) throws(RPCError) -> WriteCall {
+        let gid = try params.requiredString(at: 0)
+        let fileIndex = try params.requiredInteger(at: 1)
+        let remove = try params.strings(at: 2, required: true) ?? []
+        let add = try params.strings(at: 3, required: true) ?? []
+        let position = try params.position(at: 4)
+        guard fileIndex >= 1 else { throw .method("fileIndex must be greater than or equal to 1.") }
+        return .changeURIs(gid: gid, fileIndex: fileIndex, remove: remove, add: add, position: position)
+    }
+
+    /// The page of `tellWaiting` and `tellStopped`: `(offset, num[, keys])`.
+    private static func page(_ params: RPCParameters) throws(RPCError) -> ReadCall.Page {
+        let offset = try params.requiredInteger(at: 0)
+        let num = try params.requiredInteger(at: 1)
+        let keys = try params.strings(at: 2).map(Set.init)
+        guard num >= 0 else {
+            throw .method("The integer parameter at 1 has invalid value: the value must be greater than or equal to 0.")
+        }
+        return ReadCall.Page(offset: offset, num: num, keys: keys)
     }
 
     /// A multicall entry `{"methodName": ..., "params": [...]}` as a call, or why it is refused; a multicall in a
