@@ -17,11 +17,14 @@ import UnixSignals
 /// ```
 /// DownloaderService     the downloads' HTTP clients: shut down last
 /// PostgresClient        (a fleet) the database's connections
+/// HooksService          the on-download-* programs, for the queue's events until it has stopped
 /// the queue             DownloadManager, or the Fleet (its node): pauses the runs, stores the queue
-/// HooksService          the on-download-* programs, for the queue's events
-/// RPCServer             the port opens once the queue has started (migrations, the store read, the input file)
+/// RPCServer             the port opens once the queue has started (migrations, the store read, the input file);
+///                       given 2.5 s to close its connections once the group stops
 /// ShutdownTrigger       aria2.shutdown
 /// ```
+///
+/// Each waits for the one after it to stop, however long the queue takes to pause its runs.
 extension DaemonCommand {
     /// Everything the daemon runs with, read from the command line and the configuration file before anything
     /// starts.
@@ -42,8 +45,10 @@ extension DaemonCommand {
     /// The queue the daemon serves, and how it runs.
     private struct Queue {
         let service: any DownloadQueueService
-        /// Run in the group, in this order, before the RPC server.
-        let services: [any Service]
+        /// What it needs while it runs (the fleet's database client): stopped after it.
+        let backing: [any Service]
+        /// The queue as a service: ``DownloadManager``, or the ``Fleet`` (its node).
+        let runner: any Service
         /// Awaited before the port opens; the services' own runs wait for the same start.
         let start: @Sendable () async throws -> Void
         /// Where it is kept, for the line the daemon prints once it listens.
@@ -98,7 +103,8 @@ extension DaemonCommand {
             )
             queue = Queue(
                 service: fleet.node,
-                services: fleet.services,
+                backing: [fleet.client],
+                runner: fleet,
                 start: { try await fleet.start() },
                 place: "PostgreSQL at \(url), shared by the fleet (this node: \(settings.nodeName))",
                 node: fleet.node
@@ -120,7 +126,8 @@ extension DaemonCommand {
             )
             queue = Queue(
                 service: manager,
-                services: [manager],
+                backing: [],
+                runner: manager,
                 start: { try await manager.start() },
                 place: store.path,
                 node: nil
@@ -129,21 +136,27 @@ extension DaemonCommand {
         let shutdown = ShutdownTrigger()
         let server = Self.server(settings, queue: queue, eventLoop: eventLoop, shutdown: shutdown, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: DownloaderService(downloader))]
-        services += queue.services.map { .init(service: $0, failureTerminationBehavior: .gracefullyShutdownGroup) }
+        services += queue.backing.map { .init(service: $0) }
         if !settings.hooks.isEmpty {
             services.append(.init(service: HooksService(hooks: settings.hooks, queue: queue.service, logger: logger)))
         }
         services += [
-            .init(service: server, failureTerminationBehavior: .gracefullyShutdownGroup),
+            .init(service: queue.runner, failureTerminationBehavior: .gracefullyShutdownGroup),
+            .init(
+                service: StoppedWithin(server, limit: .milliseconds(2500)),
+                failureTerminationBehavior: .gracefullyShutdownGroup
+            ),
             .init(service: shutdown, successTerminationBehavior: .gracefullyShutdownGroup),
         ]
-        var configuration = ServiceGroupConfiguration(
-            services: services,
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger
+        // No limit for the group: the queue pauses its runs and stores itself, and the fleet gives its downloads
+        // back, before their database client and the downloader stop.
+        return ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: services,
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger
+            )
         )
-        configuration.maximumGracefulShutdownDuration = .milliseconds(2500)
-        return ServiceGroup(configuration: configuration)
     }
 
     /// The RPC server, whose port opens once the queue has started and the input file is in.
@@ -227,7 +240,7 @@ private struct DownloaderService: Service {
 }
 
 /// The on-download-* programs for the queue's events, from its start (the downloads an earlier run left active
-/// included, as aria2 does) until the group shuts down: the pauses of the shutdown itself run none.
+/// included, as aria2 does) until the queue has stopped (listed before it, it is told to stop after it).
 private struct HooksService: Service {
     let hooks: Hooks
     let queue: any DownloadQueueService
@@ -245,6 +258,31 @@ private struct HooksService: Service {
     func run() async {
         await cancelWhenGracefulShutdown {
             await self.hooks.follow(self.events, of: self.queue, logger: self.logger)
+        }
+    }
+}
+
+/// A service given `limit` to stop once the group shuts down gracefully, then cancelled: a server whose clients keep
+/// their connections open does not hold the daemon's shutdown.
+private struct StoppedWithin: Service {
+    let service: any Service
+    let limit: Duration
+
+    init(_ service: any Service, limit: Duration) {
+        self.service = service
+        self.limit = limit
+    }
+
+    func run() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await self.service.run() }
+            group.addTask {
+                try? await gracefulShutdown()
+                try? await Task.sleep(for: self.limit)
+            }
+            // The service's end (or its error), or the limit: the other is cancelled.
+            try await group.next()
+            group.cancelAll()
         }
     }
 }

@@ -174,8 +174,11 @@ public actor DownloadManager: DownloadQueueService {
     ///   a bad value.
     public func start() async throws(QueueError) {
         guard !self.isStarted else { return }
+        var startedHere = false
         try await self.transaction { () throws(QueueError) in
+            // Another caller may have started it while this one waited for the gate.
             guard !self.isStarted else { return }
+            startedHere = true
             let contents = try await self.ledger.store.contents()
             self.overrides = contents.options
             let globals = self.effectiveGlobals
@@ -209,7 +212,7 @@ public actor DownloadManager: DownloadQueueService {
             )
             self.perform(actions)
         }
-        if self.writesSession { self.sessionTimer = Task { await self.saveSessionPeriodically() } }
+        if startedHere, self.writesSession { self.sessionTimer = Task { await self.saveSessionPeriodically() } }
     }
 
     // MARK: - DownloadQueueService

@@ -31,17 +31,9 @@ struct DownloadManagerTests {
 
     @Test("no more than max-concurrent-downloads run at once; the rest start as slots free up")
     func maxConcurrent() async throws {
-        let directory = try ScratchDirectory()
-        defer { directory.remove() }
-        let downloader = makeTestDownloader()
-        try await RangeTestServer.withServer(content: Self.small) { server in
-            let manager = try makeManager(
-                in: directory,
-                downloader: downloader,
-                options: [QueueOption(name: "max-concurrent-downloads", value: "2")]
-            )
-            let log = EventLog(manager.events)
-            try await manager.start()
+        try await withManager(content: Self.small, options: [QueueOption(name: "max-concurrent-downloads", value: "2")])
+        { fixture in
+            let (manager, server, log, directory) = (fixture.manager, fixture.server, fixture.events, fixture.directory)
             server.holdBodies()
             var gids: [DownloadID] = []
             for index in 0..<4 {
@@ -81,24 +73,14 @@ struct DownloadManagerTests {
             let stat = await manager.globalStat()
             #expect(stat.numActive == 0 && stat.numWaiting == 0 && stat.numStopped == 4 && stat.numStoppedTotal == 4)
             #expect(await manager.stoppedDownloads(0..<10).map(\.errorCode) == [0, 0, 0, 0])
-            await manager.shutdown()
         }
-        await downloader.shutdown()
     }
 
     @Test("changing max-concurrent-downloads starts more at once")
     func raiseMaxConcurrent() async throws {
-        let directory = try ScratchDirectory()
-        defer { directory.remove() }
-        let downloader = makeTestDownloader()
-        try await RangeTestServer.withServer(content: Self.small) { server in
-            let manager = try makeManager(
-                in: directory,
-                downloader: downloader,
-                options: [QueueOption(name: "max-concurrent-downloads", value: "1")]
-            )
-            let log = EventLog(manager.events)
-            try await manager.start()
+        try await withManager(content: Self.small, options: [QueueOption(name: "max-concurrent-downloads", value: "1")])
+        { fixture in
+            let (manager, server, log) = (fixture.manager, fixture.server, fixture.events)
             server.holdBodies()
             var gids: [DownloadID] = []
             for index in 0..<3 {
@@ -122,20 +104,13 @@ struct DownloadManagerTests {
 
             server.releaseBodies()
             for gid in gids { try await log.wait(for: .completed(gid)) }
-            await manager.shutdown()
         }
-        await downloader.shutdown()
     }
 
     @Test("pause an active download, unpause: only the missing bytes are fetched, the file is identical")
     func pauseThenUnpause() async throws {
-        let directory = try ScratchDirectory()
-        defer { directory.remove() }
-        let downloader = makeTestDownloader()
-        try await RangeTestServer.withServer(content: Self.big, faults: [Self.throttle]) { server in
-            let manager = try makeManager(in: directory, downloader: downloader)
-            let log = EventLog(manager.events)
-            try await manager.start()
+        try await withManager(content: Self.big, faults: [Self.throttle]) { fixture in
+            let (manager, server, log, directory) = (fixture.manager, fixture.server, fixture.events, fixture.directory)
             // The server holds the bodies by itself past 2.5 MiB: the download cannot finish before the pause lands,
             // however late this test looks on a loaded machine.
             server.holdBodies(afterSending: 5 * 512 * 1024)
@@ -168,20 +143,13 @@ struct DownloadManagerTests {
             #expect(asked <= Self.big.count - Int(done) + 1024 * 1024, "asked for \(asked) bytes, \(done) were done")
             let result = try await manager.status(of: gid.description)
             #expect(result.status == .complete && result.errorCode == 0 && result.totalLength == Int64(Self.big.count))
-            await manager.shutdown()
         }
-        await downloader.shutdown()
     }
 
     @Test("remove an active download: a removed result (31), no .part left")
     func removeActive() async throws {
-        let directory = try ScratchDirectory()
-        defer { directory.remove() }
-        let downloader = makeTestDownloader()
-        try await RangeTestServer.withServer(content: Self.big) { server in
-            let manager = try makeManager(in: directory, downloader: downloader)
-            let log = EventLog(manager.events)
-            try await manager.start()
+        try await withManager(content: Self.big) { fixture in
+            let (manager, server, log, directory) = (fixture.manager, fixture.server, fixture.events, fixture.directory)
             // The probe's first 64 KiB go out (the file is opened with them), then the server holds the rest.
             server.holdBodies(afterSending: 64 * 1024)
             let gid = try await manager.add(uris: [server.url("/r.bin")], options: Self.out("r.bin"), position: nil)
@@ -197,24 +165,14 @@ struct DownloadManagerTests {
             try await waitUntil("nothing left: \(directory.contents())") { directory.contents().isEmpty }
             #expect(await manager.globalStat().numStopped == 1)
             server.releaseBodies()
-            await manager.shutdown()
         }
-        await downloader.shutdown()
     }
 
     @Test("remove a waiting download: it leaves the queue with no result")
     func removeWaiting() async throws {
-        let directory = try ScratchDirectory()
-        defer { directory.remove() }
-        let downloader = makeTestDownloader()
-        try await RangeTestServer.withServer(content: Self.small) { server in
-            let manager = try makeManager(
-                in: directory,
-                downloader: downloader,
-                options: [QueueOption(name: "max-concurrent-downloads", value: "1")]
-            )
-            let log = EventLog(manager.events)
-            try await manager.start()
+        try await withManager(content: Self.small, options: [QueueOption(name: "max-concurrent-downloads", value: "1")])
+        { fixture in
+            let (manager, server, log, directory) = (fixture.manager, fixture.server, fixture.events, fixture.directory)
             server.holdBodies()
             let first = try await manager.add(uris: [server.url("/w0.bin")], options: Self.out("w0.bin"), position: nil)
             let second = try await manager.add(
@@ -250,9 +208,7 @@ struct DownloadManagerTests {
             try await log.wait(for: .completed(first))
             #expect(log.count(of: .started(second)) == 0)
             #expect(!server.statistics().requests.contains { $0.uri == "/w1.bin" || $0.uri == "/w2.bin" })
-            await manager.shutdown()
         }
-        await downloader.shutdown()
     }
 
     @Test("remove a paused download: its .part and journal go too, also after a restart")
@@ -341,13 +297,8 @@ struct DownloadManagerTests {
 
     @Test("a 404 becomes an error result with aria2's code 3")
     func notFound() async throws {
-        let directory = try ScratchDirectory()
-        defer { directory.remove() }
-        let downloader = makeTestDownloader()
-        try await RangeTestServer.withServer(content: Self.small) { server in
-            let manager = try makeManager(in: directory, downloader: downloader)
-            let log = EventLog(manager.events)
-            try await manager.start()
+        try await withManager(content: Self.small) { fixture in
+            let (manager, server, log) = (fixture.manager, fixture.server, fixture.events)
             let gid = try await manager.add(uris: [server.url("/status/404")], options: [], position: nil)
             try await log.wait(for: .failed(gid))
             let status = try await manager.status(of: gid.description)
@@ -358,25 +309,18 @@ struct DownloadManagerTests {
             try await manager.removeResult(gid.description)
             #expect(await manager.globalStat().numStopped == 0)
             #expect(await manager.globalStat().numStoppedTotal == 1)
-            await manager.shutdown()
         }
-        await downloader.shutdown()
     }
 
     @Test("a Metalink's piece digests and size ride as options of Downpour's own: a bad piece is fetched again")
     func pieceChecksums() async throws {
-        let directory = try ScratchDirectory()
-        defer { directory.remove() }
-        let downloader = makeTestDownloader()
         let pieceLength = 64 * 1024
         let digests = stride(from: 0, to: Self.small.count, by: pieceLength).map {
             sha256Hex(Self.small[$0..<min(Self.small.count, $0 + pieceLength)])
         }
         let damaged = (2 * pieceLength + 10)..<(2 * pieceLength + 20)
-        try await RangeTestServer.withServer(content: Self.small, faults: [.corrupt(damaged)]) { server in
-            let manager = try makeManager(in: directory, downloader: downloader)
-            let log = EventLog(manager.events)
-            try await manager.start()
+        try await withManager(content: Self.small, faults: [.corrupt(damaged)]) { fixture in
+            let (manager, server, log, directory) = (fixture.manager, fixture.server, fixture.events, fixture.directory)
             let options = [
                 QueueOption(name: "out", value: "p.bin"), QueueOption(name: "split", value: "1"),
                 QueueOption(
@@ -401,9 +345,7 @@ struct DownloadManagerTests {
             let failing = try await manager.add(uris: [server.url("/q.bin")], options: wrongLength, position: nil)
             try await log.wait(for: .failed(failing))
             #expect(try await manager.status(of: failing.description).status == .error)
-            await manager.shutdown()
         }
-        await downloader.shutdown()
     }
 
     @Test("options: unknown names are ignored, a bad value for a known one is refused and names it")
@@ -555,13 +497,8 @@ struct DownloadManagerTests {
 extension DownloadManagerTests {
     @Test("changing options of an active download restarts it keeping its bytes; max-download-limit does not restart")
     func changeOptionsRestarts() async throws {
-        let directory = try ScratchDirectory()
-        defer { directory.remove() }
-        let downloader = makeTestDownloader()
-        try await RangeTestServer.withServer(content: Self.big, faults: [Self.throttle]) { server in
-            let manager = try makeManager(in: directory, downloader: downloader)
-            let log = EventLog(manager.events)
-            try await manager.start()
+        try await withManager(content: Self.big, faults: [Self.throttle]) { fixture in
+            let (manager, server, log, directory) = (fixture.manager, fixture.server, fixture.events, fixture.directory)
             // Past 3 MiB the server holds the bodies: the download cannot finish before the restart lands.
             server.holdBodies(afterSending: 3 * 1024 * 1024)
             let gid = try await manager.add(uris: [server.url("/o.bin")], options: Self.out("o.bin"), position: nil)
@@ -591,9 +528,7 @@ extension DownloadManagerTests {
             ] {
                 #expect(answered.contains(option), "\(option)")
             }
-            await manager.shutdown()
         }
-        await downloader.shutdown()
     }
 }
 

@@ -104,3 +104,61 @@ final class LogRecord: Sendable {
         }
     }
 }
+
+/// What a manager test works with: a started manager over a scratch directory, with a downloader of its own, a
+/// test server, and every event the manager sent.
+struct ManagerFixture: Sendable {
+    let manager: DownloadManager
+    let server: RangeTestServer
+    let events: EventLog
+    let directory: ScratchDirectory
+    let downloader: Downloader
+}
+
+/// Runs `body` with a started manager (``makeManager(in:downloader:configuration:options:)``) and a
+/// ``RangeTestServer`` serving `content` with `faults`. Afterwards, also when `body` throws, the manager and the
+/// downloader shut down, the server stops and the directory is removed.
+func withManager<Value: Sendable>(
+    content: [UInt8],
+    faults: [RangeTestServer.Fault] = [],
+    configuration: DownloadConfiguration = testConfiguration(),
+    options: [QueueOption] = [],
+    _ body: (ManagerFixture) async throws -> Value
+) async throws -> Value {
+    let directory = try ScratchDirectory()
+    defer { directory.remove() }
+    let downloader = makeTestDownloader()
+    let outcome: Result<Value, any Error>
+    do {
+        outcome = .success(
+            try await RangeTestServer.withServer(content: content, faults: faults) { server in
+                let manager = try makeManager(
+                    in: directory,
+                    downloader: downloader,
+                    configuration: configuration,
+                    options: options
+                )
+                let fixture = ManagerFixture(
+                    manager: manager,
+                    server: server,
+                    events: EventLog(manager.events),
+                    directory: directory,
+                    downloader: downloader
+                )
+                let value: Result<Value, any Error>
+                do {
+                    try await manager.start()
+                    value = .success(try await body(fixture))
+                } catch {
+                    value = .failure(error)
+                }
+                await manager.shutdown()
+                return try value.get()
+            }
+        )
+    } catch {
+        outcome = .failure(error)
+    }
+    await downloader.shutdown()
+    return try outcome.get()
+}

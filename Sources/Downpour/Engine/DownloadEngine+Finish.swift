@@ -57,10 +57,10 @@ extension DownloadEngine {
     }
 
     /// Ends a download that cannot finish. With `keepPartial` (the ``DownloadStateMachine``'s decision), keeps the
-    /// `.part` file and its journal, after a last save; else removes both. A file with no name yet
-    /// (``OutputFile/isUnnamed``) has nothing to keep: the kernel frees it when it is closed. Returns the error,
-    /// marked resumable when the bytes were kept. Without a write permit any more, it only closes the file: what
-    /// is on disk is the new writer's.
+    /// `.part` file and its journal, after a last save; else removes both. Returns the error, marked resumable when
+    /// the bytes were kept. A file with no name yet (``OutputFile/isUnnamed``) is only closed: the kernel frees it,
+    /// and a `NAME.part` beside it is not this run's. Without a write permit any more, it only closes the file too:
+    /// what is on disk is the new writer's.
     func abandon(
         _ session: TransferSession,
         _ output: PreparedOutput,
@@ -69,11 +69,12 @@ extension DownloadEngine {
     ) async -> DownloadError {
         var failure = error
         failure.resumable = false
-        guard error.code != .superseded, await self.writePermitted() else {
+        // Another writer's file, or one with no name (the kernel frees it once closed): only closed.
+        guard error.code != .superseded, !session.file.isUnnamed, await self.writePermitted() else {
             session.file.close()
             return failure
         }
-        guard keepPartial, !session.file.isUnnamed else { return await self.discard(output, error: error) }
+        guard keepPartial else { return await self.discard(output, error: error) }
         // The last save may be up to one interval old; bring it up to date if the disk lets us. In a task of its
         // own, so that the cancellation that stopped the download does not stop this too.
         let journal = output.journal

@@ -90,7 +90,8 @@ extension DownloadEngine {
             unseen: unseen,
             reserving: !isWholeFile
         )
-        self.partPathKnown(partPath)
+        // A file with no name leaves no `NAME.part` behind for a cancel to remove.
+        if !file.isUnnamed { self.partPathKnown(partPath) }
         let resumption: Resumption
         do {
             resumption = try opened.get()

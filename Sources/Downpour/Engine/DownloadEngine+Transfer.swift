@@ -77,19 +77,22 @@ extension DownloadEngine {
         if allBytesIn { ProgressReporter(session: session).report() }
         var action = machine.probeFinished(segmentable: session.isSegmented, allBytesIn: allBytesIn)
         let journal = output.journal
-        let round = TransferRound(session: session, gate: self.gate) { [self, session] () async throws(DownloadError) in
-            try await self.saveJournal(journal, session: session)
+        // A round of its own each time: its progress meters start afresh.
+        let round = { [self] in
+            TransferRound(session: session, gate: self.gate) { [self, session] () async throws(DownloadError) in
+                try await self.saveJournal(journal, session: session)
+            }
         }
         while true {
             switch action {
             case .startRound(let mode):
-                action = await round.run(mode, machine: &machine)
+                action = await round().run(mode, machine: &machine)
             case .resume(let mode):
                 self.hub.emit(.resumed)
-                action = await round.run(mode, machine: &machine)
+                action = await round().run(mode, machine: &machine)
             case .fallBackToStream:
                 try await self.fallBackToStream(session, output)
-                action = await round.run(.stream, machine: &machine)
+                action = await round().run(.stream, machine: &machine)
             case .saveBeforePause:
                 do throws(DownloadError) {
                     try await self.saveJournal(journal, session: session)
