@@ -48,6 +48,7 @@ let package = Package(
     platforms: [.macOS(.v14), .iOS(.v17)],
     products: [
         .library(name: "Downpour", targets: ["Downpour"]),
+        .library(name: "DownpourAria2", targets: ["DownpourAria2"]),
         .library(name: "DownpourQueue", targets: ["DownpourQueue"]),
         .library(name: "DownpourRPC", targets: ["DownpourRPC"]),
         .library(name: "DownpourFleet", targets: ["DownpourFleet"]),
@@ -83,6 +84,13 @@ let package = Package(
             ],
             swiftSettings: upcomingFeatures
         ),
+        // aria2's options, command line and files (input, configuration, session) over the library: what the
+        // daemon, its queue and the CLI share; the engine never uses them.
+        .target(
+            name: "DownpourAria2",
+            dependencies: ["Downpour"],
+            swiftSettings: upcomingFeatures
+        ),
         .target(
             name: "DownpourJSON",
             swiftSettings: upcomingFeatures
@@ -91,7 +99,7 @@ let package = Package(
             name: "DownpourQueue",
             dependencies: [
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                "Downpour", "DownpourJSON",
+                "Downpour", "DownpourAria2", "DownpourJSON",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -105,7 +113,7 @@ let package = Package(
         .target(
             name: "DownpourFleet",
             dependencies: [
-                "Downpour", "DownpourQueue",
+                "Downpour", "DownpourAria2", "DownpourQueue",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
@@ -116,7 +124,7 @@ let package = Package(
         .target(
             name: "DownpourRPC",
             dependencies: [
-                "Downpour", "DownpourJSON", "DownpourQueue",
+                "Downpour", "DownpourAria2", "DownpourJSON", "DownpourQueue",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -149,7 +157,7 @@ let package = Package(
         .executableTarget(
             name: "DownpourCLI",
             dependencies: [
-                "Downpour", "DownpourQueue", "DownpourRPC", "DownpourSpawn", "DownpourFleet",
+                "Downpour", "DownpourAria2", "DownpourQueue", "DownpourRPC", "DownpourSpawn", "DownpourFleet",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -180,7 +188,7 @@ let package = Package(
         .testTarget(
             name: "DownpourTests",
             dependencies: [
-                "Downpour", "DownpourTestSupport",
+                "Downpour", "DownpourAria2", "DownpourTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -203,7 +211,7 @@ let package = Package(
         .testTarget(
             name: "DownpourQueueTests",
             dependencies: [
-                "Downpour", "DownpourQueue", "DownpourTestSupport",
+                "Downpour", "DownpourAria2", "DownpourQueue", "DownpourTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -216,7 +224,7 @@ let package = Package(
         .testTarget(
             name: "DownpourFleetTests",
             dependencies: [
-                "Downpour", "DownpourQueue", "DownpourFleet", "DownpourTestSupport",
+                "Downpour", "DownpourAria2", "DownpourQueue", "DownpourFleet", "DownpourTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -225,7 +233,7 @@ let package = Package(
         .testTarget(
             name: "DownpourRPCTests",
             dependencies: [
-                "Downpour", "DownpourJSON", "DownpourQueue", "DownpourRPC", "DownpourTestSupport",
+                "Downpour", "DownpourAria2", "DownpourJSON", "DownpourQueue", "DownpourRPC", "DownpourTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),

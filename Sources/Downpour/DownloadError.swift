@@ -137,12 +137,12 @@ public struct SystemCallError: Error, Sendable, Hashable, CustomStringConvertibl
 }
 
 extension DownloadError {
-    static func invalidRequest(_ message: String) -> DownloadError {
+    package static func invalidRequest(_ message: String) -> DownloadError {
         DownloadError(code: .invalidRequest, message: message)
     }
 
     /// A failed local file operation: `systemCall` failed with `errno`.
-    static func localIO(_ message: String, systemCall: String, errno: Int32) -> DownloadError {
+    package static func localIO(_ message: String, systemCall: String, errno: Int32) -> DownloadError {
         let cause = SystemCallError(systemCall: systemCall, errno: errno)
         var text = message + ": " + describeErrno(errno)
         if cause.isNoSpace {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Downpour
+import DownpourAria2
 import DownpourQueue
 import Foundation
 
@@ -98,7 +99,10 @@ struct Aria2Arguments {
     /// The options of a download (``Aria2Option/Scope/download``) applied to `base`, in order.
     ///
     /// - Throws: `ValidationError` naming the option, for a value the request cannot take.
-    func applyingDownloadOptions(to base: Aria2Options, except excluded: Set<String> = []) throws -> Aria2Options {
+    func applyingDownloadOptions(
+        to base: Aria2DownloadSettings,
+        except excluded: Set<String> = []
+    ) throws -> Aria2DownloadSettings {
         var options = base
         for given in self.options(in: [.download]) where !excluded.contains(given.name) {
             do {
@@ -164,7 +168,7 @@ struct Aria2Arguments {
 
     /// The table's options `command` takes, for its `--help`: one line each, with the default `base` gives (a
     /// download option's) or the table's.
-    static func help(for command: Aria2Option.Commands, base: Aria2Options) -> String {
+    static func help(for command: Aria2Option.Commands, base: Aria2DownloadSettings) -> String {
         Aria2Option.all.filter { $0.commands.contains(command) }.map { option in
             var names = "--\(option.name)=<\(option.valueName)>"
             if let short = option.short { names = "-\(short), " + names }

@@ -1,4 +1,5 @@
 import Downpour
+import DownpourAria2
 import Foundation
 
 extension BatchRunner.Entry {
@@ -15,7 +16,7 @@ extension BatchRunner.Entry {
     ///   cannot be downloaded as the document describes it.
     static func metalinkFiles(
         of metalink: Metalink,
-        options base: Aria2Options,
+        options base: Aria2DownloadSettings,
         line: (Int) -> Int,
         origin: String? = nil
     ) throws(DownloadError) -> [BatchRunner.Entry] {
@@ -42,13 +43,16 @@ extension BatchRunner.Entry {
 
     /// The options this entry's request was made from, as far as its files would need them if it turns out to
     /// be a Metalink: its directory and configuration.
-    var optionsForMetalinkFiles: Aria2Options {
+    var optionsForMetalinkFiles: Aria2DownloadSettings {
         let directory: String
         switch self.request.destination {
         case .directory(let path): directory = path
         case .named(_, let path): directory = path
         case .file(let path): directory = (path as NSString).deletingLastPathComponent
         }
-        return Aria2Options(directory: directory.isEmpty ? "." : directory, configuration: self.request.configuration)
+        return Aria2DownloadSettings(
+            directory: directory.isEmpty ? "." : directory,
+            configuration: self.request.configuration
+        )
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Downpour
+import DownpourAria2
 import DownpourQueue
 import DownpourRPC
 import Foundation
@@ -324,10 +325,10 @@ struct DaemonCommand: AsyncParsableCommand {
 
     /// What every download starts from before the global options: aria2's defaults where Downpour's differ
     /// (Metalinks followed; a file of the name that exists is kept and the download saved as NAME.1.EXT).
-    static func base(directory: String) -> Aria2Options {
+    static func base(directory: String) -> Aria2DownloadSettings {
         var configuration = DownloadManager.Defaults.configuration
         configuration.renamesExisting = true
-        return Aria2Options(directory: directory, configuration: configuration)
+        return Aria2DownloadSettings(directory: directory, configuration: configuration)
     }
 
     /// A node's name when none is given: the host's name and the RPC port (or the process, for port 0).

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Downpour
+import DownpourAria2
 import Foundation
 import NIOConcurrencyHelpers
 

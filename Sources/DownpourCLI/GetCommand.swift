@@ -1,5 +1,6 @@
 import ArgumentParser
 import Downpour
+import DownpourAria2
 import DownpourQueue
 import Foundation
 import Logging
@@ -62,7 +63,7 @@ struct GetCommand: AsyncParsableCommand {
     /// What `get` starts from before its options: the library's defaults, a connect time-out as long as the read
     /// one (30 s, as `--timeout` has always meant both), Metalinks followed, `~/.netrc` read, and the proxy
     /// variables curl reads.
-    static func base(environment: [String: String]) throws(DownloadError) -> Aria2Options {
+    static func base(environment: [String: String]) throws(DownloadError) -> Aria2DownloadSettings {
         var configuration = DownloadConfiguration()
         configuration.timeouts.connect = configuration.timeouts.idleRead
         configuration.followsMetalink = true
@@ -70,7 +71,7 @@ struct GetCommand: AsyncParsableCommand {
             configuration.netrcPath = (home.hasSuffix("/") ? home : home + "/") + ".netrc"
         }
         configuration.proxy = try ProxySettings.fromEnvironment(environment)
-        return Aria2Options(directory: ".", configuration: configuration)
+        return Aria2DownloadSettings(directory: ".", configuration: configuration)
     }
 
     /// The options checked before `run`, so that a mistake is a usage error with get's usage line (the notice of
@@ -171,7 +172,7 @@ struct GetPlan: Sendable {
     var inputFile: String?
     var metalinkFile: String?
     /// Every download's options: the configuration file's and the command line's over ``GetCommand/base(environment:)``.
-    var options: Aria2Options
+    var options: Aria2DownloadSettings
     var concurrency: Int
     var overallLimit: Int64?
     var quiet: Bool
@@ -198,7 +199,7 @@ struct GetPlan: Sendable {
         // As curl's -x: a proxy given replaces the proxy variables (NO_PROXY still applies), which are then not
         // read at all (a bad one does not matter).
         let givesProxy = settings.gives(.allProxy, .httpProxy, .httpsProxy)
-        var base: Aria2Options
+        var base: Aria2DownloadSettings
         do {
             base = try GetCommand.base(
                 environment: givesProxy

@@ -1,4 +1,5 @@
 import Downpour
+import DownpourAria2
 import DownpourQueue
 import Foundation
 import Logging

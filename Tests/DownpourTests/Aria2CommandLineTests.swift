@@ -1,4 +1,5 @@
 import Downpour
+import DownpourAria2
 import Testing
 
 @Suite("aria2's options on a command line, read through the table")

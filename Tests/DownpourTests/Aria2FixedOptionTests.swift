@@ -1,6 +1,7 @@
 import Testing
 
 @testable import Downpour
+@testable import DownpourAria2
 
 /// The aria2 options Downpour answers but has no setting for: what counts as the same value, and the refusal.
 @Suite struct Aria2FixedOptionTests {

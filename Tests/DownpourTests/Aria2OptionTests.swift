@@ -1,4 +1,5 @@
 import Downpour
+import DownpourAria2
 import Testing
 
 @Suite("The option table, aria2's configuration file and its session file")
@@ -12,7 +13,7 @@ struct Aria2OptionTests {
             #expect(!option.help.isEmpty, "\(option) has no help")
         }
         // A download option's default is the configuration's own, read back.
-        let defaults = Aria2Options(directory: "/d")
+        let defaults = Aria2DownloadSettings(directory: "/d")
         #expect(Aria2Option.dir.defaultValue(in: defaults) == "/d")
         #expect(Aria2Option.split.defaultValue(in: defaults) == "4")
         #expect(Aria2Option.minSplitSize.defaultValue(in: defaults) == "1048576")
@@ -22,7 +23,7 @@ struct Aria2OptionTests {
 
     @Test("aria2's http-no-cache and auto-save-interval are honoured: the cache headers, the journal's interval")
     func honouredAria2Options() throws {
-        var options = Aria2Options(directory: "/d")
+        var options = Aria2DownloadSettings(directory: "/d")
         #expect(Aria2Option.httpNoCache.defaultValue(in: options) == "false")
         #expect(Aria2Option.autoSaveInterval.defaultValue(in: options) == "1")
         try options.apply(name: "http-no-cache", value: "true")
@@ -34,7 +35,7 @@ struct Aria2OptionTests {
         #expect(headers == ["Cache-Control: no-cache", "Pragma: no-cache"])
         #expect(request.configuration.journalInterval == .seconds(60))
         // A header of the user's own is not doubled.
-        var own = Aria2Options(directory: "/d")
+        var own = Aria2DownloadSettings(directory: "/d")
         try own.apply(name: "header", value: "Cache-Control: max-age=0")
         try own.apply(name: "http-no-cache", value: "true")
         let names = try own.request(uris: ["http://example.com/f"]).configuration.headers.map(\.name)

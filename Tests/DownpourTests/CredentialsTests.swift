@@ -3,6 +3,7 @@ import NIOHTTP1
 import Testing
 
 @testable import Downpour
+@testable import DownpourAria2
 
 #if canImport(Glibc)
 import Glibc
@@ -430,7 +431,7 @@ struct CredentialsTests {
 
     @Test("aria2 option names for credentials and times")
     func aria2Options() throws {
-        var options = Aria2Options()
+        var options = Aria2DownloadSettings()
         try options.apply(name: "http-user", value: "alice")
         try options.apply(name: "http-passwd", value: "s:ecret")
         try options.apply(name: "remote-time", value: "true")

@@ -3,6 +3,7 @@ import NIOCore
 import Testing
 
 @testable import Downpour
+@testable import DownpourAria2
 
 #if canImport(Glibc)
 import Glibc
@@ -127,10 +128,10 @@ struct ConnectionBudgetTests {
 }
 
 @Suite("aria2 options, download IDs, stored requests")
-struct Aria2OptionsTests {
+struct Aria2DownloadSettingsTests {
     @Test("options by aria2's names become a request")
     func options() throws {
-        var options = Aria2Options(directory: "base")
+        var options = Aria2DownloadSettings(directory: "base")
         for (name, value) in [
             ("dir", "sub/dir"), ("out", "name.iso"), ("header", "X-A: 1"), ("header", "X-B: 2"), ("split", "8"),
             ("min-split-size", "2M"), ("max-download-limit", "10M"), ("user-agent", "ua/1"), ("max-tries", "9"),
@@ -162,7 +163,7 @@ struct Aria2OptionsTests {
         ]
     )
     func badOptions(_ option: (String, String)) {
-        var options = Aria2Options()
+        var options = Aria2DownloadSettings()
         #expect {
             try options.apply(name: option.0, value: option.1)
         } throws: { error in
@@ -173,12 +174,12 @@ struct Aria2OptionsTests {
 
     @Test("no out: the directory, under the server's or the URL's name; several URLs are mirrors")
     func destinations() throws {
-        let request = try Aria2Options(directory: "d").request(uris: ["http://127.0.0.1/f"])
+        let request = try Aria2DownloadSettings(directory: "d").request(uris: ["http://127.0.0.1/f"])
         #expect(request.destination == .directory("d"))
         #expect(request.mirrors.isEmpty)
-        let mirrored = try Aria2Options().request(uris: ["http://127.0.0.1/a", "http://127.0.0.1/b"])
+        let mirrored = try Aria2DownloadSettings().request(uris: ["http://127.0.0.1/a", "http://127.0.0.1/b"])
         #expect(mirrored.mirrors == [URL(string: "http://127.0.0.1/b")!])
-        #expect(throws: DownloadError.self) { try Aria2Options().request(uris: []) }
+        #expect(throws: DownloadError.self) { try Aria2DownloadSettings().request(uris: []) }
     }
 
     @Test("download IDs: 16 lowercase hex digits, parsed back, nothing else accepted")

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import Downpour
+@testable import DownpourAria2
 
 @Suite("aria2 input files")
 struct InputFileTests {

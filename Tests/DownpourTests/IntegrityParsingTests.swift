@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import Downpour
+@testable import DownpourAria2
 
 @Suite("Checksums and server digests")
 struct IntegrityParsingTests {
@@ -143,7 +144,7 @@ struct IntegrityParsingTests {
 
     @Test("aria2's checksum option")
     func aria2Option() throws {
-        var options = Aria2Options()
+        var options = Aria2DownloadSettings()
         try options.apply(name: "checksum", value: "sha-1=\(Self.sha1)")
         #expect(options.configuration.checksum == Checksum(algorithm: .sha1, digest: Self.sha1))
         #expect(Aria2Option.named("checksum")?.scope == .download)

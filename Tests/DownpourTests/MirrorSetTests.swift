@@ -3,6 +3,7 @@ import Logging
 import Testing
 
 @testable import Downpour
+@testable import DownpourAria2
 
 @Suite("MirrorSet")
 struct MirrorSetTests {
@@ -211,10 +212,10 @@ struct MirrorSetTests {
 
     @Test("aria2 options: several URIs are one request with mirrors")
     func aria2Options() throws {
-        let request = try Aria2Options().request(uris: ["http://a/x", "http://b/x"])
+        let request = try Aria2DownloadSettings().request(uris: ["http://a/x", "http://b/x"])
         #expect(request.url.absoluteString == "http://a/x")
         #expect(request.mirrors.map(\.absoluteString) == ["http://b/x"])
-        #expect(throws: DownloadError.self) { try Aria2Options().request(uris: ["http://a/x", "not a url"]) }
+        #expect(throws: DownloadError.self) { try Aria2DownloadSettings().request(uris: ["http://a/x", "not a url"]) }
     }
 
     @Test("journals: mirror validators round-trip; a journal written without them decodes")

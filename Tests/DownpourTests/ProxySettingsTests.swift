@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import Downpour
+@testable import DownpourAria2
 
 @Suite("Proxies: URLs, NO_PROXY, the environment")
 struct ProxySettingsTests {
@@ -239,7 +240,9 @@ struct ProxySettingsTests {
 
     @Test("input-file options by aria2's names")
     func aria2Options() throws {
-        var options = Aria2Options(configuration: DownloadConfiguration(proxy: ProxySettings(all: Self.allProxy)))
+        var options = Aria2DownloadSettings(
+            configuration: DownloadConfiguration(proxy: ProxySettings(all: Self.allProxy))
+        )
         try options.apply(name: "https-proxy", value: "http://u:p@proxy:3128")
         try options.apply(name: "no-proxy", value: "localhost,.corp")
         #expect(

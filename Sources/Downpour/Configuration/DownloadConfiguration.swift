@@ -288,7 +288,7 @@ public struct HTTPHeaderField: Sendable, Hashable, Codable {
         self.init(name: String(name), value: String(value))
     }
 
-    func validate() throws(DownloadError) {
+    package func validate() throws(DownloadError) {
         let tokenCharacters = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
         guard !self.name.isEmpty, self.name.allSatisfy({ tokenCharacters.contains($0) }) else {
             throw .invalidRequest("'\(self.name)' is not a valid header name.")

@@ -64,7 +64,7 @@ extension Int64 {
 }
 
 extension Substring {
-    func trimmingSpaces() -> Substring {
+    package func trimmingSpaces() -> Substring {
         var result = self
         while let first = result.first, first == " " || first == "\t" { result.removeFirst() }
         while let last = result.last, last == " " || last == "\t" { result.removeLast() }

@@ -1,4 +1,5 @@
 import Downpour
+import DownpourAria2
 import DownpourJSON
 import DownpourQueue
 

@@ -1,3 +1,5 @@
+import Downpour
+
 /// aria2's options on a command line, read as aria2c reads them, through the one table (``Aria2Option``):
 /// `--NAME=VALUE` and `--NAME VALUE`, a flag alone for `true` (`--continue`, `-c`), a short name with its value
 /// joined or apart (`-x8`, `-x=8`, `-x 8`), short flags together (`-qc`), and the table's aliases (`--insecure` is

@@ -1,4 +1,5 @@
 import Downpour
+import DownpourAria2
 import Foundation
 
 /// The options: the defaults, the global options clients changed and a download's own, resolved through the table
@@ -35,7 +36,7 @@ extension DownloadManager {
     /// The defaults, the global options and the table, for a request or a read.
     var resolver: OptionResolver {
         OptionResolver(
-            base: Aria2Options(directory: self.defaults.directory, configuration: self.defaults.configuration),
+            base: Aria2DownloadSettings(directory: self.defaults.directory, configuration: self.defaults.configuration),
             globals: self.effectiveGlobals
         )
     }

@@ -1,4 +1,5 @@
 import Downpour
+import DownpourAria2
 
 extension DownloadQueue {
     /// The downloads aria2 writes to its session file (`save-session`), in its order: the active ones, the waiting

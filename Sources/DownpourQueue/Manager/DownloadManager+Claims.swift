@@ -1,4 +1,5 @@
 import Downpour
+import DownpourAria2
 import Logging
 
 /// Downloads started and dropped on another's word: a fleet node's manager (``fillsFreeSlots`` off) runs what the
@@ -92,7 +93,10 @@ extension DownloadManager {
     public func optionShaper() -> OptionShaper {
         OptionShaper(
             resolver: OptionResolver(
-                base: Aria2Options(directory: self.defaults.directory, configuration: self.defaults.configuration),
+                base: Aria2DownloadSettings(
+                    directory: self.defaults.directory,
+                    configuration: self.defaults.configuration
+                ),
                 globals: self.effectiveGlobals
             ),
             directory: Self.lastValue(.dir, in: self.effectiveGlobals) ?? self.defaults.directory

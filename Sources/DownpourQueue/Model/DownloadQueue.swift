@@ -1,4 +1,5 @@
 import Downpour
+import DownpourAria2
 
 /// aria2's queue as a value: active downloads in the order they started, a waiting queue in order (each item
 /// possibly paused), and the results of stopped downloads.

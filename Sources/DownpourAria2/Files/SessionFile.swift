@@ -59,6 +59,7 @@ public enum SessionFile {
 }
 
 #if canImport(Glibc)
+import Downpour
 import Glibc
 #elseif canImport(Musl)
 import Musl

@@ -1,3 +1,5 @@
+import Downpour
+
 extension Metalink.File {
     /// What the document says of this file, as the table's options of the download that fetches it: `out` its
     /// name, `checksum` its strongest digest, and its piece digests and size in options of Downpour's own

@@ -1,3 +1,5 @@
+import Downpour
+
 /// A list of downloads in aria2's input-file format (what `aria2c -i FILE` reads).
 ///
 /// Each line that does not start with whitespace is one download: one or more URIs separated by TAB characters,

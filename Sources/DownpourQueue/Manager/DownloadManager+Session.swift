@@ -1,4 +1,5 @@
 import Downpour
+import DownpourAria2
 import Logging
 
 /// The session file (the global options `save-session` and `save-session-interval`): aria2's format, written off the

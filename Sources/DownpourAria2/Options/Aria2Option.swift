@@ -1,3 +1,4 @@
+import Downpour
 import Foundation
 
 /// One option by aria2's name that Downpour implements: where it applies, what value it takes, how that value is
@@ -91,8 +92,8 @@ public struct Aria2Option: Sendable, CustomStringConvertible {
     /// The commands that take it from a configuration file: ``commands``, but `get` takes `input-file` only from
     /// its command line (a daemon's file names the daemon's session in it).
     public let fileCommands: Commands
-    let apply: (@Sendable (String, inout Aria2Options) throws(DownloadError) -> Void)?
-    let read: (@Sendable (Aria2Options) -> String?)?
+    let apply: (@Sendable (String, inout Aria2DownloadSettings) throws(DownloadError) -> Void)?
+    let read: (@Sendable (Aria2DownloadSettings) -> String?)?
 
     init(
         _ name: String,
@@ -106,8 +107,8 @@ public struct Aria2Option: Sendable, CustomStringConvertible {
         commands: Commands? = nil,
         fileCommands: Commands? = nil,
         help: String,
-        apply: (@Sendable (String, inout Aria2Options) throws(DownloadError) -> Void)? = nil,
-        read: (@Sendable (Aria2Options) -> String?)? = nil
+        apply: (@Sendable (String, inout Aria2DownloadSettings) throws(DownloadError) -> Void)? = nil,
+        read: (@Sendable (Aria2DownloadSettings) -> String?)? = nil
     ) {
         self.name = name
         self.scope = scope
@@ -196,7 +197,7 @@ public struct Aria2Option: Sendable, CustomStringConvertible {
         }
         if let apply {
             // The value must also make sense to the request (a header's form, a proxy URL, a digest).
-            var scratch = Aria2Options()
+            var scratch = Aria2DownloadSettings()
             do {
                 try apply(normalized, &scratch)
             } catch {
@@ -209,14 +210,14 @@ public struct Aria2Option: Sendable, CustomStringConvertible {
 
     /// The value this option has in `options` (a download's or the defaults' request options), written as aria2
     /// writes it; `nil` for one that is not set and has no default.
-    public func defaultValue(in options: Aria2Options) -> String? {
+    public func defaultValue(in options: Aria2DownloadSettings) -> String? {
         self.read?(options) ?? self.defaultText
     }
 
     /// Applies a value to request options; queue and daemon options change nothing there.
     ///
     /// - Throws: ``DownloadError/Code/invalidRequest`` for a bad value, naming the option.
-    public func apply(_ text: String, to options: inout Aria2Options) throws(DownloadError) {
+    public func apply(_ text: String, to options: inout Aria2DownloadSettings) throws(DownloadError) {
         guard let apply else { return }
         try apply(try self.checked(text), &options)
     }
@@ -575,7 +576,7 @@ extension Aria2Option {
         valueName: "locations",
         help: "With a Metalink: prefer the URLs of these locations (comma-separated country codes, such as 'de,fr').",
         apply: { value, options in
-            options.metalinkLocations = Aria2Options.locations(value)
+            options.metalinkLocations = Aria2DownloadSettings.locations(value)
         },
         read: { $0.metalinkLocations.isEmpty ? nil : $0.metalinkLocations.joined(separator: ",") }
     )

@@ -1,3 +1,5 @@
+import Downpour
+
 /// Options in aria2's configuration-file format (`aria2c --conf-path FILE`): one `name=value` a line, names without
 /// the leading `--`, `#` comments and blank lines, `\r\n` line ends and a UTF-8 byte order mark accepted.
 ///

@@ -1,4 +1,5 @@
 import Downpour
+import DownpourAria2
 
 extension DownloadManager {
     /// The manager's state at one moment, read the way aria2 shows it (``QueueReader``). Made for one read and
@@ -63,7 +64,10 @@ extension DownloadManager {
 
         private var resolver: OptionResolver {
             OptionResolver(
-                base: Aria2Options(directory: self.defaults.directory, configuration: self.defaults.configuration),
+                base: Aria2DownloadSettings(
+                    directory: self.defaults.directory,
+                    configuration: self.defaults.configuration
+                ),
                 globals: self.globals
             )
         }

@@ -1,4 +1,5 @@
 import Downpour
+import DownpourAria2
 import Logging
 
 /// The supervision of runs: each active download runs as a ``Download`` in a task of its own, known by a token so

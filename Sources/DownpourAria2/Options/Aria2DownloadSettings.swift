@@ -1,10 +1,11 @@
+import Downpour
 import Foundation
 
 /// Per-download options by aria2's names, as an input file (`aria2c -i`) or aria2's RPC gives them, turned into
 /// a ``DownloadRequest``.
 ///
 /// ```swift
-/// var options = Aria2Options(directory: "downloads")
+/// var options = Aria2DownloadSettings(directory: "downloads")
 /// try options.apply(name: "out", value: "big.iso")
 /// try options.apply(name: "split", value: "8")
 /// let request = try options.request(uris: ["https://example.com/big.iso"])
@@ -12,7 +13,7 @@ import Foundation
 ///
 /// Names that aria2 has but Downpour does not are refused with a message naming them, never ignored. The options
 /// and their values are those of the one table, ``Aria2Option/all``.
-public struct Aria2Options: Sendable, Hashable {
+public struct Aria2DownloadSettings: Sendable, Hashable {
     /// The directory to save into (`dir`).
     public var directory: String
     /// The file name inside ``directory`` (`out`); the server's or the URL's name when `nil`.

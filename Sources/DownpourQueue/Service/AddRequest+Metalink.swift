@@ -1,4 +1,5 @@
 import Downpour
+import DownpourAria2
 import Foundation
 
 extension AddRequest {
@@ -10,7 +11,9 @@ extension AddRequest {
     public static func files(of metalink: Metalink, options: [QueueOption], position: Int?) -> [AddRequest] {
         let keepsName = options.contains { $0.name == Aria2Option.out.name } && metalink.files.count == 1
         let keepsChecksum = options.contains { $0.name == Aria2Option.checksum.name }
-        let locations = Aria2Options.locations(options.last { $0.name == Aria2Option.metalinkLocation.name }?.value)
+        let locations = Aria2DownloadSettings.locations(
+            options.last { $0.name == Aria2Option.metalinkLocation.name }?.value
+        )
         var requests: [AddRequest] = []
         for (offset, file) in metalink.files.enumerated() {
             let described = file.downloadOptions(keepingName: keepsName, keepingChecksum: keepsChecksum)

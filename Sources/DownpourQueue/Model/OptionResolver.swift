@@ -1,4 +1,5 @@
 import Downpour
+import DownpourAria2
 import Foundation
 
 /// What a download's options and the queue's are, layer over layer: the defaults (the daemon's configuration), the
@@ -9,7 +10,7 @@ import Foundation
 /// global `header` lines, it does not add to them).
 struct OptionResolver: Sendable {
     /// The request options every download starts from, before any option by name.
-    var base: Aria2Options
+    var base: Aria2DownloadSettings
     /// The global options, the daemon's defaults with the clients' changes over them.
     var globals: [QueueOption]
 
@@ -22,7 +23,7 @@ struct OptionResolver: Sendable {
     /// The request options of a download with options `own`: ``base``, then its effective download options.
     ///
     /// - Throws: ``QueueError`` `invalidRequest` naming the option with a bad value.
-    func requestOptions(_ own: [QueueOption]) throws(QueueError) -> Aria2Options {
+    func requestOptions(_ own: [QueueOption]) throws(QueueError) -> Aria2DownloadSettings {
         var options = self.base
         for option in self.effective(own) {
             guard let known = Self.requestOption(option.name) else { continue }
@@ -116,7 +117,7 @@ struct OptionResolver: Sendable {
         return [QueueOption(name: option.name, value: last)]
     }
 
-    private static func defaults(of option: Aria2Option, in base: Aria2Options) -> [QueueOption] {
+    private static func defaults(of option: Aria2Option, in base: Aria2DownloadSettings) -> [QueueOption] {
         option.defaultValue(in: base).map { [QueueOption(name: option.name, value: $0)] } ?? []
     }
 }
