@@ -4,15 +4,21 @@ import NIOConcurrencyHelpers
 /// it read and waits the delay it gets back before reading more. Its rate can change at any time.
 final class BandwidthLimiter: Sendable {
     private let bucket: NIOLockedValueBox<TokenBucket>
-    private let start = ContinuousClock.now
+    /// Seconds on a monotonic clock.
+    private let clock: @Sendable () -> Double
 
-    /// - Parameter rate: bytes per second; `nil` for no limit.
-    init(rate: Int64?) {
-        self.bucket = NIOLockedValueBox(TokenBucket(rate: rate, now: 0))
+    /// - Parameters:
+    ///   - rate: bytes per second; `nil` for no limit.
+    ///   - clock: seconds on a monotonic clock (tests give their own); by default the continuous clock's since now.
+    init(rate: Int64?, clock: (@Sendable () -> Double)? = nil) {
+        let start = ContinuousClock.now
+        let clock = clock ?? { (ContinuousClock.now - start).inSeconds }
+        self.clock = clock
+        self.bucket = NIOLockedValueBox(TokenBucket(rate: rate, now: clock()))
     }
 
     private var now: Double {
-        (ContinuousClock.now - self.start).inSeconds
+        self.clock()
     }
 
     var rate: Int64? {
