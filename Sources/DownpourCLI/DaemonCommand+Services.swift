@@ -240,7 +240,8 @@ private struct DownloaderService: Service {
 }
 
 /// The on-download-* programs for the queue's events, from its start (the downloads an earlier run left active
-/// included, as aria2 does) until the queue has stopped (listed before it, it is told to stop after it).
+/// included, as aria2 does) to the last event of its shutdown. Listed before the queue, it is told to stop after
+/// the queue has stopped, and waits for that turn: a service that ends before its turn fails the group's shutdown.
 private struct HooksService: Service {
     let hooks: Hooks
     let queue: any DownloadQueueService
@@ -256,9 +257,9 @@ private struct HooksService: Service {
     }
 
     func run() async {
-        await cancelWhenGracefulShutdown {
-            await self.hooks.follow(self.events, of: self.queue, logger: self.logger)
-        }
+        // The events end when the queue has shut down (or this task is cancelled).
+        await self.hooks.follow(self.events, of: self.queue, logger: self.logger)
+        try? await gracefulShutdown()
     }
 }
 

@@ -213,7 +213,10 @@ public actor DownloadManager: DownloadQueueService {
             )
             self.perform(actions)
         }
-        if startedHere, self.writesSession { self.sessionTimer = Task { await self.saveSessionPeriodically() } }
+        // Not after a shutdown that came while the queue was being stored.
+        if startedHere, self.writesSession, !self.isShutDown {
+            self.sessionTimer = Task { await self.saveSessionPeriodically() }
+        }
     }
 
     // MARK: - DownloadQueueService
