@@ -225,7 +225,7 @@ def main():
             assert sha256(f"{downloads}/{name}") == digest, f"{name} differs from the served file"
         requests = nginx.requests()
         served = {}
-        for path, _, _, sent, _ in requests:
+        for path, _, _, sent, *_ in requests:
             served[path] = served.get(path, 0) + sent
         ratios = {path: served.get(f"/{path}", 0) / SIZE for path in expected}
         worst = max(ratios, key=ratios.get)

@@ -346,7 +346,7 @@ CASES = (
         default=False, tools=("aria2c",),
         script=("rpc_flood.py", "--downpour", "{binary}", "--json", "{work}/floods.json")),
     Case(
-        "bytes", "bytes nginx sent per byte saved (bytes_bench.py): 1, 6, 20 and 100 MB at -x 2, -x 8, -x 8 at "
+        "bytes", "bytes nginx sent per byte saved (bytes_bench.py): 1, 6, 20, 30 and 100 MB at -x 2, -x 8, -x 8 at "
         "4 MiB/s a connection and -x 8 from a server without ranges, beside aria2c and aria2-next",
         default=False, tools=("aria2c", "aria2-next"),
         script=("bytes_bench.py", "--downpour", "{binary}", "--work", "{work}", "--json", "{work}/bytes.json")),

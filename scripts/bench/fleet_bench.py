@@ -128,7 +128,7 @@ def faults(fault, expected, nodes, postgres):
 def served_per_file(nginx, since, names, size):
     """What nginx sent for each file since `since`, as a multiple of its size."""
     sent = {}
-    for path, _, _, count, _ in nginx.requests(since):
+    for path, _, _, count, *_ in nginx.requests(since):
         sent[path] = sent.get(path, 0) + count
     return [sent.get(f"/{name}", 0) / size for name in names]
 

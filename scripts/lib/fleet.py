@@ -135,7 +135,7 @@ class Nginx:
             return 0
 
     def requests(self, since=0):
-        """Every response from timed.log (from byte `since` of it): (path, start, end, bytes, user agent)."""
+        """Every response from timed.log (from byte `since` of it): (path, start, end, bytes, user agent, Range header)."""
         entries = []
         with open(f"{self.work}/timed.log") as file:
             file.seek(since)
@@ -147,7 +147,8 @@ class Nginx:
                 request = fields[1].split()
                 status = fields[2].split()
                 if len(request) >= 2 and len(status) >= 2 and status[1].isdigit():
-                    entries.append((request[1], end - duration, end, int(status[1]), fields[3]))
+                    asked = fields[5] if len(fields) >= 7 and fields[5] != "-" else None
+                    entries.append((request[1], end - duration, end, int(status[1]), fields[3], asked))
         return entries
 
     def stop(self):

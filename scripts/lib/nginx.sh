@@ -137,7 +137,7 @@ $(nginx_http_common "$work")
     access_log $work/access.log;
     # When each response ended and how long it took, with the client's user agent (the fleet's test names its
     # daemons by it): timed.log.
-    log_format timed '\$msec \$request_time "\$request" \$status \$body_bytes_sent "\$http_user_agent"';
+    log_format timed '\$msec \$request_time "\$request" \$status \$body_bytes_sent "\$http_user_agent" "\$http_range"';
     access_log $work/timed.log timed;
     keepalive_requests 10000;
 EOF

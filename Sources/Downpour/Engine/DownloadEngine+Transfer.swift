@@ -10,7 +10,7 @@ extension DownloadEngine {
         let configuration = self.request.configuration
         let remote = probed.remote
         let hasher = output.expected.map { PrefixHasher(algorithm: $0.checksum.algorithm, file: output.file) }
-        let mode: TransferSession.Mode
+        let mode: TransferState.Mode
         if remote.isSegmentable {
             var done = output.resumed
             if let prefetched = output.prefetched, !prefetched.isEmpty { done.insert(prefetched) }

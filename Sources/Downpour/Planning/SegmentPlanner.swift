@@ -6,7 +6,7 @@
 /// - **leased**: promised to one connection, from its cursor to its end;
 /// - **free**: nobody's yet.
 ///
-/// A connection asking for work (``acquire(takesOver:isWorthRacing:)``) gets the largest free range. When nothing is free it takes
+/// A connection asking for work (``acquire(takesOver:keeping:isWorthRacing:)``) gets the largest free range. When nothing is free it takes
 /// the back half of what the busiest connection has left, provided both halves stay at least
 /// ``minimumSplitSize`` long, so no connection idles while another still has a long way to go. When nothing
 /// can be split any more it may *race* the connection with the most left: both fetch the same tail, the first
@@ -117,16 +117,18 @@ public struct SegmentPlanner: Sendable {
     }
 
     /// Work for a connection with nothing to do: the largest free range (the first one, with ``pieceSize``),
-    /// else the back half of the longest remaining lease, else (when racing is on) a race for the tail of the
+    /// else the back of the longest remaining lease, else (when racing is on) a race for the tail of the
     /// longest remaining lease that `isWorthRacing` accepts (the engine accepts only leases whose connection is
-    /// much slower than the others: racing one as fast as the racer gains nothing and costs a request); a lease
-    /// is split only when `isWorthSplitting` accepts it (the engine declines one whose connection will be done
-    /// within moments: the server has sent much of what it asked for already, and the split would ask again). With
-    /// `takesOver` false only a free range is handed out.
+    /// much slower than the others: racing one as fast as the racer gains nothing and costs a request).
+    ///
+    /// A lease is split at its middle, or further on when `keeping` says its connection keeps more bytes past
+    /// its cursor (the engine's estimate of what the server has sent ahead of what was read: a split before it
+    /// would ask for those bytes again); `keeping` answers `nil` for a lease not to be split at all. Both parts
+    /// must stay at least ``minimumSplitSize`` long. With `takesOver` false only a free range is handed out.
     /// `nil` when there is nothing left worth taking; the connection can stop.
     public mutating func acquire(
         takesOver: Bool = true,
-        isWorthSplitting: (Lease) -> Bool = { _ in true },
+        keeping: (Lease) -> Int64? = { _ in 0 },
         isWorthRacing: (Lease) -> Bool = { _ in true }
     ) -> Lease? {
         let next =
@@ -145,10 +147,12 @@ public struct SegmentPlanner: Sendable {
         }
         if let victim = self.leases.values.filter({ $0.raceGroup == nil }).max(by: byRemaining) {
             let remaining = Int64(victim.remaining.count)
-            if remaining >= 2 * self.minimumSplitSize, isWorthSplitting(victim) {
-                let middle = victim.cursor + (remaining + 1) / 2
-                self.leases[victim.id]!.end = middle
-                return self.makeLease(middle..<victim.end)
+            if remaining >= 2 * self.minimumSplitSize, let kept = keeping(victim) {
+                let cut = victim.cursor + max((remaining + 1) / 2, kept)
+                if victim.end - cut >= self.minimumSplitSize {
+                    self.leases[victim.id]!.end = cut
+                    return self.makeLease(cut..<victim.end)
+                }
             }
         }
         guard let victim = self.raceCandidates().filter(isWorthRacing).max(by: byRemaining) else { return nil }

@@ -72,7 +72,7 @@ struct SegmentWorker: Sendable {
     /// Returns early, leaving the rest to the planner, when `source` is dropped.
     private func fetch(
         _ lease: SegmentPlanner.LeaseID,
-        from source: TransferSession.Source,
+        from source: TransferState.Source,
         continuing running: RunningResponse? = nil
     ) async throws(AttemptFailure)
         -> Bool
@@ -171,7 +171,7 @@ struct SegmentWorker: Sendable {
     private func attempt(
         _ lease: SegmentPlanner.LeaseID,
         range: Range<Int64>,
-        from source: TransferSession.Source,
+        from source: TransferState.Source,
         continuing probeResponse: RunningResponse?
     ) async throws(AttemptFailure) -> Bool {
         let session = self.session
@@ -188,7 +188,7 @@ struct SegmentWorker: Sendable {
         assert(running.map { $0.range.lowerBound == range.lowerBound } ?? true)
         // The last byte the response carries, past which nothing may land.
         let end = running?.range.upperBound ?? range.upperBound
-        session.setActive(true, connection: self.id)
+        session.setActive(true, connection: self.id, continuing: running != nil)
         defer { session.setActive(false, connection: self.id) }
 
         let id = self.id

@@ -24,7 +24,7 @@ extension DownloadManager {
         try self.checkRunning()
         try await self.transaction { () throws(QueueError) in
             let orphaned = self.superseded.remove(entry.gid) != nil
-            _ = try self.makeRequest(for: QueuedDownload(entry: entry))
+            try self.check(QueuedDownload(entry: entry))
             let actions = try await self.change { queue throws(QueueError) -> [QueueAction] in
                 let gid = entry.gid
                 var actions: [QueueAction] = []

@@ -33,6 +33,14 @@ extension DownloadManager {
         }
     }
 
+    /// Checks that `download` can run with its options and URIs as they are now, as its run will ask for them
+    /// (``makeRequest(for:)``): every option resolved through the table, every URI parsed. Nothing is kept.
+    ///
+    /// - Throws: ``QueueError`` `invalidRequest`, naming the option whose value is bad.
+    func check(_ download: QueuedDownload) throws(QueueError) {
+        _ = try self.makeRequest(for: download)
+    }
+
     /// The defaults, the global options and the table, for a request or a read.
     var resolver: OptionResolver {
         OptionResolver(

@@ -348,8 +348,8 @@ public actor DownloadManager: DownloadQueueService {
             }
         }
         let entry = QueueEntry(gid: gid, uris: uris, options: kept)
-        _ = try self.makeRequest(for: QueuedDownload(entry: entry))
-        for uri in uris.dropFirst() { try Self.checkURI(uri) }
+        // The mirrors' URIs too: the request parses every one.
+        try self.check(QueuedDownload(entry: entry))
         return (entry, paused)
     }
 
@@ -480,7 +480,7 @@ public actor DownloadManager: DownloadQueueService {
         }
         let names = Set(changes.map(\.name))
         download.entry.options = download.entry.options.filter { !names.contains($0.name) } + changes
-        _ = try self.makeRequest(for: download)
+        try self.check(download)
         // An active one restarts with them: its run stops first, so that it cannot complete under the old ones
         // after the change is acknowledged (one finishing is waited for, and then the change is refused).
         let restarts = self.ledger.queue.active.contains(id) && !names.isSubset(of: DownloadQueue.optionsChangedLive)
