@@ -15,10 +15,7 @@ extension FleetNode {
 
     func writeSession(onlyIfChanged: Bool) async throws(QueueError) {
         let globals = await self.manager.globalOptions()
-        guard let path = globals.last(where: { $0.name == Aria2Option.saveSession.name })?.value, !path.isEmpty
-        else {
-            throw QueueError(.invalidRequest, message: "Filename is not given.")
-        }
+        let path = try SessionWriter.path(in: globals)
         let rows: [FleetQueue.Row]
         do {
             rows = try await self.queue.rows()
@@ -33,22 +30,16 @@ extension FleetNode {
             stopped: rows.filter { [.complete, .error, .removed].contains($0.status) }.map { ($0.entry, $0.status) },
             globals: globals
         )
-        let text = SessionFile.text(of: entries)
-        if onlyIfChanged, text == self.savedSession { return }
-        try await DownloadManager.writeSessionFile(text, to: path)
-        self.savedSession = text
+        guard let text = self.sessionWriter.text(of: entries, onlyIfChanged: onlyIfChanged) else { return }
+        try await SessionWriter.write(text, to: path)
+        self.sessionWriter.wrote(text)
     }
 
     /// Writes the session file when `save-session-interval` seconds passed since it was last looked at, if the
     /// queue changed.
     func saveSessionIfDue() async {
         let globals = await self.manager.globalOptions()
-        let interval =
-            globals.last { $0.name == Aria2Option.saveSessionInterval.name }.flatMap { Double($0.value) } ?? 0
-        guard interval > 0, globals.contains(where: { $0.name == Aria2Option.saveSession.name }) else { return }
-        let now = ContinuousClock.now
-        if let last = self.lastSessionCheck, now - last < .milliseconds(Int64(interval * 1000)) { return }
-        self.lastSessionCheck = now
+        guard self.sessionWriter.isDue(globals: globals, now: .now) else { return }
         do {
             try await self.writeSession(onlyIfChanged: true)
         } catch {

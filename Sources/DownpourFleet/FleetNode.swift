@@ -56,9 +56,8 @@ public actor FleetNode {
     private var untoldEnds: [DownloadID: QueueEvent] = [:]
     /// When the fleet was last told how this node stands.
     private var lastHeartbeat: ContinuousClock.Instant?
-    /// The text last written to the session file, and when the node last looked whether it changed.
-    var savedSession: String?
-    var lastSessionCheck: ContinuousClock.Instant?
+    /// The session file (`save-session`): the fleet's queue, written by this node.
+    var sessionWriter = SessionWriter()
     private var isShutDown = false
     /// What was last recorded in the database for each run (path, total, completed, speed).
     private var recorded: [DownloadID: Progress] = [:]

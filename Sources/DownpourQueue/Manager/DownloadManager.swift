@@ -80,17 +80,15 @@ public actor DownloadManager: DownloadQueueService {
     nonisolated let runEnding: (@Sendable (DownloadID) async -> Void)?
     nonisolated let runFinishing: (@Sendable (DownloadID) async -> Void)?
     let fillsFreeSlots: Bool
-    /// Whether this manager writes the session file (`save-session`); a fleet node's does not: its queue is a part
-    /// of the fleet's, which the node writes.
-    let writesSession: Bool
+    /// The session file (`save-session`), for a manager that writes one; a fleet node's does not: its queue is a
+    /// part of the fleet's, which the node writes.
+    var sessionWriter: SessionWriter?
     let writePermit: WritePermitSource?
     /// Stores a run's record (see ``runStarted(_:token:start:)``) once `recordDelay` is over; `nil` while none
     /// waits. Whatever stores the queue's changes first takes the record with them and cancels it.
     var recordTimer: Task<Void, Never>?
     /// Writes the session file every `save-session-interval` seconds while the queue runs.
     var sessionTimer: Task<Void, Never>?
-    /// The text last written to the session file.
-    var savedSession: String?
 
     /// A manager over `store`; nothing is read or started until ``start()``.
     ///
@@ -155,7 +153,7 @@ public actor DownloadManager: DownloadQueueService {
         writePermit: WritePermitSource? = nil
     ) {
         self.fillsFreeSlots = fillsFreeSlots
-        self.writesSession = writesSession
+        self.sessionWriter = writesSession ? SessionWriter() : nil
         self.writePermit = writePermit
         self.runFinishing = runFinishing
         self.runEnding = runEnding
@@ -214,7 +212,7 @@ public actor DownloadManager: DownloadQueueService {
             self.perform(actions)
         }
         // Not after a shutdown that came while the queue was being stored.
-        if startedHere, self.writesSession, !self.isShutDown {
+        if startedHere, self.sessionWriter != nil, !self.isShutDown {
             self.sessionTimer = Task { await self.saveSessionPeriodically() }
         }
     }
@@ -559,7 +557,7 @@ public actor DownloadManager: DownloadQueueService {
         self.isShutDown = true
         self.sessionTimer?.cancel()
         // As aria2 does at exit, with the active downloads as they are (they continue when the file is loaded).
-        if self.writesSession, Self.lastValue(.saveSession, in: self.effectiveGlobals) != nil {
+        if self.sessionWriter != nil, Self.lastValue(.saveSession, in: self.effectiveGlobals) != nil {
             do {
                 try await self.writeSession(onlyIfChanged: false)
             } catch {
