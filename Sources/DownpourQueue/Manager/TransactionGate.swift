@@ -36,6 +36,11 @@ final class TransactionGate: Sendable {
         }
     }
 
+    /// How many wait for the gate now (for tests that line waiters up).
+    var waiters: Int {
+        self.state.withLockedValue { $0.waiting.count }
+    }
+
     /// Lets the next one through, or frees the gate.
     func leave() {
         let next = self.state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
