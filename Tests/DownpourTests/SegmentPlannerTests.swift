@@ -300,6 +300,27 @@ struct SegmentPlannerTests {
         #expect(planner.acquire()?.remaining == leases[0].start + 100..<leases[0].end, "without a filter, the longest")
     }
 
+    @Test("a split takes the lease that gives the most past what its holder keeps; none that keeps it all")
+    func splitWhereItGives() {
+        var planner = SegmentPlanner(length: 30_000, connections: 3, minimumSplitSize: 1000)
+        let leases = (0..<3).map { _ in planner.acquire()! }
+        // Lease 0 has 10,000 bytes left, lease 1 has 8,000, lease 2 is done.
+        for (index, lease) in leases.enumerated() {
+            let end = lease.start + [0, 2000, 10_000][index]
+            #expect(planner.claim(lease.id, upTo: end) == end)
+            if end > lease.start { planner.markDone(lease.start..<end) }
+        }
+        planner.release(leases[2].id)
+        #expect(planner.acquire(keeping: { _ in nil }) == nil, "no holder may be split yet")
+        // Lease 0's holder keeps 9,500 bytes (500 left to take: under the floor); lease 1's 1,000 (half: 4,000).
+        let taken = planner.acquire(keeping: { $0.id == leases[0].id ? 9500 : 1000 })
+        #expect(taken?.remaining == leases[1].start + 6000..<leases[1].end)
+        #expect(planner.lease(leases[1].id)?.end == leases[1].start + 6000)
+        // Lease 0's holder keeps 7,000: the back 3,000 are taken, past the middle.
+        let past = planner.acquire(keeping: { $0.id == leases[0].id ? 7000 : nil })
+        #expect(past?.remaining == leases[0].start + 7000..<leases[0].end)
+    }
+
     @Test("a racer that fails leaves the tail to its partner, not to the free list")
     func racerFails() {
         var planner = SegmentPlanner(length: 1000, connections: 1, minimumSplitSize: 1000, minimumRaceSize: 100)

@@ -184,7 +184,7 @@ struct SplitJudgementTests {
             rate: nil,
             remaining: 2_700_000,
             others: [100 * megabyte, 80 * megabyte],
-            expected: 20_000_000
+            expected: 2_700_000
         ),
         Case(
             name: "a request just sent to a near server, others slow: up to what the sockets hold",
@@ -194,7 +194,21 @@ struct SplitJudgementTests {
             others: [megabyte],
             expected: nearAhead
         ),
-        Case(name: "a request just sent, no other to go by", rate: nil, remaining: 20_000_000, others: [], expected: 0),
+        Case(
+            name: "a request just sent, no other speed to go by: not yet",
+            rate: nil,
+            remaining: 20_000_000,
+            others: [],
+            expected: nil
+        ),
+        Case(
+            name: "a request sent to a far server, others slow: 0.2 s of their speed",
+            rate: nil,
+            firstBytes: 80,
+            remaining: 20_000_000,
+            others: [megabyte, 2 * megabyte],
+            expected: 400_000
+        ),
         Case(
             name: "no first bytes past the grace: nothing is coming",
             rate: nil,

@@ -117,7 +117,7 @@ public struct SegmentPlanner: Sendable {
     }
 
     /// Work for a connection with nothing to do: the largest free range (the first one, with ``pieceSize``),
-    /// else the back of the longest remaining lease, else (when racing is on) a race for the tail of the
+    /// else the back of the lease that gives the most (the longest remaining one, unless `keeping` says otherwise), else (when racing is on) a race for the tail of the
     /// longest remaining lease that `isWorthRacing` accepts (the engine accepts only leases whose connection is
     /// much slower than the others: racing one as fast as the racer gains nothing and costs a request).
     ///
@@ -145,15 +145,23 @@ public struct SegmentPlanner: Sendable {
             lhs.remaining.count != rhs.remaining.count
                 ? lhs.remaining.count < rhs.remaining.count : lhs.id.rawValue > rhs.id.rawValue
         }
-        if let victim = self.leases.values.filter({ $0.raceGroup == nil }).max(by: byRemaining) {
-            let remaining = Int64(victim.remaining.count)
-            if remaining >= 2 * self.minimumSplitSize, let kept = keeping(victim) {
-                let cut = victim.cursor + max((remaining + 1) / 2, kept)
-                if victim.end - cut >= self.minimumSplitSize {
-                    self.leases[victim.id]!.end = cut
-                    return self.makeLease(cut..<victim.end)
-                }
-            }
+        // Of the leases that can be split, the one whose back part is longest (with `keeping` answering 0: the
+        // longest remaining lease, halved).
+        let splits = self.leases.values.filter {
+            $0.raceGroup == nil && $0.remaining.count >= 2 * self.minimumSplitSize
+        }
+        .compactMap { lease -> (lease: Lease, cut: Int64)? in
+            guard let kept = keeping(lease) else { return nil }
+            let cut = lease.cursor + max((Int64(lease.remaining.count) + 1) / 2, kept)
+            return lease.end - cut >= self.minimumSplitSize ? (lease, cut) : nil
+        }
+        let byTaken: ((lease: Lease, cut: Int64), (lease: Lease, cut: Int64)) -> Bool = { lhs, rhs in
+            lhs.lease.end - lhs.cut != rhs.lease.end - rhs.cut
+                ? lhs.lease.end - lhs.cut < rhs.lease.end - rhs.cut : byRemaining(lhs.lease, rhs.lease)
+        }
+        if let split = splits.max(by: byTaken) {
+            self.leases[split.lease.id]!.end = split.cut
+            return self.makeLease(split.cut..<split.lease.end)
         }
         guard let victim = self.raceCandidates().filter(isWorthRacing).max(by: byRemaining) else { return nil }
         let group = victim.raceGroup ?? victim.id.rawValue

@@ -55,7 +55,7 @@ struct SegmentWorker: Sendable {
             }
             self.session.releasePermit(host: source.host)
             // Nothing to take now; a connection still busy may yet turn out slow enough to race.
-            guard takesOver, self.session.mayRaceLater else { return }
+            guard takesOver, self.session.mayTakeLater else { return }
             do {
                 try await Task.sleep(for: Self.racePollInterval)
             } catch {

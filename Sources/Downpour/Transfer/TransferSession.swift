@@ -137,7 +137,7 @@ final class TransferSession: Sendable {
     func redirectMirror(_ index: Int, from requested: URL, to location: URL) -> String? {
         let limit = self.configuration.maximumRedirects
         let failure = self.state.withLockedValue {
-            $0.mirrors.redirect(index, from: requested, to: location, limit: limit)
+            $0.redirectMirror(index, from: requested, to: location, limit: limit)
         }
         if failure == nil {
             self.logger.debug("Following a mirror's redirect", metadata: ["to": "\(MirrorSet.key(location))"])
@@ -212,10 +212,9 @@ final class TransferSession: Sendable {
         for response in self.state.withLockedValue({ $0.dropProbeResponse() }) { response.end() }
     }
 
-    /// Whether a connection with nothing to do should look again soon: some lease could be raced, only its
-    /// connection is not (yet) slow enough to be worth it.
-    var mayRaceLater: Bool {
-        self.state.withLockedValue { !($0.planner?.raceCandidates().isEmpty ?? true) }
+    /// See ``TransferState/mayTakeLater``.
+    var mayTakeLater: Bool {
+        self.state.withLockedValue { $0.mayTakeLater }
     }
 
     func release(_ lease: SegmentPlanner.LeaseID, connection id: Int) {

@@ -367,7 +367,10 @@ struct TransferState {
                 bufferSize: bufferSize
             )
         }
+        let probeLease = self.probeRange?.lease.id
         let keeps = { (lease: SegmentPlanner.Lease) -> Int64? in
+            // The probe's response carries its lease already, until connection 1 takes it on.
+            if lease.id == probeLease { return nil }
             let holder = holders[lease.id]
             return Self.bytesKept(
                 by: holder.flatMap { connections[$0] },
@@ -386,6 +389,16 @@ struct TransferState {
         }
         self.connections[id, default: Connection()].lease = lease.id
         return lease
+    }
+
+    /// Whether a connection with nothing to do should look again soon: a lease could still be raced or split, only
+    /// it is not worth it yet (its connection not slow enough, or its server judged to have sent it ahead).
+    var mayTakeLater: Bool {
+        guard let planner = self.planner else { return false }
+        return !planner.raceCandidates().isEmpty
+            || planner.leases.values.contains {
+                $0.raceGroup == nil && Int64($0.remaining.count) >= 2 * planner.minimumSplitSize
+            }
     }
 
     mutating func release(_ lease: SegmentPlanner.LeaseID, connection id: Int) {
@@ -426,7 +439,8 @@ struct TransferState {
     /// asks for them twice. How far ahead the server is cannot be read, so it is judged:
     /// - No request running (none yet, or waiting to retry): nothing is on its way; 0.
     /// - A request sent but no bytes yet, within ``firstBytesGrace``: its server may be sending the whole lease
-    ///   already. It is judged as a running holder at the `others`' median speed; with no other, 0.
+    ///   already. It is judged as a running holder at the `others`' median speed; with no other speed to go by,
+    ///   not split yet (`nil`: the idle connection looks again, ``mayTakeLater``).
     /// - A running holder that will be done within ``minimumSplitGain`` at its speed: `nil` (its response carries
     ///   that part already, and taking it gains nothing a person notices).
     /// - Otherwise ``minimumSplitGain`` of its bytes (a round trip of a far link, at its speed), and on a near
@@ -445,7 +459,8 @@ struct TransferState {
         if holder.wroteSinceRequest, let own = holder.racingRate(now: now, bufferSize: bufferSize) {
             guard Double(remaining) / max(own, 1) >= Self.minimumSplitGain.inSeconds else { return nil }
             rate = own
-        } else if let started = holder.requestStarted, now - started < Self.firstBytesGrace, !others.isEmpty {
+        } else if let started = holder.requestStarted, now - started < Self.firstBytesGrace {
+            guard !others.isEmpty else { return nil }
             rate = Self.median(others)
         } else {
             return 0
@@ -453,9 +468,9 @@ struct TransferState {
         var kept = Int64(rate * Self.minimumSplitGain.inSeconds)
         let near = holder.quickestFirstBytes.map { $0 < Self.nearLink } ?? false
         if near, others.isEmpty || rate >= 0.5 * Self.median(others) {
-            kept = max(kept, min(remaining, Self.nearLinkAhead))
+            kept = max(kept, Self.nearLinkAhead)
         }
-        return kept
+        return min(kept, remaining)
     }
 
     private static func median(_ values: [Double]) -> Double {
@@ -481,6 +496,10 @@ struct TransferState {
     /// the fewest connections.
     mutating func assignMirror(connection id: Int) -> Source {
         let index = self.mirrors.assign(connection: id)
+        if self.connections[id]?.mirror != index {
+            // Another server: how near the last one was says nothing of it.
+            self.connections[id]?.quickestFirstBytes = nil
+        }
         self.connections[id, default: Connection()].mirror = index
         return Source(
             index: index,
@@ -488,6 +507,18 @@ struct TransferState {
             remote: self.mirrors.remoteFile(for: index, file: self.remoteFile),
             hasMirrors: self.mirrors.hasMirrors
         )
+    }
+
+    /// Moves mirror `index`'s requests to `location` (see ``MirrorSet/redirect(_:from:to:limit:)``); its connections
+    /// then time their first bytes anew. Returns why it cannot follow, as a sentence; `nil` when it moved.
+    mutating func redirectMirror(_ index: Int, from requested: URL, to location: URL, limit: Int) -> String? {
+        let failure = self.mirrors.redirect(index, from: requested, to: location, limit: limit)
+        if failure == nil {
+            for id in self.connections.keys where self.connections[id]?.mirror == index {
+                self.connections[id]?.quickestFirstBytes = nil
+            }
+        }
+        return failure
     }
 
     /// Checks a `206` from mirror `index` for `asked` against what that mirror must match (the file's length, its

@@ -19,8 +19,9 @@ extension DownloadManager {
     func writeSession(onlyIfChanged: Bool) async throws(QueueError) {
         let path = try SessionWriter.path(in: self.effectiveGlobals)
         let entries = self.ledger.queue.sessionEntries(globals: self.effectiveGlobals)
-        guard let writer = self.sessionWriter, let text = writer.text(of: entries, onlyIfChanged: onlyIfChanged)
-        else { return }
+        // A manager that keeps no writer (a fleet node's) still writes when asked.
+        let writer = self.sessionWriter ?? SessionWriter()
+        guard let text = writer.text(of: entries, onlyIfChanged: onlyIfChanged) else { return }
         try await SessionWriter.write(text, to: path)
         self.sessionWriter?.wrote(text)
     }
