@@ -23,7 +23,7 @@ extension DownloadManager {
     public func run(_ entry: QueueEntry) async throws(QueueError) {
         try self.checkRunning()
         try await self.transaction { () throws(QueueError) in
-            let orphaned = self.superseded.remove(entry.gid) != nil
+            let orphaned = self.supervisor.clearSuperseded(entry.gid)
             try self.check(QueuedDownload(entry: entry))
             let actions = try await self.change { queue throws(QueueError) -> [QueueAction] in
                 let gid = entry.gid
@@ -52,7 +52,7 @@ extension DownloadManager {
     /// writer's now, or its next run's), and no result is left. Nothing happens to one the manager does not have.
     public func forget(_ gid: DownloadID) async {
         await self.selfMadeTransaction {
-            self.superseded.remove(gid)
+            self.supervisor.clearSuperseded(gid)
             do throws(QueueError) {
                 let actions = try await self.change { queue throws(QueueError) -> [QueueAction] in
                     switch queue.status(of: gid) {
@@ -78,14 +78,14 @@ extension DownloadManager {
 
     /// Returns once the run of `gid` under way now (if any) has ended and let go of its file.
     public func waitForRun(_ gid: DownloadID) async {
-        guard let run = self.runs[gid] else { return }
+        guard let run = self.supervisor[gid] else { return }
         await run.task.value
     }
 
     /// The active downloads whose run stopped because its write permit was withdrawn
     /// (``Downpour/DownloadError/Code/superseded``): they wait for their owner to ``forget(_:)`` them.
     public func orphans() -> Set<DownloadID> {
-        self.superseded.filter { self.ledger.queue.active.contains($0) }
+        self.supervisor.superseded.filter { self.ledger.queue.active.contains($0) }
     }
 
     /// How a reader of a queue kept elsewhere shows a download's options and directory as this manager would: the

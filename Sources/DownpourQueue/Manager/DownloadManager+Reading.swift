@@ -6,7 +6,7 @@ extension DownloadManager {
     /// dropped: it shares the manager's storage, which is copied only if the manager changes while a view lives.
     struct View: QueueReader {
         var queue: DownloadQueue
-        var runs: [DownloadID: Run]
+        var runs: [DownloadID: RunSupervisor.Run]
         var defaults: Defaults
         /// ``Defaults/options`` with the options clients changed over them.
         var globals: [QueueOption]

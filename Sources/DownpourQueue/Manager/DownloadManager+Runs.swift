@@ -2,18 +2,11 @@ import Downpour
 import DownpourAria2
 import Logging
 
-/// The supervision of runs: each active download runs as a ``Download`` in a task of its own, known by a token so
-/// that a run that ended late is not taken for its successor. The queue says when to start and stop runs
-/// (``QueueAction``); a run reports back when it has its destination (``runStarted(_:token:start:)``) and when it
-/// ends (``runEnded(_:token:outcome:)``), each a transaction of its own.
+/// The supervision of runs: each active download runs as a ``Download`` in a task of its own, kept in the
+/// ``RunSupervisor`` under a token, so that a run that ended late is not taken for its successor. The queue says
+/// when to start and stop runs (``QueueAction``); a run reports back when it has its destination
+/// (``runStarted(_:token:start:)``) and when it ends (``runEnded(_:token:outcome:)``), each a transaction of its own.
 extension DownloadManager {
-    struct Run {
-        var download: Download
-        var task: Task<Void, Never>
-        var token: Int
-        var stopRequested = false
-    }
-
     /// Does what the queue answered. Called within a transaction: a run that cannot start changes the queue, and
     /// the transaction stores that on its way out.
     func perform(_ actions: [QueueAction]) {
@@ -38,9 +31,8 @@ extension DownloadManager {
             self.perform(actions)
             return
         }
-        let previous = self.runs[gid]?.task
-        self.nextToken += 1
-        let token = self.nextToken
+        let previous = self.supervisor[gid]?.task
+        let token = self.supervisor.nextToken()
         var logger = self.logger
         logger[metadataKey: "gid"] = "\(gid)"
         var willFinish: (@Sendable () async -> Void)?
@@ -61,14 +53,14 @@ extension DownloadManager {
             }
             await Self.execute(download, token: token, manager: self)
         }
-        self.runs[gid] = Run(download: download, task: task, token: token)
+        self.supervisor.started(gid, RunSupervisor.Run(download: download, task: task, token: token))
         logger.info("Download started", metadata: ["url": "\(request.url)"])
     }
 
     private func stopRun(_ gid: DownloadID, reason: QueueAction.StopReason) {
-        guard var run = self.runs[gid] else { return }
-        run.stopRequested = true
-        self.runs[gid] = run
+        // A run asked to stop before is asked again: a removal after a pause removes its files.
+        _ = self.supervisor.requestStop(gid)
+        guard let run = self.supervisor[gid] else { return }
         switch reason {
         case .remove:
             run.download.cancel(keepingPartialFile: false)
@@ -113,15 +105,14 @@ extension DownloadManager {
     ) async throws(QueueError) -> [DownloadID] {
         var stopped: [DownloadID] = []
         while true {
-            var finishing: Run?
+            var finishing: RunSupervisor.Run?
             for id in ids() {
-                guard var run = self.runs[id], !run.stopRequested else { continue }
+                guard let run = self.supervisor[id], !run.stopRequested else { continue }
                 guard run.download.cancel(keepingPartialFile: true) else {
                     finishing = run
                     break
                 }
-                run.stopRequested = true
-                self.runs[id] = run
+                _ = self.supervisor.requestStop(id)
                 stopped.append(id)
             }
             guard let finishing else { return stopped }
@@ -138,13 +129,13 @@ extension DownloadManager {
     /// After a change that stopped runs could not be stored: the runs it stopped start again, where the queue
     /// still has them active (each new run waits for the old one to let go of the file). Within a transaction.
     func restartRuns(_ stopped: [DownloadID]) {
-        for id in stopped where self.ledger.queue.active.contains(id) && self.runs[id]?.stopRequested ?? true {
+        for id in stopped where self.ledger.queue.active.contains(id) && self.supervisor[id]?.stopRequested ?? true {
             self.startRun(id)
         }
     }
 
     private func forgetRun(_ gid: DownloadID, token: Int) {
-        if self.runs[gid]?.token == token { self.runs[gid] = nil }
+        _ = self.supervisor.ended(gid, token: token)
     }
 
     /// A run has its destination: the queue records its path and lengths. Stored with the next change, or within
@@ -154,7 +145,7 @@ extension DownloadManager {
     private func runStarted(_ gid: DownloadID, token: Int, start: DownloadStart) async {
         await self.gate.enter()
         defer { self.gate.leave() }
-        guard self.runs[gid]?.token == token, self.ledger.queue.downloads[gid] != nil else { return }
+        guard self.supervisor.isCurrent(gid, token: token), self.ledger.queue.downloads[gid] != nil else { return }
         // Which run fetched which bytes, for a person lining a fleet's nodes up with a server's log.
         self.logger.log(
             level: start.resumedBytes > 0 ? .notice : .info,
@@ -175,8 +166,7 @@ extension DownloadManager {
 
     private func runEnded(_ gid: DownloadID, token: Int, outcome: Result<DownloadResult, DownloadError>) async {
         await self.selfMadeTransaction { () async -> Void in
-            guard let run = self.runs[gid], run.token == token else { return }
-            self.runs[gid] = nil
+            guard let run = self.supervisor.ended(gid, token: token) else { return }
             let actions: [QueueAction]
             switch outcome {
             case .success(let result):
@@ -200,7 +190,7 @@ extension DownloadManager {
                 )
                 if error.code == .superseded {
                     // Its download is another writer's now: the owner drops it (``orphans()``).
-                    self.superseded.insert(gid)
+                    self.supervisor.supersede(gid)
                     actions = []
                 } else if run.stopRequested {
                     actions = []
@@ -254,7 +244,7 @@ extension DownloadManager {
 
     /// Records the bytes an active download has on disk, before a change stops it.
     func noteProgress(of gid: DownloadID, in queue: inout DownloadQueue) {
-        guard let run = self.runs[gid] else { return }
+        guard let run = self.supervisor[gid] else { return }
         let progress = run.download.progress
         queue.record(gid, totalLength: progress.totalBytes, completedLength: progress.completedBytes)
     }
@@ -270,7 +260,7 @@ extension DownloadManager {
                 logger.debug("Partial file removed", metadata: ["gid": "\(gid)", "path": "\(file)"])
             }
         }
-        if let previous = self.runs[gid]?.task {
+        if let previous = self.supervisor[gid]?.task {
             Task {
                 await previous.value
                 await remove()

@@ -70,10 +70,8 @@ public actor DownloadManager: DownloadQueueService {
     }
     /// ``Defaults/options`` with ``overrides`` over them.
     private(set) var effectiveGlobals: [QueueOption] = []
-    var runs: [DownloadID: Run] = [:]
-    /// Active downloads whose run stopped because its write permit was withdrawn (``orphans()``).
-    var superseded: Set<DownloadID> = []
-    var nextToken = 0
+    /// The runs of the active downloads, their tokens, and the downloads another writer took (``orphans()``).
+    var supervisor = RunSupervisor()
     private var isStarted = false
     var isShutDown = false
     let recordDelay: Duration
@@ -239,7 +237,7 @@ public actor DownloadManager: DownloadQueueService {
     private var view: View {
         View(
             queue: self.ledger.queue,
-            runs: self.runs,
+            runs: self.supervisor.runs,
             defaults: self.defaults,
             globals: self.effectiveGlobals,
             downloader: self.downloader
@@ -367,7 +365,7 @@ public actor DownloadManager: DownloadQueueService {
 
     public func pauseAll(force: Bool) async throws(QueueError) {
         try self.checkRunning()
-        let stopped = try await self.stopRuns(for: "Pause") { Array(self.runs.keys) }
+        let stopped = try await self.stopRuns(for: "Pause") { Array(self.supervisor.runs.keys) }
         try await self.transaction(restartingOnFailure: stopped) { () throws(QueueError) in
             // Runs started since are stopped by the queue's own actions.
             let actions = try await self.change { queue in
@@ -485,7 +483,7 @@ public actor DownloadManager: DownloadQueueService {
         let stopped = try await self.stopRuns(for: "An option change") { restarts ? [id] : [] }
         try await self.transaction(restartingOnFailure: stopped) { () throws(QueueError) in
             let actions = try await self.change { queue throws(QueueError) in try queue.changeOptions(id, changes) }
-            if actions.isEmpty, let run = self.runs[id], names.contains(Aria2Option.maxDownloadLimit.name),
+            if actions.isEmpty, let run = self.supervisor[id], names.contains(Aria2Option.maxDownloadLimit.name),
                 let limit = Self.lastValue(.maxDownloadLimit, in: changes), let rate = ByteCount.parse(limit)
             {
                 run.download.setMaximumRate(rate == 0 ? nil : rate)
@@ -570,9 +568,9 @@ public actor DownloadManager: DownloadQueueService {
             self.perform(actions)
         }
         // The runs end with their bytes and journals saved; none of them changes the queue now but for its record.
-        while let (_, run) = self.runs.first {
+        while let (gid, run) = self.supervisor.runs.first {
             await run.task.value
-            if self.runs[run.download.id]?.token == run.token { self.runs[run.download.id] = nil }
+            _ = self.supervisor.ended(gid, token: run.token)
         }
         // What the runs recorded on their way out.
         await self.selfMadeTransaction { () async in }
