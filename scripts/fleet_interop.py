@@ -236,7 +236,7 @@ def main():
         # A killed node's responses end when nginx finds its connections gone, at once; another node takes its
         # downloads a lease later.
         by_file = {}
-        for path, start, end, _, agent in requests:
+        for path, start, end, _, agent, _ in requests:
             by_file.setdefault(path, []).append((start, end, agent))
         for path, spans in by_file.items():
             spans.sort()
