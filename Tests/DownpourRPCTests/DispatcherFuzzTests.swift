@@ -1,5 +1,6 @@
 import DownpourJSON
 import DownpourTestSupport
+import Foundation
 import Testing
 
 @testable import DownpourRPC
@@ -7,6 +8,12 @@ import Testing
 /// Random and mutated requests through the dispatcher: it answers every one with well-formed JSON-RPC and never
 /// crashes. Bounded by count; the generator is seeded, so a failure repeats.
 @Suite struct DispatcherFuzzTests {
+    /// How many times the counts below are run: `DOWNPOUR_FUZZ_SCALE=10 swift test --filter Fuzz` fuzzes ten times
+    /// longer (the seeds go on, so the first runs are the same). The default keeps the suite's longest test at the
+    /// pace of the others.
+    static let scale =
+        ProcessInfo.processInfo.environment["DOWNPOUR_FUZZ_SCALE"].flatMap { Int($0) }.map { max(1, $0) } ?? 1
+
     static let seeds: [String] = [
         #"{"jsonrpc":"2.0","id":"qwer","method":"aria2.addUri","params":["token:s",["http://a/f","http://m/f"],{"dir":"/d","header":["A: b"]},0]}"#,
         #"{"id":1,"method":"aria2.tellStatus","params":["token:s","2089b05ecca3d829",["gid","status"]]}"#,
@@ -34,7 +41,7 @@ import Testing
     @Test func answersEveryRequestWithWellFormedJSON() async throws {
         var random = SplitMix64(seed: 0x00D0_3B70_0125)
         var harness = RPCHarness(secret: "s")
-        for iteration in 0..<100_000 {
+        for iteration in 0..<(40_000 * Self.scale) {
             if iteration % 200 == 0 {
                 // A fresh queue now and then keeps `tellWaiting(-1, 1000)` small; yielding lets other tests run.
                 harness = RPCHarness(secret: "s")

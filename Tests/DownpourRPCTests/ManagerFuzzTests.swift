@@ -25,7 +25,7 @@ import Testing
             let manager = try await startedManager(in: directory, downloader: downloader)
             let dispatcher = RPCDispatcher(service: PausedOnly(manager), secret: "s")
             var answeredAtOnce = 0
-            for iteration in 0..<5_000 {
+            for iteration in 0..<(2_000 * DispatcherFuzzTests.scale) {
                 let input = DispatcherFuzzTests.request(&random)
                 // On the queue's loop, first: what it answers at once must be what the task would answer.
                 let immediate = try await dispatcher.handleNow(body: input, on: manager)
