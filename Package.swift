@@ -176,7 +176,7 @@ let package = Package(
         .target(
             name: "DownpourTestSupport",
             dependencies: [
-                "DownpourSpawn",
+                "Downpour", "DownpourSpawn",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

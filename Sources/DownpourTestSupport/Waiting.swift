@@ -24,3 +24,19 @@ public func waitUntil(
         try await Task.sleep(for: .milliseconds(5))
     }
 }
+
+/// Polls `body` every few milliseconds until it gives a value, and returns that value; throws ``GaveUpWaiting``
+/// after `limit` (two minutes by default, a guard against a hang, as for ``waitUntil(_:limit:_:)``).
+public func eventually<Value>(
+    _ what: @autoclosure () -> String,
+    limit: Duration = .seconds(120),
+    _ body: () async throws -> Value?
+) async throws -> Value {
+    let clock = ContinuousClock()
+    let deadline = clock.now + limit
+    while true {
+        if let value = try await body() { return value }
+        guard clock.now < deadline else { throw GaveUpWaiting(condition: what()) }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+}

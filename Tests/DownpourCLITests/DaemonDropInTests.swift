@@ -9,16 +9,6 @@ import Testing
 struct DaemonDropInTests {
     static let content = makeTestContent(count: 300 * 1024, seed: 26)
 
-    /// Polls `body` until it gives a value, for at most 30 seconds.
-    static func eventually<T>(_ what: String, _ body: () async throws -> T?) async throws -> T {
-        let deadline = ContinuousClock.now + .seconds(30)
-        while ContinuousClock.now < deadline {
-            if let value = try await body() { return value }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        throw DaemonTestError("gave up waiting for \(what)")
-    }
-
     @Test("aria2.conf with input-file, save-session, on-download-complete and continue=true starts the daemon")
     func aria2Setup() async throws {
         let scratch = try Scratch()
@@ -70,14 +60,14 @@ struct DaemonDropInTests {
                 #expect(paused.first?["status"] as? String == "paused")
 
                 // The session's other download: the user's b.bin stays, the download is saved as b.1.bin.
-                let done = try await Self.eventually("the download to stop") { () async throws -> [String: Any]? in
+                let done = try await eventually("the download to stop") { () async throws -> [String: Any]? in
                     let status = try await rpc.call("aria2.tellStatus", ["d2703803b52216d1"]) as? [String: Any] ?? [:]
                     return ["complete", "error"].contains(status["status"] as? String ?? "") ? status : nil
                 }
                 #expect(done["status"] as? String == "complete", "\(done)")
                 #expect(try Data(contentsOf: URL(fileURLWithPath: downloads + "/b.bin")) == theirs)
                 #expect(try sha256Hex(ofFileAt: downloads + "/b.1.bin") == sha256Hex(Self.content))
-                let line = try await Self.eventually("the hook") { () -> String? in
+                let line = try await eventually("the hook") { () -> String? in
                     let text = (try? String(contentsOfFile: hookLog, encoding: .utf8)) ?? ""
                     return text.isEmpty ? nil : text
                 }

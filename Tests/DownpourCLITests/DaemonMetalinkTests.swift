@@ -11,12 +11,12 @@ struct DaemonMetalinkTests {
 
     /// Asks `tellStatus` until the download has stopped; returns its status.
     static func waitUntilStopped(_ rpc: RPCClient, _ gid: String) async throws -> [String: Any] {
-        while true {
+        try await eventually("\(gid) to stop") { () async throws -> [String: Any]? in
             let status = try await rpc.call("aria2.tellStatus", [gid]) as? [String: Any] ?? [:]
-            if let state = status["status"] as? String, ["complete", "error", "removed"].contains(state) {
-                return status
+            guard let state = status["status"] as? String, ["complete", "error", "removed"].contains(state) else {
+                return nil
             }
-            try await Task.sleep(for: .milliseconds(20))
+            return status
         }
     }
 

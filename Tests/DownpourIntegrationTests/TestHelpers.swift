@@ -3,18 +3,6 @@ import DownpourTestSupport
 import Foundation
 import Testing
 
-/// Configuration for tests: short waits so retries do not slow the suite.
-func testConfiguration(connections: Int = 4, minimumSplitSize: Int64 = 64 * 1024) -> DownloadConfiguration {
-    var configuration = DownloadConfiguration()
-    configuration.connections = connections
-    configuration.minimumSplitSize = minimumSplitSize
-    configuration.retry = .init(maximumTries: 5, wait: .milliseconds(10), maximumWait: .seconds(2))
-    configuration.timeouts = .init(connect: .seconds(5), idleRead: .seconds(10))
-    configuration.writeBufferSize = 64 * 1024
-    configuration.progressInterval = .milliseconds(20)
-    return configuration
-}
-
 struct DownloadOutcome {
     var result: Result<DownloadResult, DownloadError>
     var events: [DownloadEvent]

@@ -21,7 +21,7 @@ struct DownloadManagerClaimsTests {
         DownloadManager(
             downloader: downloader,
             store: try QueueStore(directory: directory.stateDirectory),
-            defaults: .init(directory: directory.path, configuration: testConfiguration()),
+            defaults: .init(directory: directory.path, configuration: managerTestConfiguration()),
             logger: Logger(label: "downpour.queue.tests", factory: { _ in SwiftLogNoOpLogHandler() }),
             fillsFreeSlots: false,
             writePermit: { _ in { permit.withLockedValue { $0 } } }

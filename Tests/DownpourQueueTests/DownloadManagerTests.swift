@@ -624,7 +624,7 @@ extension DownloadManagerTests {
             let manager = DownloadManager(
                 downloader: downloader,
                 store: try QueueStore(directory: directory.stateDirectory),
-                defaults: .init(directory: directory.path, configuration: testConfiguration()),
+                defaults: .init(directory: directory.path, configuration: managerTestConfiguration()),
                 logger: Logger(label: "downpour.queue.tests", factory: { _ in SwiftLogNoOpLogHandler() }),
                 recordDelay: recordDelay
             )
@@ -707,7 +707,7 @@ extension DownloadManagerTests {
             let manager = DownloadManager(
                 downloader: downloader,
                 store: try QueueStore(directory: directory.stateDirectory),
-                defaults: .init(directory: directory.path, configuration: testConfiguration()),
+                defaults: .init(directory: directory.path, configuration: managerTestConfiguration()),
                 logger: record.logger,
                 recordDelay: .milliseconds(100),
                 runFinishing: held == .beforeRename ? hold : nil,
@@ -784,7 +784,7 @@ extension DownloadManagerTests {
             let first = DownloadManager(
                 downloader: downloader,
                 store: try QueueStore(directory: directory.stateDirectory),
-                defaults: .init(directory: directory.path, configuration: testConfiguration()),
+                defaults: .init(directory: directory.path, configuration: managerTestConfiguration()),
                 logger: Logger(label: "first", factory: { _ in SwiftLogNoOpLogHandler() }),
                 recordDelay: .milliseconds(100),
                 runEnding: { gid in
@@ -812,7 +812,7 @@ extension DownloadManagerTests {
             let second = DownloadManager(
                 downloader: downloader,
                 store: try QueueStore(directory: restarted),
-                defaults: .init(directory: directory.path, configuration: testConfiguration()),
+                defaults: .init(directory: directory.path, configuration: managerTestConfiguration()),
                 logger: Logger(label: "second", factory: { _ in SwiftLogNoOpLogHandler() })
             )
             let log = EventLog(second.events)
@@ -842,7 +842,7 @@ extension DownloadManagerTests {
             let manager = DownloadManager(
                 downloader: downloader,
                 store: try QueueStore(directory: directory.stateDirectory),
-                defaults: .init(directory: directory.path, configuration: testConfiguration()),
+                defaults: .init(directory: directory.path, configuration: managerTestConfiguration()),
                 logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
             )
             let log = EventLog(manager.events)

@@ -6,17 +6,11 @@ import Logging
 import NIOConcurrencyHelpers
 import Testing
 
-/// Configuration for tests: short waits so retries do not slow the suite, frequent progress and journal saves.
-func testConfiguration(connections: Int = 4, minimumSplitSize: Int64 = 256 * 1024) -> DownloadConfiguration {
-    var configuration = DownloadConfiguration()
-    configuration.connections = connections
-    configuration.minimumSplitSize = minimumSplitSize
-    configuration.retry = .init(maximumTries: 5, wait: .milliseconds(10), maximumWait: .seconds(2))
-    configuration.timeouts = .init(connect: .seconds(10), idleRead: .seconds(60))
-    configuration.writeBufferSize = 64 * 1024
-    configuration.progressInterval = .milliseconds(20)
-    configuration.journalInterval = .milliseconds(100)
-    return configuration
+/// The manager tests' settings (``testConfiguration(connections:minimumSplitSize:idleRead:journalInterval:)`` with
+/// these values): several downloads run at once on a loaded machine, so a connection may wait a minute for a byte;
+/// the journal is saved every 100 ms, so a stop finds it recent.
+func managerTestConfiguration() -> DownloadConfiguration {
+    testConfiguration(minimumSplitSize: 256 * 1024, idleRead: .seconds(60), journalInterval: .milliseconds(100))
 }
 
 /// A downloader of its own for a test (a test may change its overall limit), with no connection limits that would
@@ -29,7 +23,7 @@ func makeTestDownloader() -> Downloader {
 func makeManager(
     in directory: ScratchDirectory,
     downloader: Downloader,
-    configuration: DownloadConfiguration = testConfiguration(),
+    configuration: DownloadConfiguration = managerTestConfiguration(),
     options: [QueueOption] = []
 ) throws -> DownloadManager {
     DownloadManager(
@@ -121,7 +115,7 @@ struct ManagerFixture: Sendable {
 func withManager<Value: Sendable>(
     content: [UInt8],
     faults: [RangeTestServer.Fault] = [],
-    configuration: DownloadConfiguration = testConfiguration(),
+    configuration: DownloadConfiguration = managerTestConfiguration(),
     options: [QueueOption] = [],
     _ body: (ManagerFixture) async throws -> Value
 ) async throws -> Value {

@@ -25,7 +25,7 @@ struct TransactionTests {
         let manager = DownloadManager(
             downloader: downloader,
             store: store,
-            defaults: .init(directory: directory.path, configuration: testConfiguration()),
+            defaults: .init(directory: directory.path, configuration: managerTestConfiguration()),
             logger: Logger(label: "downpour.queue.tests", factory: { _ in SwiftLogNoOpLogHandler() })
         )
         try await manager.start()

@@ -1,5 +1,6 @@
 import Downpour
 import DownpourQueue
+import DownpourTestSupport
 import NIOConcurrencyHelpers
 import Testing
 
@@ -51,7 +52,7 @@ import Testing
     }
 
     @Test("waiting for a subscriber: returns once one subscribes to that channel, at once if one is, or on cancel")
-    func waitForSubscriber() async {
+    func waitForSubscriber() async throws {
         let hub = WebSocketHub()
         let (session, _) = hub.open()
         let done = NIOLockedValueBox(false)
@@ -59,7 +60,7 @@ import Testing
             await hub.waitForSubscriber(on: .progress)
             done.withLockedValue { $0 = true }
         }
-        while hub.waiterCount == 0, !done.withLockedValue({ $0 }) { await Task.yield() }
+        try await waitUntil("the wait to begin") { hub.waiterCount > 0 || done.withLockedValue { $0 } }
         // The session listens to aria2's notifications only: the wait goes on until it subscribes to progress.
         hub.broadcast("x", on: .aria2Notifications)
         hub.subscribe(session, to: .aria2Notifications)
@@ -79,7 +80,7 @@ import Testing
             await hub.waitForSubscriber(on: .progress)
             stopped.withLockedValue { $0 = true }
         }
-        while hub.waiterCount == 0, !stopped.withLockedValue({ $0 }) { await Task.yield() }
+        try await waitUntil("the wait to begin") { hub.waiterCount > 0 || stopped.withLockedValue { $0 } }
         #expect(!stopped.withLockedValue { $0 })
         cancelled.cancel()
         await cancelled.value

@@ -1,4 +1,5 @@
 import Foundation
+import DownpourTestSupport
 import NIOCore
 import Testing
 
@@ -111,14 +112,13 @@ struct ConnectionBudgetTests {
         let budget = ConnectionBudget(total: 1, perHost: 1)
         try await budget.acquire(host: "h")
         let waiter = Task { try await budget.acquire(host: "h") }
-        // Wait (without a clock) until the waiter is queued.
-        while budget.state.waiting.isEmpty { await Task.yield() }
+        try await waitUntil("the waiter to queue") { !budget.state.waiting.isEmpty }
         budget.release(host: "h")
         try await waiter.value
         #expect(budget.state.inUseTotal == 1)
 
         let cancelled = Task { try await budget.acquire(host: "h") }
-        while budget.state.waiting.isEmpty { await Task.yield() }
+        try await waitUntil("the second waiter to queue") { !budget.state.waiting.isEmpty }
         cancelled.cancel()
         await #expect(throws: CancellationError.self) { try await cancelled.value }
         #expect(budget.state.waiting.isEmpty)
