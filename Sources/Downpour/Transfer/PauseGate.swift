@@ -5,9 +5,8 @@ import NIOConcurrencyHelpers
 final class PauseGate: Sendable {
     private struct State {
         var paused = false
-        var nextWaiter = 0
         /// Waiters for a given value of `paused`.
-        var waiters: [Int: (wantsPaused: Bool, continuation: CheckedContinuation<Void, Never>)] = [:]
+        var waiters = Waiters<Bool>()
     }
 
     private let state = NIOLockedValueBox(State())
@@ -25,42 +24,19 @@ final class PauseGate: Sendable {
     }
 
     private func set(paused: Bool) {
-        let ready = self.state.withLockedValue { state in
+        self.state.withLockedValue { state in
             state.paused = paused
-            let ready = state.waiters.filter { $0.value.wantsPaused == paused }
-            for key in ready.keys { state.waiters.removeValue(forKey: key) }
-            return ready.values.map(\.continuation)
-        }
-        for continuation in ready { continuation.resume() }
+            return state.waiters.take { $0 == paused }
+        }.resume()
     }
 
     /// Returns once the gate is paused, or the task is cancelled.
     func waitUntilPaused() async {
-        await self.wait(forPaused: true)
+        await self.state.wait(in: \.waiters, tag: true) { $0.paused }
     }
 
     /// Returns once the gate is open again, or the task is cancelled.
     func waitUntilResumed() async {
-        await self.wait(forPaused: false)
-    }
-
-    private func wait(forPaused wanted: Bool) async {
-        let id = self.state.withLockedValue { state in
-            state.nextWaiter += 1
-            return state.nextWaiter
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let resumeNow = self.state.withLockedValue { state in
-                    if state.paused == wanted || Task.isCancelled { return true }
-                    state.waiters[id] = (wanted, continuation)
-                    return false
-                }
-                if resumeNow { continuation.resume() }
-            }
-        } onCancel: {
-            let waiter = self.state.withLockedValue { $0.waiters.removeValue(forKey: id) }
-            waiter?.continuation.resume()
-        }
+        await self.state.wait(in: \.waiters, tag: false) { !$0.paused }
     }
 }

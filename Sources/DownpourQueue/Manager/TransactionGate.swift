@@ -1,3 +1,4 @@
+import Downpour
 import NIOConcurrencyHelpers
 
 /// Lets one transaction at a time through, in the order they came. The manager stores a change off its loop and
@@ -6,7 +7,7 @@ import NIOConcurrencyHelpers
 final class TransactionGate: Sendable {
     private struct State {
         var isHeld = false
-        var waiting: [CheckedContinuation<Void, Never>] = []
+        var waiting = Waiters<Void>()
     }
 
     private let state = NIOLockedValueBox(State())
@@ -20,19 +21,13 @@ final class TransactionGate: Sendable {
         }
     }
 
-    /// Waits for the gate and takes it. Not cancellable: a transaction that waits is let through in turn.
+    /// Waits for the gate and takes it. Not cancellable: a transaction that waits is let through in turn, the gate
+    /// handed to it by ``leave()``.
     func enter() async {
-        if self.tryEnter() { return }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let entered = self.state.withLockedValue { state in
-                guard state.isHeld else {
-                    state.isHeld = true
-                    return true
-                }
-                state.waiting.append(continuation)
-                return false
-            }
-            if entered { continuation.resume() }
+        await self.state.wait(in: \.waiting, tag: (), cancellable: false) { state in
+            guard !state.isHeld else { return false }
+            state.isHeld = true
+            return true
         }
     }
 
@@ -41,16 +36,13 @@ final class TransactionGate: Sendable {
         self.state.withLockedValue { $0.waiting.count }
     }
 
-    /// Lets the next one through, or frees the gate.
+    /// Lets the next one through, still held, or frees the gate.
     func leave() {
-        let next = self.state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+        self.state.withLockedValue { state in
             precondition(state.isHeld, "the transaction gate was left without being entered")
-            guard !state.waiting.isEmpty else {
-                state.isHeld = false
-                return nil
-            }
-            return state.waiting.removeFirst()
-        }
-        next?.resume()
+            let next = state.waiting.takeFirst()
+            if next.isEmpty { state.isHeld = false }
+            return next
+        }.resume()
     }
 }

@@ -16,7 +16,8 @@ import Darwin
 ///   answered `403` and closed before a byte of it is read (``PeerOwner``).
 /// - **Time-outs**: ``ConnectionTimeline`` says when the connection is to be closed (a request not in within the
 ///   request time-out of its first byte, a new connection that sends nothing, an idle kept-alive one); one timer
-///   per connection, moved only when the deadline comes sooner. The request boundaries come from
+///   per connection, moved only when the deadline comes sooner. Time is the event loop's (`EventLoop.now`), so a
+///   test drives it with `EmbeddedEventLoop.advanceTime(by:)`. The request boundaries come from
 ///   ``RequestPolicyHandler`` and the WebSocket route as ``ConnectionEvent``s.
 /// - **Cap**: the connection is entered in the server's ``ConnectionRegistry``, which closes the one stalled
 ///   longest when the cap is passed, and, when the bodies of unanswered requests hold more than the body budget,
@@ -64,7 +65,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             self.refuse(context: context)
             return
         }
-        let now = NIODeadline.now()
+        let now = context.eventLoop.now
         self.timeline = ConnectionTimeline(
             openedAt: now,
             requestTimeout: self.configuration.requestTimeout,
@@ -96,7 +97,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         // A refused peer's bytes are never read on.
         guard !self.refused else { return }
-        self.timeline?.bytesReceived(at: .now())
+        self.timeline?.bytesReceived(at: context.eventLoop.now)
         self.changed(context: context)
         context.fireChannelRead(data)
     }
@@ -123,7 +124,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         }
         switch event {
         case .requestReceived: self.timeline?.requestReceived()
-        case .responseSent: self.timeline?.responseSent(at: .now())
+        case .responseSent: self.timeline?.responseSent(at: context.eventLoop.now)
         case .webSocketOpened: self.timeline?.webSocketOpened()
         case .bodyHeld(let bytes):
             if let id = self.id {
@@ -162,7 +163,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private func timerFired(context: ChannelHandlerContext) {
         self.timer = nil
         guard let deadline = self.timeline?.deadline else { return }
-        if deadline <= .now() {
+        if deadline <= context.eventLoop.now {
             context.close(promise: nil)
         } else {
             self.rearm(context: context)

@@ -1,3 +1,4 @@
+import Downpour
 import NIOConcurrencyHelpers
 
 /// The open WebSocket sessions, and the frames pushed to them.
@@ -18,9 +19,8 @@ public final class WebSocketHub: Sendable {
     private struct State {
         var nextID: UInt64 = 0
         var sessions: [UInt64: Session] = [:]
-        /// Tasks in ``waitForSubscriber(on:)``, by a number of their own.
-        var waiters: [UInt64: (channel: PushChannel, continuation: CheckedContinuation<Void, Never>)] = [:]
-        var nextWaiter: UInt64 = 0
+        /// Tasks in ``waitForSubscriber(on:)``, by the channel they wait for.
+        var waiters = Waiters<PushChannel>()
     }
 
     /// Frames kept for a session that is not reading.
@@ -44,37 +44,17 @@ public final class WebSocketHub: Sendable {
 
     /// Adds a channel to a session's subscriptions.
     public func subscribe(_ session: SessionID, to channel: PushChannel) {
-        let woken = self.state.withLockedValue { state in
-            guard state.sessions[session.value]?.channels.insert(channel) != nil else {
-                return [CheckedContinuation<Void, Never>]()
-            }
-            let waiting = state.waiters.filter { $0.value.channel == channel }
-            for key in waiting.keys { state.waiters[key] = nil }
-            return waiting.values.map(\.continuation)
-        }
-        for continuation in woken { continuation.resume() }
+        self.state.withLockedValue { state in
+            guard state.sessions[session.value]?.channels.insert(channel) != nil else { return Wakeups.none }
+            return state.waiters.take { $0 == channel }
+        }.resume()
     }
 
     /// Returns once a session is subscribed to `channel` (at once if one is), or when the task is cancelled: a
     /// push with nobody to push to waits here instead of waking up to find nobody.
     public func waitForSubscriber(on channel: PushChannel) async {
-        let key = self.state.withLockedValue { state in
-            state.nextWaiter += 1
-            return state.nextWaiter
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let ready = self.state.withLockedValue { state in
-                    if Task.isCancelled || state.sessions.values.contains(where: { $0.channels.contains(channel) }) {
-                        return true
-                    }
-                    state.waiters[key] = (channel, continuation)
-                    return false
-                }
-                if ready { continuation.resume() }
-            }
-        } onCancel: {
-            self.state.withLockedValue { $0.waiters.removeValue(forKey: key) }?.continuation.resume()
+        await self.state.wait(in: \.waiters, tag: channel) { state in
+            state.sessions.values.contains { $0.channels.contains(channel) }
         }
     }
 
