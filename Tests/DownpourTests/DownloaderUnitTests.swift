@@ -1,5 +1,5 @@
-import Foundation
 import DownpourTestSupport
+import Foundation
 import NIOCore
 import Testing
 
