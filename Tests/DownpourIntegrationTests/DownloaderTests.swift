@@ -35,10 +35,12 @@ struct DownloaderTests {
         try await withServer(content: Self.content) { server in
             try await Self.withOneLoopDownloader { downloader in
                 for name in ["a.bin", "b.bin", "c.bin"] {
+                    // No idle-read time-out on a loaded machine: a retry would open a second connection, and this
+                    // test is about reuse (it once waited 10 s for a byte with the suite and another process busy).
                     let request = try DownloadRequest(
                         url: server.url(),
                         destination: .file(directory.file(name)),
-                        configuration: testConfiguration(connections: 1)
+                        configuration: testConfiguration(connections: 1, idleRead: .seconds(600))
                     )
                     try await downloader.download(request).run()
                 }
