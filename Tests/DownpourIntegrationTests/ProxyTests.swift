@@ -7,7 +7,7 @@ import Synchronization
 import Testing
 
 /// A proxy that records what a client asks of it and then refuses: the SOCKS5 address (its type and value), or
-/// an HTTP proxy's request head. The real proxies (tinyproxy, microsocks) are in `scripts/proxy-interop.sh`;
+/// an HTTP proxy's request head. The real proxies (tinyproxy, microsocks) are in `scripts/interop/proxy-interop.sh`;
 /// this one shows what goes over the wire.
 final class RecordingProxy: Sendable {
     enum Kind { case socks5, http }

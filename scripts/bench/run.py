@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The benchmark's driver: the downpour CLI against aria2c, curl and wget2 (and the daemon against aria2c's),
 downloading from a real nginx it starts on 127.0.0.1 (and, for `lossy`, inside two network namespaces). The cases
-are in cases.py; scripts/bench.sh is the entry point. Raw runs go to the CSV, progress to stderr, the summary
+are in cases.py; scripts/bench/bench.sh is the entry point. Raw runs go to the CSV, progress to stderr, the summary
 (summarize.py) to stdout. See Benchmarks/README.md. Stdlib only."""
 
 import sys
@@ -72,7 +72,7 @@ def parse_args():
     lines += [f"  {f:<12} {' '.join(names)} (only when listed; each also by its name)"
               for f, names in FAMILIES.items()]
     parser = argparse.ArgumentParser(
-        prog="scripts/bench.sh", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="scripts/bench/bench.sh", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Benchmark: downpour against aria2c, curl and wget2 on a private nginx (see "
                     "Benchmarks/README.md).",
         epilog="cases (scripts/bench/cases.py):\n" + "\n".join(lines))

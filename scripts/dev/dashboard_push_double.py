@@ -11,7 +11,7 @@ The ranges come from aria2's bitfield; aria2 does not say where its connections 
 stretch stands for one connection (enough to draw the page's segment map). It lets the page's push path be
 exercised before the daemon exists:
 
-    scripts/dashboard-interop.sh --aria2c --push-double
+    scripts/interop/dashboard-interop.sh --aria2c --push-double
 
 Needs: pip install websockets (13 or newer).
 """

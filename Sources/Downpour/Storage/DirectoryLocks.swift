@@ -6,7 +6,7 @@ import NIOConcurrencyHelpers
 /// holder works, and the holder can work long: ext4 without a journal, for one, looks past every inode deleted in
 /// the last seconds before it hands out a new one. Many small downloads finishing at once in one directory (`get
 /// -i` with `-j 16`, the daemon) then spent as much CPU spinning as creating, CPU the network needed: 1,000 files
-/// of 64 KiB took 1.5 to 1.9 CPU-s, 1.1 with this lock (`scripts/bench.sh --cases manyfiles`). Here a waiter sleeps.
+/// of 64 KiB took 1.5 to 1.9 CPU-s, 1.1 with this lock (`scripts/bench/bench.sh --cases manyfiles`). Here a waiter sleeps.
 ///
 /// Sixteen locks, chosen by the directory's path, so that downloads into different directories seldom wait for
 /// each other.

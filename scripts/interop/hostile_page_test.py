@@ -3,21 +3,21 @@
 With --secret, the other way round: a page of another origin that holds the secret adds downloads, and one
 with a wrong secret cannot.
 
-The page (scripts/browser/hostile.html, served by nginx on another port) tries what any page can send without a
+The page (scripts/interop/browser/hostile.html, served by nginx on another port) tries what any page can send without a
 preflight: a no-cors fetch POST, a text/plain form POST, a <script> JSONP GET and a WebSocket, each asking
 aria2.addUri to download a file into a directory of the page's choosing. Afterwards the daemon's queue must be
 empty and the directory must not exist.
 
-    python3 scripts/hostile_page_test.py --page-base http://127.0.0.1:NGINX --file URL --rpc-port PORT \
+    python3 scripts/interop/hostile_page_test.py --page-base http://127.0.0.1:NGINX --file URL --rpc-port PORT \
         --dir DIR [--expect-attack-works]
 
 --expect-attack-works turns it into the control run (against aria2c without a secret): there the attack must
 add at least one download, which shows the page's attacks are real.
 
-    python3 scripts/hostile_page_test.py --secret S --file URL --rpc-port PORT --dir DIR \
+    python3 scripts/interop/hostile_page_test.py --secret S --file URL --rpc-port PORT --dir DIR \
         [--page-base URL] [--right-adds cors,no-cors] [--cors-readable yes|no]
 
-The secret mode: scripts/browser/secret-page.html, served from another origin (by this script on a free port
+The secret mode: scripts/interop/browser/secret-page.html, served from another origin (by this script on a free port
 of 127.0.0.1, unless --page-base says where it is served), sends aria2.addUri with "token:S" first as a
 preflighted JSON fetch (cors) and as a no-cors text/plain fetch, and the same two with a wrong token, each
 with its own out name. Then, through the RPC with the token, the new downloads (tellActive, tellWaiting,
@@ -101,7 +101,7 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 def serve_browser_dir():
-    """Serves scripts/browser on a free port of 127.0.0.1 (another origin than the daemon's) from a thread;
+    """Serves scripts/interop/browser on a free port of 127.0.0.1 (another origin than the daemon's) from a thread;
     returns the server (its base URL: http://127.0.0.1:server.server_port)."""
     handler = functools.partial(QuietHandler, directory=BROWSER_DIR)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)

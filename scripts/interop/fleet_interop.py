@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 from fleet import Nginx, Node, Postgres, call, sha256, wait_for  # noqa: E402
 
 FILES = 30

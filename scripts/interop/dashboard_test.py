@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Drives the daemon's dashboard page in headless Chromium, as a person would.
 
-Run by scripts/dashboard-interop.sh, which starts nginx (the files) and the daemon (the page and its RPC):
+Run by scripts/interop/dashboard-interop.sh, which starts nginx (the files) and the daemon (the page and its RPC):
 
-    python3 scripts/dashboard_test.py --page http://127.0.0.1:6800/ --secret S \
+    python3 scripts/interop/dashboard_test.py --page http://127.0.0.1:6800/ --secret S \
         --files http://127.0.0.1:PORT --out-dir OUT --shots .build/dashboard-screenshots \
         --fast fast.bin=SHA256 --slow slow/slow.bin=SHA256 --remove slow/remove.bin --extra slow/extra.bin
 

@@ -41,7 +41,7 @@ Usage:
   aria2_differential.py --write-docs docs/rpc.md [--differences FILE]
 
 BASE-URL serves `small.bin` (a small file, fast), `slow.bin` (long enough to stay active for the whole run:
-rate-limited) and has no `missing.bin` (404). scripts/aria2-differential.sh sets that up with nginx.
+rate-limited) and has no `missing.bin` (404). scripts/aria2/aria2-differential.sh sets that up with nginx.
 """
 
 import argparse
@@ -59,10 +59,10 @@ import urllib.error
 import urllib.request
 import xmlrpc.client
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 from ports import free_port  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 XML_LABEL_PREFIX = "xmlrpc "  # the labels of the XML-RPC rows
 DEFAULT_DIFFERENCES = os.path.join(REPO, "docs", "aria2-differences.tsv")
 BEGIN_MARKER = "<!-- aria2-differences:begin -->"
@@ -924,7 +924,7 @@ def docs_section(entries, differences_path):
     rel = os.path.relpath(differences_path, REPO)
     rows = [
         BEGIN_MARKER,
-        f"<!-- Generated from {rel} by `scripts/aria2_differential.py --write-docs docs/rpc.md`; do not edit. -->",
+        f"<!-- Generated from {rel} by `scripts/aria2/aria2_differential.py --write-docs docs/rpc.md`; do not edit. -->",
         "| What differs (`LABEL: KIND: PATH`; `*` matches anything) | Why |",
         "|---|---|",
     ]
@@ -947,7 +947,7 @@ def check_docs(doc_path, entries, differences_path):
     with open(doc_path, encoding="utf-8") as handle:
         parts = split_doc(handle.read())
     want = docs_section(entries, differences_path)
-    fix = f"scripts/aria2_differential.py --write-docs {doc_path}"
+    fix = f"scripts/aria2/aria2_differential.py --write-docs {doc_path}"
     if os.path.abspath(differences_path) != DEFAULT_DIFFERENCES:
         fix += f" --differences {differences_path}"
     if parts is None:
@@ -969,8 +969,8 @@ def write_docs(doc_path, entries, differences_path):
     parts = split_doc(text)
     if parts is None:
         heading = ("\n## Differences from aria2 (the differential test)\n"
-                   "`scripts/aria2-differential.sh BINARY` runs `aria2c --enable-rpc` and `downpour daemon` side by\n"
-                   "side, makes the same calls on both (`scripts/aria2_differential.py`) and fails on any difference\n"
+                   "`scripts/aria2/aria2-differential.sh BINARY` runs `aria2c --enable-rpc` and `downpour daemon` side by\n"
+                   "side, makes the same calls on both (`scripts/aria2/aria2_differential.py`) and fails on any difference\n"
                    "not listed in `docs/aria2-differences.tsv`, and on a line there that matches nothing. The allowed\n"
                    "ones:\n\n")
         text = text.rstrip("\n") + "\n" + heading + section + "\n"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark: the downpour CLI (and daemon) against aria2c, curl and wget2, downloading from a private nginx.
 #
-# Usage: scripts/bench.sh [--binary PATH] [--reps N] [--cases LIST] [--size-scale F] [--csv FILE]
+# Usage: scripts/bench/bench.sh [--binary PATH] [--reps N] [--cases LIST] [--size-scale F] [--csv FILE]
 #                         [--run-timeout S] [--lossy-cc ALGO] [--settle S] [--floor PATH] [--install-deps]
 #
 # The entry point of scripts/bench/run.py (the driver; --help lists the options and the cases). The cases are
@@ -9,7 +9,7 @@
 # unless --install-deps is given. See Benchmarks/README.md.
 set -euo pipefail
 
-RUN="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)/bench/run.py"
+RUN="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)/run.py"
 
 if ! command -v python3 >/dev/null; then
     if [[ " $* " != *" --install-deps "* ]]; then

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Differential test of `downpour daemon` against `aria2c --enable-rpc`: both daemons get the same JSON-RPC calls,
-# and a pass of XML-RPC calls at /rpc (scripts/aria2_differential.py; those labels start with `xmlrpc `), with
+# and a pass of XML-RPC calls at /rpc (scripts/aria2/aria2_differential.py; those labels start with `xmlrpc `), with
 # downloads from a real nginx on 127.0.0.1, and every difference in their answers must be listed, with its
 # reason, in docs/aria2-differences.tsv; then docs/rpc.md must show that list.
 #
-# Usage: scripts/aria2-differential.sh [BINARY [ARGS...]]   (default: .build/release/downpour)
+# Usage: scripts/aria2/aria2-differential.sh [BINARY [ARGS...]]   (default: .build/release/downpour)
 #        ARGS go to aria2_differential.py, e.g. --report to print every difference and not fail.
 #
 # Needs: nginx, curl, aria2c (apt-get install aria2), python3, coreutils.
@@ -13,9 +13,9 @@ set -euo pipefail
 die() { echo "aria2-differential: $*" >&2; exit 2; }
 note() { echo "aria2-differential: $*" >&2; }
 # shellcheck source=scripts/lib/interop.sh
-source "$(dirname -- "${BASH_SOURCE[0]}")/lib/interop.sh"
+source "$(dirname -- "${BASH_SOURCE[0]}")/../lib/interop.sh"
 HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(dirname -- "$HERE")
+ROOT=$(cd -- "$HERE/../.." && pwd)
 [[ $# -gt 0 ]] && shift
 ARIA2C=$(command -v aria2c || true)
 [[ -n $ARIA2C ]] || die "aria2c not found (apt-get install aria2)"

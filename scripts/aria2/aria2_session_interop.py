@@ -4,7 +4,7 @@
 1. `downpour daemon` with save-session: two paused downloads (options, two headers), aria2.saveSession; the file
    loads into `aria2c --input-file` with the same GIDs, paused, and the same options.
 2. aria2c saves its session (aria2.saveSession); `downpour daemon --input-file` loads it with the same GIDs.
-3. aria2tui (pip aria2tui) lists a download of the daemon through aria2.getOption (scripts/client_getoption_check.py).
+3. aria2tui (pip aria2tui) lists a download of the daemon through aria2.getOption (scripts/aria2/client_getoption_check.py).
 
 Usage: aria2_session_interop.py BINARY   (needs aria2c; aria2tui for step 3). Every wait has a deadline.
 """
@@ -18,7 +18,7 @@ import tempfile
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 from ports import free_port  # noqa: E402
 
 SECRET = "interop"

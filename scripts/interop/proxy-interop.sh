@@ -2,7 +2,7 @@
 # Proxy test: the downpour CLI through real proxies (Debian's tinyproxy and
 # microsocks) to a real nginx that admits only the proxies, all on loopback.
 #
-# Usage: scripts/proxy-interop.sh [BINARY]     (default: .build/release/downpour)
+# Usage: scripts/interop/proxy-interop.sh [BINARY]     (default: .build/release/downpour)
 #
 # The origin (nginx on 127.0.0.1) allows 127.0.0.2 and denies everyone else
 # with 403; the proxies bind their outgoing connections to 127.0.0.2
@@ -17,7 +17,7 @@ die() { echo "proxy-interop: $*" >&2; exit 2; }
 note() { echo "proxy-interop: $*" >&2; }
 # The binary ($1), nginx, pass/fail/describe_rc/sha_of.
 # shellcheck source=scripts/lib/interop.sh
-source "$(dirname -- "${BASH_SOURCE[0]}")/lib/interop.sh"
+source "$(dirname -- "${BASH_SOURCE[0]}")/../lib/interop.sh"
 TINYPROXY=$(command -v tinyproxy || true)
 [[ -n $TINYPROXY ]] || TINYPROXY=/usr/sbin/tinyproxy
 [[ -x $TINYPROXY ]] || die "tinyproxy not found (apt-get install tinyproxy)"

@@ -3,7 +3,7 @@
 # (PyPI), its command line and its library, and two XML-RPC clients (Python's
 # xmlrpc.client, aiohttp-xmlrpc from PyPI), against a real nginx on 127.0.0.1.
 #
-# Usage: scripts/daemon-interop.sh [BINARY]     (default: .build/release/downpour)
+# Usage: scripts/interop/daemon-interop.sh [BINARY]     (default: .build/release/downpour)
 #
 # Needs: nginx, curl, python3 with aria2p and aiohttp-xmlrpc (pip install aria2p aiohttp-xmlrpc==1.5.0), coreutils.
 set -euo pipefail
@@ -11,7 +11,7 @@ set -euo pipefail
 die() { echo "daemon-interop: $*" >&2; exit 2; }
 note() { echo "daemon-interop: $*" >&2; }
 # shellcheck source=scripts/lib/interop.sh
-source "$(dirname -- "${BASH_SOURCE[0]}")/lib/interop.sh"
+source "$(dirname -- "${BASH_SOURCE[0]}")/../lib/interop.sh"
 HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 command -v aria2p >/dev/null || die "aria2p not found (pip install aria2p)"
 

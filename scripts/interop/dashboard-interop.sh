@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The daemon's dashboard in a real browser: nginx serves the test files (one at full speed, the others
-# rate-limited with limit_rate), the daemon serves the page and its JSON-RPC, and scripts/dashboard_test.py
+# rate-limited with limit_rate), the daemon serves the page and its JSON-RPC, and scripts/interop/dashboard_test.py
 # drives headless Chromium through it. Screenshots of each step go to .build/dashboard-screenshots/.
 #
-# Usage: scripts/dashboard-interop.sh BINARY    the downpour binary; runs `BINARY daemon` (the real test)
-#        scripts/dashboard-interop.sh --aria2c  development: aria2c answers the RPC (no push, the page
+# Usage: scripts/interop/dashboard-interop.sh BINARY    the downpour binary; runs `BINARY daemon` (the real test)
+#        scripts/interop/dashboard-interop.sh --aria2c  development: aria2c answers the RPC (no push, the page
 #                                               polls) and nginx serves the page and proxies /jsonrpc to it
-#        scripts/dashboard-interop.sh --aria2c --push-double
+#        scripts/interop/dashboard-interop.sh --aria2c --push-double
 #                                               development: the WebSocket goes to
 #                                               scripts/dev/dashboard_push_double.py, which adds Downpour's
 #                                               push (downpour.subscribe/onProgress) in front of aria2c
@@ -17,7 +17,7 @@ set -euo pipefail
 die() { echo "dashboard: $*" >&2; exit 2; }
 note() { echo "dashboard: $*" >&2; }
 
-ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd)
 DASH="$ROOT/Sources/DownpourRPC/Resources/dashboard"
 [[ -f $DASH/index.html ]] || die "no dashboard at $DASH"
 
@@ -159,7 +159,7 @@ LOG="$WORK/case.log"
 rc=0
 EXPECT_PUSH=()
 if [[ $MODE == daemon || $PUSH_DOUBLE -eq 1 ]]; then EXPECT_PUSH=(--expect-push); fi
-timeout -k 10 420 python3 "$ROOT/scripts/dashboard_test.py" \
+timeout -k 10 420 python3 "$ROOT/scripts/interop/dashboard_test.py" \
     --page "$PAGE" --secret "$SECRET" --files "$FILES" --out-dir "$OUT" --shots "$SHOTS" \
     --fast "fast.bin=$(sha fast.bin)" --slow "slow/slow.bin=$(sha slow/slow.bin)" \
     --remove "slow/remove.bin" --extra "slow/extra.bin" \
@@ -173,7 +173,7 @@ timeout -k 10 420 python3 "$ROOT/scripts/dashboard_test.py" \
 # dashboard, opened from that daemon itself, adds, pauses and removes without signing in.
 rc_open=0
 if [[ $MODE == daemon ]]; then
-    cp "$ROOT/scripts/browser/hostile.html" "$WWW/hostile.html"
+    cp "$ROOT/scripts/interop/browser/hostile.html" "$WWW/hostile.html"
     OUT2="$WORK/out-open"
     STATE2="$WORK/state-open"
     mkdir -p "$OUT2" "$STATE2"
@@ -192,7 +192,7 @@ if [[ $MODE == daemon ]]; then
         fail "the daemon without a secret did not start"
         rc_open=1
     else
-        (cd "$ROOT/scripts" && timeout -k 10 120 python3 hostile_page_test.py --page-base "$FILES" \
+        (cd "$ROOT/scripts/interop" && timeout -k 10 120 python3 hostile_page_test.py --page-base "$FILES" \
             --file "$FILES/fast.bin" --rpc-port "$OPORT" --dir "$WORK/chosen-by-the-page" \
             --name "downpour daemon without a secret") </dev/null || rc_open=1
         if ARIA2C=$(command -v aria2c); then
@@ -206,13 +206,13 @@ if [[ $MODE == daemon ]]; then
                     "http://127.0.0.1:$APORT/jsonrpc" | grep -q result && break
                 sleep 0.1
             done
-            (cd "$ROOT/scripts" && timeout -k 10 120 python3 hostile_page_test.py --page-base "$FILES" \
+            (cd "$ROOT/scripts/interop" && timeout -k 10 120 python3 hostile_page_test.py --page-base "$FILES" \
                 --file "$FILES/fast.bin" --rpc-port "$APORT" --dir "$WORK/aria2-chosen-by-the-page" \
                 --name "aria2c without a secret" --expect-attack-works) </dev/null || rc_open=1
         else
             note "aria2c not found: no control run for the hostile page"
         fi
-        timeout -k 10 300 python3 "$ROOT/scripts/dashboard_test.py" --no-secret \
+        timeout -k 10 300 python3 "$ROOT/scripts/interop/dashboard_test.py" --no-secret \
             --page "http://127.0.0.1:$OPORT/" --files "$FILES" --out-dir "$OUT2" --shots "$SHOTS/no-secret" \
             --fast "fast.bin=$(sha fast.bin)" --slow "slow/slow.bin=$(sha slow/slow.bin)" \
             --remove "slow/remove.bin" --expect-push </dev/null || rc_open=1
@@ -220,7 +220,7 @@ if [[ $MODE == daemon ]]; then
 fi
 
 # ------------------------------------------- a page of another origin that holds the secret
-# With a secret, the secret is the gate: scripts/browser/secret-page.html, from another origin, sends
+# With a secret, the secret is the gate: scripts/interop/browser/secret-page.html, from another origin, sends
 # aria2.addUri with "token:SECRET" first as a preflighted JSON fetch and as a no-cors text/plain fetch, and the
 # same two with a wrong token. hostile_page_test.py --secret serves that page itself from a free port of
 # 127.0.0.1 (nginx_interop_conf's html= makes only one exact path text/html, and that is /hostile.html), then
@@ -228,7 +228,7 @@ fi
 # wrong-token one.
 rc_secret=0
 secret_page() {
-    (cd "$ROOT/scripts" && timeout -k 10 120 python3 hostile_page_test.py --secret "$SECRET" \
+    (cd "$ROOT/scripts/interop" && timeout -k 10 120 python3 hostile_page_test.py --secret "$SECRET" \
         --file "$FILES/fast.bin" "$@") </dev/null || rc_secret=1
 }
 if [[ $MODE == daemon ]]; then

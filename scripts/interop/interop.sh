@@ -2,7 +2,7 @@
 # Interoperability test: the downpour CLI against a real nginx (Debian's
 # package) serving static files on 127.0.0.1.
 #
-# Usage: scripts/interop.sh [BINARY]     (default: .build/release/downpour)
+# Usage: scripts/interop/interop.sh [BINARY]     (default: .build/release/downpour)
 #
 # Needs: nginx, curl, coreutils (sha256sum, timeout, mktemp, stat), awk;
 # ss (iproute2) and pgrep (procps) are used when present.
@@ -12,7 +12,7 @@ die() { echo "interop: $*" >&2; exit 2; }
 note() { echo "interop: $*" >&2; }
 # The binary ($1), nginx, pass/fail/describe_rc/sha_of.
 # shellcheck source=scripts/lib/interop.sh
-source "$(dirname -- "${BASH_SOURCE[0]}")/lib/interop.sh"
+source "$(dirname -- "${BASH_SOURCE[0]}")/../lib/interop.sh"
 command -v curl >/dev/null || die "curl not found (apt-get install curl)"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/downpour-interop.XXXXXX")

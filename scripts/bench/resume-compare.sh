@@ -3,7 +3,7 @@
 # Downpour -x 8 against aria2c -x 8, same nginx on loopback, same 200 MiB file, each connection throttled
 # to 2 MiB/s so that "halfway" is a moment, not a blur. Prints the re-fetched bytes and checks SHA-256.
 #
-# Usage: scripts/resume-compare.sh [BINARY]        (default: .build/release/downpour)
+# Usage: scripts/bench/resume-compare.sh [BINARY]        (default: .build/release/downpour)
 # Needs: nginx, aria2, curl, ss (apt-get install nginx aria2 curl iproute2).
 set -euo pipefail
 
