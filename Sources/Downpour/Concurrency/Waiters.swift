@@ -85,7 +85,7 @@ extension NIOLockedValueBox where Value: Sendable {
     /// wait also returns when the task is cancelled, and the caller looks again at what it waited for; a wait that
     /// is not cancellable returns only when taken out, for an owner that hands something over with the wake-up.
     package func wait<Tag: Sendable>(
-        in waiters: WritableKeyPath<Value, Waiters<Tag>> & Sendable,
+        in waiters: any WritableKeyPath<Value, Waiters<Tag>> & Sendable,
         tag: Tag,
         cancellable: Bool = true,
         until isReady: (inout Value) -> Bool

@@ -1,0 +1,221 @@
+import Foundation
+
+/// An HLS playlist (RFC 8216): a multivariant ("master") playlist that lists the same video at several bitrates, or a
+/// media playlist that lists one rendition's segments. A value, parsed from the playlist's text with its URL
+/// (``parse(_:url:)``); it does no I/O.
+///
+/// ```swift
+/// switch try HLSPlaylist.parse(text, url: url) {
+/// case .multivariant(let master): let variant = master.variant(.best)
+/// case .media(let media): media.segments.map(\.url)
+/// }
+/// ```
+public enum HLSPlaylist: Sendable, Hashable {
+    case multivariant(HLSMultivariantPlaylist)
+    case media(HLSMediaPlaylist)
+
+    /// The media types servers give playlists (`application/vnd.apple.mpegurl` and its older spellings).
+    public static let mediaTypes: Set<String> = [
+        "application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl",
+    ]
+
+    /// Whether a response is a playlist: by its media type, or by `#EXTM3U` at the start of its body (after a
+    /// byte order mark and blank space), as servers that call it `text/plain` or `application/octet-stream` need.
+    public static func isPlaylist(contentType: String?, prefix: some Collection<UInt8>) -> Bool {
+        if let type = contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased(),
+            Self.mediaTypes.contains(type)
+        {
+            return true
+        }
+        var bytes = prefix.drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0A }[...]
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes = bytes.dropFirst(3) }
+        return bytes.starts(with: Array("#EXTM3U".utf8))
+    }
+
+    /// Parses a playlist's text; `url` is where it came from (relative URIs are resolved against it).
+    ///
+    /// - Throws: ``DownloadError`` `remoteMisbehaved` when the text is not an HLS playlist or a tag in it is malformed,
+    ///   naming the line.
+    public static func parse(_ text: String, url: URL) throws(DownloadError) -> HLSPlaylist {
+        var parser = HLSParser(url: url)
+        return try parser.parse(text)
+    }
+}
+
+/// A multivariant playlist: the variants (one video at several bitrates and sizes) and the renditions they share
+/// (audio in several languages, subtitles).
+public struct HLSMultivariantPlaylist: Sendable, Hashable {
+    /// One `EXT-X-STREAM-INF`: a media playlist and what it takes to play.
+    public struct Variant: Sendable, Hashable {
+        public var url: URL
+        /// Peak bits per second (`BANDWIDTH`).
+        public var bandwidth: Int
+        public var averageBandwidth: Int?
+        public var width: Int?
+        public var height: Int?
+        public var codecs: String?
+        /// The `GROUP-ID` of the audio renditions it plays with, if its audio is not in its own segments.
+        public var audioGroup: String?
+        public var subtitlesGroup: String?
+    }
+
+    /// One `EXT-X-MEDIA`.
+    public struct Rendition: Sendable, Hashable {
+        public enum Kind: String, Sendable, Hashable {
+            case audio = "AUDIO"
+            case video = "VIDEO"
+            case subtitles = "SUBTITLES"
+            case closedCaptions = "CLOSED-CAPTIONS"
+        }
+
+        public var kind: Kind
+        public var groupID: String
+        public var name: String
+        public var language: String?
+        public var isDefault: Bool
+        public var autoselect: Bool
+        /// `nil` when the rendition is in the variant's own segments.
+        public var url: URL?
+    }
+
+    public var variants: [Variant]
+    public var renditions: [Rendition]
+
+    /// The variant `choice` picks; `nil` when there is none (or none of that height).
+    public func variant(_ choice: HLSVideoChoice) -> Variant? {
+        switch choice {
+        case .best:
+            return self.variants.max { ($0.bandwidth, $0.height ?? 0) < ($1.bandwidth, $1.height ?? 0) }
+        case .worst:
+            return self.variants.min { ($0.bandwidth, $0.height ?? 0) < ($1.bandwidth, $1.height ?? 0) }
+        case .height(let height):
+            return self.variants.filter { $0.height == height }.max { $0.bandwidth < $1.bandwidth }
+        case .bandwidth(let limit):
+            // The best at or under the limit; the leanest when all are over it.
+            let under = self.variants.filter { $0.bandwidth <= limit }
+            return under.max { $0.bandwidth < $1.bandwidth } ?? self.variant(.worst)
+        }
+    }
+
+    /// The rendition of `kind` in `group` to fetch beside a variant: the one in `language` when given, else the
+    /// group's `DEFAULT=YES` one, else its first; only renditions with a URI of their own count.
+    public func rendition(_ kind: Rendition.Kind, group: String, language: String? = nil) -> Rendition? {
+        let candidates = self.renditions.filter { $0.kind == kind && $0.groupID == group && $0.url != nil }
+        if let language {
+            return candidates.first { $0.language?.lowercased() == language.lowercased() }
+        }
+        return candidates.first(where: \.isDefault) ?? candidates.first
+    }
+}
+
+/// Which variant of a multivariant playlist to fetch (`--media-video`).
+public enum HLSVideoChoice: Sendable, Hashable, CustomStringConvertible {
+    /// The highest `BANDWIDTH` (the default).
+    case best
+    /// The lowest `BANDWIDTH`.
+    case worst
+    /// The variant of this many lines (`720p`, or `720`); of several, the highest bandwidth.
+    case height(Int)
+    /// The best at or under this many bits per second; the leanest when every variant needs more.
+    case bandwidth(Int)
+
+    /// `best`, `worst`, a height (`720p` or `720`), or a bandwidth in bits per second (`2500000`, or `2500k`,
+    /// `2.5M`); `nil` for anything else. A bare number below 10,000 is a height.
+    public init?(_ text: String) {
+        let value = text.trimmingCharacters(in: .whitespaces).lowercased()
+        switch value {
+        case "best": self = .best
+        case "worst": self = .worst
+        default:
+            if value.hasSuffix("p"), let height = Int(value.dropLast()), height > 0 {
+                self = .height(height)
+            } else if let number = Int(value), number > 0 {
+                self = number < 10_000 ? .height(number) : .bandwidth(number)
+            } else if let last = value.last, let scale = ["k": 1_000.0, "m": 1_000_000.0][String(last)],
+                let number = Double(value.dropLast()), number > 0
+            {
+                self = .bandwidth(Int(number * scale))
+            } else {
+                return nil
+            }
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .best: "best"
+        case .worst: "worst"
+        case .height(let height): "\(height)p"
+        case .bandwidth(let bandwidth): "\(bandwidth)"
+        }
+    }
+}
+
+/// A media playlist: the segments of one rendition, in order.
+public struct HLSMediaPlaylist: Sendable, Hashable {
+    /// How a segment is encrypted (`EXT-X-KEY`).
+    public struct Key: Sendable, Hashable {
+        public enum Method: Sendable, Hashable {
+            case aes128
+            case sampleAES
+            /// A method Downpour cannot decrypt (`SAMPLE-AES-CTR`, DRM schemes).
+            case other(String)
+        }
+
+        public var method: Method
+        public var url: URL
+        /// The 16-byte IV; `nil`: the segment's media sequence number, big-endian (RFC 8216, 5.2).
+        public var iv: [UInt8]?
+        public var keyFormat: String?
+
+        /// The IV of the segment with this media sequence number.
+        public func iv(forSequence sequence: Int) -> [UInt8] {
+            if let iv = self.iv { return iv }
+            let number = UInt64(truncatingIfNeeded: sequence)
+            return [UInt8](repeating: 0, count: 8) + (0..<8).map { UInt8(truncatingIfNeeded: number >> (56 - 8 * $0)) }
+        }
+    }
+
+    /// Where a part of a resource is (`EXT-X-BYTERANGE`, the `BYTERANGE` of `EXT-X-MAP`).
+    public typealias ByteRange = Range<Int64>
+
+    /// The fMP4 initialisation section (`EXT-X-MAP`), written before the segments it applies to.
+    public struct Map: Sendable, Hashable {
+        public var url: URL
+        public var byteRange: ByteRange?
+    }
+
+    public struct Segment: Sendable, Hashable {
+        public var url: URL
+        /// Seconds (`EXTINF`).
+        public var duration: Double
+        /// The media sequence number.
+        public var sequence: Int
+        public var byteRange: ByteRange?
+        /// `nil`: not encrypted.
+        public var key: Key?
+        public var map: Map?
+        /// An `EXT-X-DISCONTINUITY` comes before it.
+        public var discontinuity: Bool
+    }
+
+    public var targetDuration: Int
+    public var mediaSequence: Int
+    public var segments: [Segment]
+    /// `EXT-X-ENDLIST`: no segment will be added. Without it the playlist is live.
+    public var hasEnd: Bool
+    /// `EXT-X-PLAYLIST-TYPE` (`VOD`, `EVENT`).
+    public var playlistType: String?
+
+    /// The playing time, in seconds.
+    public var duration: Double { self.segments.reduce(0) { $0 + $1.duration } }
+
+    /// Every key or method Downpour cannot decrypt, for a clear refusal before anything is fetched.
+    public var unsupportedKeys: [Key.Method] {
+        var methods: [Key.Method] = []
+        for key in self.segments.compactMap(\.key) where key.method != .aes128 && !methods.contains(key.method) {
+            methods.append(key.method)
+        }
+        return methods
+    }
+}
