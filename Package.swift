@@ -81,6 +81,8 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                // AES-128-CBC for HLS segments (built anyway: PostgresNIO uses it).
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: upcomingFeatures
         ),
@@ -189,6 +191,8 @@ let package = Package(
             name: "DownpourTests",
             dependencies: [
                 "Downpour", "DownpourAria2", "DownpourTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
