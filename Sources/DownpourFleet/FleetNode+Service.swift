@@ -96,7 +96,7 @@ extension FleetNode: DownloadQueueService {
             }
         }
         do {
-            let added = try await self.queue.add(prepared.map { ($0.entry, $0.paused) })
+            let added = try await self.writeQueue.add(prepared.map { ($0.entry, $0.paused) })
             for (item, wasAdded) in zip(prepared, added) {
                 if wasAdded, let position = batch[item.index].position {
                     // Added at the end whatever this says: the add stands.
@@ -127,7 +127,7 @@ extension FleetNode: DownloadQueueService {
 
     public func pause(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID {
         let id = try await self.resolve(gid)
-        switch try await self.database({ () throws(FleetError) in try await self.queue.pause(id) }) {
+        switch try await self.database({ queue throws(FleetError) in try await queue.pause(id) }) {
         case .done: self.announce(.changed(id))
         case .asked: self.waker.yield()
         case .refused: throw QueueError(.cannotPause, gid: gid, message: "Download \(id) cannot be paused now.")
@@ -136,13 +136,13 @@ extension FleetNode: DownloadQueueService {
     }
 
     public func pauseAll(force: Bool) async throws(QueueError) {
-        try await self.database { () throws(FleetError) in try await self.queue.pauseAll() }
+        try await self.database { queue throws(FleetError) in try await queue.pauseAll() }
         self.waker.yield()
     }
 
     public func unpause(_ gid: String) async throws(QueueError) -> DownloadID {
         let id = try await self.resolve(gid)
-        guard try await self.database({ () throws(FleetError) in try await self.queue.unpause(id) }) else {
+        guard try await self.database({ queue throws(FleetError) in try await queue.unpause(id) }) else {
             throw QueueError(.cannotUnpause, gid: gid, message: "Download \(id) is not paused.")
         }
         self.announce(.changed(id))
@@ -151,7 +151,7 @@ extension FleetNode: DownloadQueueService {
     }
 
     public func unpauseAll() async throws(QueueError) {
-        try await self.database { () throws(FleetError) in try await self.queue.unpauseAll() }
+        try await self.database { queue throws(FleetError) in try await queue.unpauseAll() }
         self.waker.yield()
     }
 
@@ -159,7 +159,7 @@ extension FleetNode: DownloadQueueService {
     /// is: the node that wrote it may not be this one.
     public func remove(_ gid: String, force: Bool) async throws(QueueError) -> DownloadID {
         let id = try await self.resolve(gid)
-        switch try await self.database({ () throws(FleetError) in try await self.queue.remove(id) }) {
+        switch try await self.database({ queue throws(FleetError) in try await queue.remove(id) }) {
         case .done: self.announce(.changed(id))
         case .asked: self.waker.yield()
         case .refused:
@@ -178,8 +178,8 @@ extension FleetNode: DownloadQueueService {
         from origin: PositionOrigin
     ) async throws(QueueError) -> Int {
         let id = try await self.resolve(gid)
-        let moved = try await self.database { () throws(FleetError) in
-            try await self.queue.move(id, by: position, from: origin)
+        let moved = try await self.database { queue throws(FleetError) in
+            try await queue.move(id, by: position, from: origin)
         }
         guard let index = moved else {
             throw QueueError(
@@ -236,7 +236,7 @@ extension FleetNode: DownloadQueueService {
         stopped reason: QueueError.Reason,
         _ consequence: String
     ) async throws(QueueError) -> FleetQueue.Row {
-        let row = try await self.database { () throws(FleetError) in try await self.queue.row(id) }
+        let row = try await self.database { queue throws(FleetError) in try await queue.row(id) }
         guard let row else { throw QueueError(.notFound, gid: gid, message: "Download \(id) is not in the fleet.") }
         guard [.waiting, .paused, .active].contains(row.status) else {
             throw QueueError(reason, gid: gid, message: "Download \(id) has stopped; \(consequence).")
@@ -248,8 +248,8 @@ extension FleetNode: DownloadQueueService {
     private func change(_ old: QueueEntry, uris: [String], options: [QueueOption], gid: String) async throws(QueueError)
     {
         _ = try await self.manager.prepare(uris: uris, options: options)
-        let outcome = try await self.database { () throws(FleetError) in
-            try await self.queue.change(old, uris: uris, options: options)
+        let outcome = try await self.database { queue throws(FleetError) in
+            try await queue.change(old, uris: uris, options: options)
         }
         switch outcome {
         case .done: self.announce(.changed(old.gid))
@@ -276,13 +276,13 @@ extension FleetNode: DownloadQueueService {
     }
 
     public func purgeResults() async throws(QueueError) {
-        try await self.database { () throws(FleetError) in try await self.queue.purgeResults() }
+        try await self.database { queue throws(FleetError) in try await queue.purgeResults() }
         self.announce(.resultsRemoved(nil))
     }
 
     public func removeResult(_ gid: String) async throws(QueueError) {
         let id = try await self.resolve(gid)
-        guard try await self.database({ () throws(FleetError) in try await self.queue.removeResult(id) }) else {
+        guard try await self.database({ queue throws(FleetError) in try await queue.removeResult(id) }) else {
             throw QueueError(
                 .noResult,
                 gid: gid,
@@ -306,17 +306,27 @@ extension FleetNode: DownloadQueueService {
 
     private func resolve(_ text: String) async throws(QueueError) -> DownloadID {
         let prefix = try DownloadQueue.gidPrefix(text)
-        let matches = try await self.database { () throws(FleetError) in try await self.queue.matching(prefix) }
+        let matches = try await self.database { queue throws(FleetError) in try await queue.matching(prefix) }
         return try DownloadQueue.unique(matches, for: text)
     }
 
-    /// Runs a statement of the fleet's queue; a failure becomes a refusal that says the database cannot be
-    /// reached.
+    /// The queue a client's change goes through: while the database is lost, its statements wait a second, not
+    /// ``FleetQueue/statementTimeout``, so that a change during an outage is refused at once (the loop finds the
+    /// database again; a change a moment later is taken).
+    var writeQueue: FleetQueue {
+        self.databaseLost ? self.queue.withStatementTimeout(Self.lostStatementTimeout) : self.queue
+    }
+
+    /// How long a statement of a client's change may take while the database is lost.
+    static let lostStatementTimeout: Duration = .seconds(1)
+
+    /// Runs a statement of the fleet's queue (``writeQueue``); a failure becomes a refusal that says the database
+    /// cannot be reached.
     private func database<Value>(
-        _ body: () async throws(FleetError) -> Value
+        _ body: (FleetQueue) async throws(FleetError) -> Value
     ) async throws(QueueError) -> Value {
         do {
-            let value = try await body()
+            let value = try await body(self.writeQueue)
             self.databaseLost = false
             self.rowsChanged()
             return value

@@ -67,6 +67,11 @@ public struct FleetQueue: Sendable {
         self.statementTimeout = statementTimeout
     }
 
+    /// This queue, its statements given `timeout` instead.
+    public func withStatementTimeout(_ timeout: Duration) -> FleetQueue {
+        FleetQueue(client: self.client, logger: self.logger, statementTimeout: timeout)
+    }
+
     func sql<Value: Sendable>(
         _ doing: String,
         _ body: @escaping @Sendable () async throws -> Value

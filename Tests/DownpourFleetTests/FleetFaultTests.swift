@@ -202,6 +202,12 @@ struct FleetFaultTests {
                 return error.reason == .storage && error.message.contains("cannot be reached")
             }
             #expect(try await members[1].node.status(of: gids[0].description).status == running.status)
+            // Lost now: the next change waits a second for the database, not a statement's time-out.
+            #expect(await members[1].node.writeQueue.statementTimeout == FleetNode.lostStatementTimeout)
+            #expect(FleetNode.lostStatementTimeout < members[1].node.queue.statementTimeout)
+            await #expect(throws: QueueError.self) {
+                _ = try await members[1].node.pause(gids[0].description, force: false)
+            }
             try await fleet.server.resume()
 
             server.releaseBodies()
