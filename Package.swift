@@ -49,6 +49,7 @@ let package = Package(
     products: [
         .library(name: "Downpour", targets: ["Downpour"]),
         .library(name: "DownpourAria2", targets: ["DownpourAria2"]),
+        .library(name: "DownpourHLS", targets: ["DownpourHLS"]),
         .library(name: "DownpourQueue", targets: ["DownpourQueue"]),
         .library(name: "DownpourRPC", targets: ["DownpourRPC"]),
         .library(name: "DownpourFleet", targets: ["DownpourFleet"]),
@@ -81,7 +82,17 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                // AES-128-CBC for HLS segments (built anyway: PostgresNIO uses it).
+            ],
+            swiftSettings: upcomingFeatures
+        ),
+        // Video over HLS: playlists as values and the decryption of segments (AES-128-CBC from swift-crypto's
+        // _CryptoExtras, built anyway for PostgresNIO). A module of its own, so the library's build does not wait
+        // for _CryptoExtras.
+        .target(
+            name: "DownpourHLS",
+            dependencies: [
+                "Downpour",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: upcomingFeatures
@@ -190,7 +201,7 @@ let package = Package(
         .testTarget(
             name: "DownpourTests",
             dependencies: [
-                "Downpour", "DownpourAria2", "DownpourTestSupport",
+                "Downpour", "DownpourAria2", "DownpourHLS", "DownpourTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

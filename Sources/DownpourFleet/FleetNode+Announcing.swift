@@ -149,7 +149,8 @@ extension FleetNode {
     static func refusal(_ error: FleetError) -> QueueError {
         QueueError(
             .storage,
-            message: "The fleet's database cannot be reached (\(error.message)); nothing was changed. Try again."
+            message: "The fleet's database cannot be reached (\(error.message)); the change was not confirmed "
+                + "(a database that is slow, not gone, may still make it): look at the queue before trying again."
         )
     }
 }

@@ -96,11 +96,13 @@ extension FleetNode: DownloadQueueService {
             }
         }
         do {
-            let added = try await self.writeQueue.add(prepared.map { ($0.entry, $0.paused) })
+            let queue = self.writeQueue
+            let added = try await queue.add(prepared.map { ($0.entry, $0.paused) })
+            self.databaseLost = false
             for (item, wasAdded) in zip(prepared, added) {
                 if wasAdded, let position = batch[item.index].position {
                     // Added at the end whatever this says: the add stands.
-                    _ = try? await self.queue.move(item.entry.gid, by: position, from: .set)
+                    _ = try? await queue.move(item.entry.gid, by: position, from: .set)
                 }
             }
             self.rowsChanged()
@@ -119,6 +121,7 @@ extension FleetNode: DownloadQueueService {
                 }
             }
         } catch {
+            self.databaseLost = true
             for item in prepared { results[item.index] = .failure(Self.refusal(error)) }
         }
         self.waker.yield()
@@ -314,7 +317,8 @@ extension FleetNode: DownloadQueueService {
     /// ``FleetQueue/statementTimeout``, so that a change during an outage is refused at once (the loop finds the
     /// database again; a change a moment later is taken).
     var writeQueue: FleetQueue {
-        self.databaseLost ? self.queue.withStatementTimeout(Self.lostStatementTimeout) : self.queue
+        self.databaseLost
+            ? self.queue.withStatementTimeout(min(Self.lostStatementTimeout, self.queue.statementTimeout)) : self.queue
     }
 
     /// How long a statement of a client's change may take while the database is lost.

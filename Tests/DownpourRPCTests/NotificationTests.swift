@@ -74,6 +74,14 @@ import Testing
         await hub.waitForSubscriber(on: .progress)
         hub.close(session)
 
+        // A session opened with the channel ends the wait too.
+        let opened = Task { await hub.waitForSubscriber(on: .progress) }
+        try await waitUntil("the wait to begin") { hub.waiterCount > 0 }
+        let (late, _) = hub.open(channels: [.aria2Notifications, .progress])
+        await opened.value
+        #expect(hub.waiterCount == 0)
+        hub.close(late)
+
         // Nobody subscribes: cancelling ends the wait, before or after it began.
         let stopped = NIOLockedValueBox(false)
         let cancelled = Task {

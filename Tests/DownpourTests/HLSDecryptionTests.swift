@@ -1,9 +1,10 @@
 import Crypto
+import Downpour
 import Foundation
 import Testing
 import _CryptoExtras
 
-@testable import Downpour
+@testable import DownpourHLS
 
 /// ``HLSDecryption``: segments encrypted as packagers do (AES-128-CBC, PKCS#7), decrypted back byte for byte, and a
 /// wrong key or a damaged segment refused.

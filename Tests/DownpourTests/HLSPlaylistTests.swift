@@ -1,7 +1,8 @@
+import Downpour
 import Foundation
 import Testing
 
-@testable import Downpour
+@testable import DownpourHLS
 
 /// ``HLSPlaylist``: playlists as servers write them (ffmpeg's, Apple's examples), and the malformed ones a
 /// server can send, parsed without I/O.
@@ -117,6 +118,25 @@ import Testing
         #expect(playlist.unsupportedKeys == [.sampleAES])
     }
 
+    @Test("keys offered in several formats: the identity AES-128 one is used; a key after a segment starts a new set")
+    func keyFormats() throws {
+        let playlist = try Self.media(
+            """
+            #EXTM3U
+            #EXT-X-KEY:METHOD=AES-128,URI="plain.key"
+            #EXT-X-KEY:METHOD=SAMPLE-AES,URI="skd://drm",KEYFORMAT="com.apple.streamingkeydelivery"
+            #EXTINF:2,
+            a.ts
+            #EXT-X-KEY:METHOD=SAMPLE-AES,URI="skd://drm2",KEYFORMAT="com.apple.streamingkeydelivery"
+            #EXTINF:2,
+            b.ts
+            """
+        )
+        #expect(playlist.segments[0].key?.url == Self.url("plain.key"))
+        #expect(playlist.segments[1].key?.method == .sampleAES, "the second set has no identity key")
+        #expect(playlist.unsupportedKeys == [.sampleAES])
+    }
+
     static let master = """
         #EXTM3U
         #EXT-X-INDEPENDENT-SEGMENTS
@@ -148,6 +168,32 @@ import Testing
         }
         let pick = try #require(HLSVideoChoice(choice))
         #expect(master.variant(pick)?.url == expected.map(Self.url))
+    }
+
+    @Test("an audio-only variant is picked only when there is no video")
+    func audioOnlyVariant() throws {
+        let text = """
+            #EXTM3U
+            #EXT-X-STREAM-INF:BANDWIDTH=64000,CODECS="mp4a.40.5"
+            audio-only.m3u8
+            #EXT-X-STREAM-INF:BANDWIDTH=400000,CODECS="avc1.42e00a,mp4a.40.2"
+            low.m3u8
+            #EXT-X-STREAM-INF:BANDWIDTH=900000,RESOLUTION=960x540
+            mid.m3u8
+            """
+        guard case .multivariant(let master) = try HLSPlaylist.parse(text, url: Self.base) else {
+            Issue.record("not a multivariant playlist")
+            return
+        }
+        #expect(master.variant(.worst)?.url == Self.url("low.m3u8"))
+        #expect(master.variant(.bandwidth(100_000))?.url == Self.url("low.m3u8"))
+        #expect(master.variant(.best)?.url == Self.url("mid.m3u8"))
+        let audio = try HLSPlaylist.parse(
+            "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=64000,CODECS=\"mp4a.40.5\"\na.m3u8",
+            url: Self.base
+        )
+        guard case .multivariant(let only) = audio else { return }
+        #expect(only.variant(.best)?.url == Self.url("a.m3u8"), "audio alone: that is what there is")
     }
 
     @Test("a multivariant playlist: attributes with quoted commas, and the renditions beside a variant")
@@ -184,6 +230,20 @@ import Testing
             ("#EXTM3U\n#EXTINF:1,\n#EXT-X-BYTERANGE:10@9223372036854775800\na.ts", "ends past 2^63"),
             ("#EXTM3U\n#EXT-X-MAP:URI=\"i.mp4\",BYTERANGE=\"10\"\n", "EXT-X-MAP's BYTERANGE has no offset"),
             ("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=1\nv.m3u8\n#EXTINF:1,\na.ts", "both variants and media segments"),
+            // Hostile numbers: each a refusal, never a crash.
+            (
+                "#EXTM3U\n#EXTINF:1,\n#EXT-X-BYTERANGE:9223372036854775807@0\na.ts\n#EXTINF:1,\n#EXT-X-BYTERANGE:1\na.ts",
+                "ends past 2^63"
+            ),
+            (
+                "#EXTM3U\n#EXT-X-MEDIA-SEQUENCE:9223372036854775807\n#EXTINF:1,\na.ts\n#EXTINF:1,\nb.ts",
+                "the media sequence numbers pass 2^63"
+            ),
+            ("#EXTM3U\n#EXTINF:inf,\na.ts", "EXTINF has no duration"),
+            ("#EXTM3U\n#EXTINF:1e400,\na.ts", "EXTINF has no duration"),
+            ("#EXTM3U\n#EXTINF:1,\na.ts\n#EXT-X-MEDIA-SEQUENCE:5\n", "EXT-X-MEDIA-SEQUENCE comes after a segment"),
+            ("#EXTM3U\n#EXTINF:1,\n#EXT-X-BYTERANGE:10@\na.ts", "is not n[@o]"),
+            ("#EXTM3U\n#EXTINF:1,\n#EXT-X-BYTERANGE:@5\na.ts", "is not n[@o]"),
         ]
     )
     func malformed(text: String, message: String) {
@@ -212,7 +272,7 @@ import Testing
         arguments: [
             ("best", HLSVideoChoice.best), ("WORST", .worst), ("720p", .height(720)), ("1080", .height(1080)),
             ("2500000", .bandwidth(2_500_000)), ("2.5M", .bandwidth(2_500_000)), ("800k", .bandwidth(800_000)),
-            ("fast", nil), ("0", nil), ("-720p", nil), ("", nil),
+            ("fast", nil), ("0", nil), ("-720p", nil), ("", nil), ("infk", nil), ("1e300k", nil), ("nanm", nil),
         ] as [(String, HLSVideoChoice?)]
     )
     func videoChoice(text: String, expected: HLSVideoChoice?) {

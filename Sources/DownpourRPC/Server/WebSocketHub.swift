@@ -34,11 +34,12 @@ public final class WebSocketHub: Sendable {
     /// Opens a session subscribed to `channels`; the stream yields what is pushed to it until ``close(_:)``.
     public func open(channels: Set<PushChannel> = [.aria2Notifications]) -> (SessionID, AsyncStream<String>) {
         let (stream, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingNewest(self.bufferSize))
-        let id = self.state.withLockedValue { state in
+        let (id, woken) = self.state.withLockedValue { state in
             state.nextID += 1
             state.sessions[state.nextID] = Session(channels: channels, continuation: continuation)
-            return state.nextID
+            return (state.nextID, state.waiters.take { channels.contains($0) })
         }
+        woken.resume()
         return (SessionID(value: id), stream)
     }
 

@@ -1,3 +1,4 @@
+import Downpour
 import Foundation
 
 /// Reads a playlist's lines into an ``HLSPlaylist``: the tags that apply to the next URI line (`EXTINF`,
@@ -14,7 +15,10 @@ struct HLSParser {
     private var streamInfo: [String: String]?
 
     // What applies until changed.
-    private var key: HLSMediaPlaylist.Key?
+    /// The keys in force, one per `KEYFORMAT` (consecutive `EXT-X-KEY` tags offer the same segments in several
+    /// formats; a tag after a segment starts a new set).
+    private var keys: [HLSMediaPlaylist.Key] = []
+    private var keysHaveSegment = false
     private var map: HLSMediaPlaylist.Map?
     /// Where the last byte range of each resource ended: a `BYTERANGE` without an offset goes on from there.
     private var rangeEnds: [URL: Int64] = [:]
@@ -60,7 +64,8 @@ struct HLSParser {
         }
         return .media(
             HLSMediaPlaylist(
-                targetDuration: self.targetDuration ?? Int(self.segments.map(\.duration).max()?.rounded(.up) ?? 0),
+                targetDuration: self.targetDuration
+                    ?? Int(exactly: self.segments.map(\.duration).max()?.rounded(.up) ?? 0) ?? 0,
                 mediaSequence: self.mediaSequence,
                 segments: self.segments,
                 hasEnd: self.hasEnd,
@@ -74,13 +79,18 @@ struct HLSParser {
         switch name {
         case "#EXTINF":
             let text = value.split(separator: ",", maxSplits: 1).first.map(String.init) ?? ""
-            guard let duration = Double(text.trimmingCharacters(in: .whitespaces)), duration >= 0 else {
+            // A day at most: a segment longer is a server's mistake, and a number past it could not be added up.
+            guard let duration = Double(text.trimmingCharacters(in: .whitespaces)), duration >= 0,
+                duration <= 86_400
+            else {
                 throw self.malformed("EXTINF has no duration")
             }
             self.duration = duration
         case "#EXT-X-TARGETDURATION":
             self.targetDuration = try self.integer(value, "EXT-X-TARGETDURATION")
         case "#EXT-X-MEDIA-SEQUENCE":
+            // It numbers the first segment: after one, it would renumber only the rest (and their IVs).
+            guard self.segments.isEmpty else { throw self.malformed("EXT-X-MEDIA-SEQUENCE comes after a segment") }
             self.mediaSequence = try self.integer(value, "EXT-X-MEDIA-SEQUENCE")
         case "#EXT-X-BYTERANGE":
             self.byteRange = try self.range(value, of: nil)
@@ -91,7 +101,17 @@ struct HLSParser {
         case "#EXT-X-PLAYLIST-TYPE":
             self.playlistType = value
         case "#EXT-X-KEY":
-            self.key = try self.key(Self.attributes(value))
+            if self.keysHaveSegment {
+                self.keys = []
+                self.keysHaveSegment = false
+            }
+            let key = try self.key(Self.attributes(value))
+            if let key {
+                self.keys.removeAll { $0.keyFormat ?? "identity" == key.keyFormat ?? "identity" }
+                self.keys.append(key)
+            } else {
+                self.keys = []
+            }
         case "#EXT-X-MAP":
             let attributes = Self.attributes(value)
             guard let uri = attributes["URI"] else { throw self.malformed("EXT-X-MAP has no URI") }
@@ -140,16 +160,26 @@ struct HLSParser {
             guard let start = self.rangeEnds[url] else {
                 throw self.malformed("EXT-X-BYTERANGE has no offset and follows no range of the same resource")
             }
-            byteRange = start..<(start + (range.upperBound - range.lowerBound))
+            let (end, overflow) = start.addingReportingOverflow(range.upperBound - range.lowerBound)
+            guard !overflow else { throw self.malformed("a byte range ends past 2^63") }
+            byteRange = start..<end
         }
         if let range = byteRange { self.rangeEnds[url] = range.upperBound }
+        let (sequence, overflow) = self.mediaSequence.addingReportingOverflow(self.segments.count)
+        guard !overflow else { throw self.malformed("the media sequence numbers pass 2^63") }
+        // Of the formats offered, the one Downpour reads (`identity`: the key's bytes), else the first, named in
+        // the refusal.
+        let key =
+            self.keys.first { $0.method == .aes128 && ($0.keyFormat ?? "identity") == "identity" }
+            ?? self.keys.first
+        self.keysHaveSegment = true
         self.segments.append(
             HLSMediaPlaylist.Segment(
                 url: url,
                 duration: duration,
-                sequence: self.mediaSequence + self.segments.count,
+                sequence: sequence,
                 byteRange: byteRange,
-                key: self.key,
+                key: key,
                 map: self.map,
                 discontinuity: self.discontinuity
             )
@@ -213,7 +243,9 @@ struct HLSParser {
     /// `n[@o]`: `n` bytes from `o`; without `o`, a range whose lower bound is -1 until the URI line says where
     /// it follows on from (for `resource`: an `EXT-X-MAP`'s own range needs its offset).
     private func range(_ text: String, of resource: URL?) throws(DownloadError) -> HLSMediaPlaylist.ByteRange {
-        let parts = text.split(separator: "@", maxSplits: 1).map { Int64($0.trimmingCharacters(in: .whitespaces)) }
+        let parts = text.split(separator: "@", maxSplits: 1, omittingEmptySubsequences: false).map {
+            Int64($0.trimmingCharacters(in: .whitespaces))
+        }
         guard let length = parts.first ?? nil, length > 0, parts.count == 1 || parts[1].map({ $0 >= 0 }) == true else {
             throw self.malformed("a byte range is not n[@o]: \(text)")
         }

@@ -1,3 +1,4 @@
+import Downpour
 import Foundation
 
 /// An HLS playlist (RFC 8216): a multivariant ("master") playlist that lists the same video at several bitrates, or a
@@ -57,6 +58,15 @@ public struct HLSMultivariantPlaylist: Sendable, Hashable {
         /// The `GROUP-ID` of the audio renditions it plays with, if its audio is not in its own segments.
         public var audioGroup: String?
         public var subtitlesGroup: String?
+
+        /// Whether it carries video: a `RESOLUTION`, or a video codec in `CODECS`; a variant that says neither
+        /// counts as video (old playlists give only `BANDWIDTH`).
+        public var hasVideo: Bool {
+            guard self.height == nil, let codecs = self.codecs?.lowercased() else { return true }
+            return ["avc1", "avc3", "hvc1", "hev1", "dvh1", "dvhe", "av01", "vp09", "vp8", "mp4v"].contains {
+                codecs.contains($0)
+            }
+        }
     }
 
     /// One `EXT-X-MEDIA`.
@@ -81,19 +91,22 @@ public struct HLSMultivariantPlaylist: Sendable, Hashable {
     public var variants: [Variant]
     public var renditions: [Rendition]
 
-    /// The variant `choice` picks; `nil` when there is none (or none of that height).
+    /// The variant `choice` picks; `nil` when there is none (or none of that height). Variants with video (a
+    /// resolution, or a video codec) come first: an audio-only variant is picked only when there is nothing else.
     public func variant(_ choice: HLSVideoChoice) -> Variant? {
+        let video = self.variants.filter(\.hasVideo)
+        let variants = video.isEmpty ? self.variants : video
+        let order = { (a: Variant, b: Variant) in (a.bandwidth, a.height ?? 0) < (b.bandwidth, b.height ?? 0) }
         switch choice {
         case .best:
-            return self.variants.max { ($0.bandwidth, $0.height ?? 0) < ($1.bandwidth, $1.height ?? 0) }
+            return variants.max(by: order)
         case .worst:
-            return self.variants.min { ($0.bandwidth, $0.height ?? 0) < ($1.bandwidth, $1.height ?? 0) }
+            return variants.min(by: order)
         case .height(let height):
-            return self.variants.filter { $0.height == height }.max { $0.bandwidth < $1.bandwidth }
+            return variants.filter { $0.height == height }.max(by: order)
         case .bandwidth(let limit):
             // The best at or under the limit; the leanest when all are over it.
-            let under = self.variants.filter { $0.bandwidth <= limit }
-            return under.max { $0.bandwidth < $1.bandwidth } ?? self.variant(.worst)
+            return variants.filter { $0.bandwidth <= limit }.max(by: order) ?? variants.min(by: order)
         }
     }
 
@@ -132,9 +145,10 @@ public enum HLSVideoChoice: Sendable, Hashable, CustomStringConvertible {
             } else if let number = Int(value), number > 0 {
                 self = number < 10_000 ? .height(number) : .bandwidth(number)
             } else if let last = value.last, let scale = ["k": 1_000.0, "m": 1_000_000.0][String(last)],
-                let number = Double(value.dropLast()), number > 0
+                let number = Double(value.dropLast()), number > 0, number.isFinite,
+                let bandwidth = Int(exactly: (number * scale).rounded()), bandwidth > 0
             {
-                self = .bandwidth(Int(number * scale))
+                self = .bandwidth(bandwidth)
             } else {
                 return nil
             }

@@ -1,4 +1,5 @@
 import Crypto
+import Downpour
 import Foundation
 import _CryptoExtras
 
@@ -44,7 +45,8 @@ enum HLSDecryption {
     }
 
     /// Whether `bytes` can be an MPEG-TS segment: every 188-byte packet starts with the sync byte 0x47. A segment
-    /// decrypted with a wrong key whose padding happened to look right fails this.
+    /// decrypted with a wrong key whose padding happened to look right fails this. Only for MPEG-TS segments (no
+    /// `EXT-X-MAP`): fMP4 fragments and packed audio are encrypted with AES-128 too, and have no sync bytes.
     static func isTransportStream(_ bytes: some Collection<UInt8>) -> Bool {
         guard !bytes.isEmpty, bytes.count % Self.transportStreamPacket == 0 else { return false }
         var index = bytes.startIndex
