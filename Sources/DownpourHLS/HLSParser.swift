@@ -314,26 +314,17 @@ struct HLSParser {
 
     /// `0x` followed by hexadecimal digits, as bytes.
     static func hexBytes(_ text: String) -> [UInt8]? {
-        let lower = text.lowercased()
-        guard lower.hasPrefix("0x") else { return nil }
-        let digits = Array(lower.dropFirst(2).utf8)
+        guard text.hasPrefix("0x") || text.hasPrefix("0X") else { return nil }
+        let digits = Array(text.dropFirst(2).utf8)
         guard !digits.isEmpty, digits.count % 2 == 0 else { return nil }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(digits.count / 2)
         for index in stride(from: 0, to: digits.count, by: 2) {
-            guard let high = Self.hexValue(digits[index]), let low = Self.hexValue(digits[index + 1]) else {
+            guard let high = HexDigit.value(digits[index]), let low = HexDigit.value(digits[index + 1]) else {
                 return nil
             }
             bytes.append(high << 4 | low)
         }
         return bytes
-    }
-
-    private static func hexValue(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-        default: nil
-        }
     }
 }

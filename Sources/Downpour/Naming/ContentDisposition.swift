@@ -86,8 +86,8 @@ public enum ContentDisposition {
         var iterator = text.utf8.makeIterator()
         while let byte = iterator.next() {
             if byte == UInt8(ascii: "%") {
-                guard let high = iterator.next().flatMap(Self.hexValue),
-                    let low = iterator.next().flatMap(Self.hexValue)
+                guard let high = iterator.next().flatMap(HexDigit.value),
+                    let low = iterator.next().flatMap(HexDigit.value)
                 else { return nil }
                 bytes.append(high << 4 | low)
             } else {
@@ -95,14 +95,5 @@ public enum ContentDisposition {
             }
         }
         return bytes
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }

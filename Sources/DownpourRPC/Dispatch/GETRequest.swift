@@ -1,3 +1,4 @@
+import Downpour
 import DownpourJSON
 
 /// A JSON-RPC call given as the query of `GET /jsonrpc` (§1.5 of the reference):
@@ -73,7 +74,7 @@ struct GETRequest: Sendable {
                 bytes.append(contentsOf: [byte, high])
                 break
             }
-            if let high = Base64.hexValue(high), let low = Base64.hexValue(low) {
+            if let high = HexDigit.value(high), let low = HexDigit.value(low) {
                 bytes.append(high << 4 | low)
             } else {
                 bytes.append(contentsOf: [byte, high, low])
