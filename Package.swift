@@ -85,15 +85,17 @@ let package = Package(
             ],
             swiftSettings: upcomingFeatures
         ),
-        // Video over HLS: playlists as values and the decryption of segments (AES-128-CBC from swift-crypto's
-        // _CryptoExtras, built anyway for PostgresNIO). A module of its own, so the library's build does not wait
-        // for _CryptoExtras.
+        // Video over HLS: playlists as values, the decryption of segments (AES-128-CBC from swift-crypto's
+        // _CryptoExtras, built anyway for PostgresNIO) and the download of a playlist's segments as one file. A
+        // module of its own, so the library's build does not wait for _CryptoExtras.
         .target(
             name: "DownpourHLS",
             dependencies: [
                 "Downpour",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: upcomingFeatures
         ),
@@ -101,7 +103,7 @@ let package = Package(
         // daemon, its queue and the CLI share; the engine never uses them.
         .target(
             name: "DownpourAria2",
-            dependencies: ["Downpour"],
+            dependencies: ["Downpour", "DownpourHLS"],
             swiftSettings: upcomingFeatures
         ),
         .target(
@@ -171,6 +173,7 @@ let package = Package(
             name: "DownpourCLI",
             dependencies: [
                 "Downpour", "DownpourAria2", "DownpourQueue", "DownpourRPC", "DownpourSpawn", "DownpourFleet",
+                "DownpourHLS",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

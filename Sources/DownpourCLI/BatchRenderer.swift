@@ -51,6 +51,9 @@ final class BatchRenderer: Sendable {
                 state.active[index]?.progress = progress
             case .notice(let message):
                 permanent.append("downpour: \(message)")
+            case .finished(let result) where result.playlist != nil:
+                // Its segments come next, in the same slot (``playlistEnded(_:of:url:)``).
+                permanent.append("HLS playlist \(url): fetching its segments")
             case .finished(let result) where result.metalink != nil:
                 // Not a download of its own: its files join the batch (``addMetalinkFiles(_:)``).
                 state.active[index] = nil
@@ -77,6 +80,14 @@ final class BatchRenderer: Sendable {
                 break
             }
             self.draw(&state, permanent: permanent)
+        }
+    }
+
+    /// An entry whose URL was an HLS playlist ended: its video was saved, or it failed.
+    func playlistEnded(_ outcome: Result<DownloadResult, DownloadError>, of index: Int, url: String) {
+        switch outcome {
+        case .success(let result): self.render(.finished(result), of: index, url: url)
+        case .failure(let error): self.render(.failed(error), of: index, url: url)
         }
     }
 

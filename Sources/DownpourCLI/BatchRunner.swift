@@ -1,5 +1,6 @@
 import Downpour
 import DownpourAria2
+import DownpourHLS
 import Foundation
 import Logging
 
@@ -21,6 +22,8 @@ struct BatchRunner {
         var origin: String? = nil
         /// The entry's own `metalink-location`, for a URL that turns out to be a Metalink; `nil`: the batch's.
         var metalinkLocations: [String]? = nil
+        /// What to fetch when its URL turns out to be an HLS playlist.
+        var playlistOptions = HLSDownload.Options()
     }
 
     /// What became of one entry.
@@ -79,13 +82,24 @@ struct BatchRunner {
                             }
                             return path
                         }()
-                        let result: Result<DownloadResult, DownloadError>
+                        var result: Result<DownloadResult, DownloadError>
                         do throws(DownloadError) {
                             result = .success(try await download.run())
                         } catch {
                             result = .failure(error)
                         }
-                        let path = await listened
+                        var path = await listened
+                        if case .success(let done) = result, let playlist = done.playlist {
+                            // An HLS playlist: its segments, in this entry's slot, into one file.
+                            result = await Self.fetchSegments(
+                                of: playlist,
+                                as: done,
+                                entry: entry,
+                                downloader: downloader
+                            )
+                            renderer.playlistEnded(result, of: index, url: entry.request.url.absoluteString)
+                            if case .success(let video) = result { path = video.path }
+                        }
                         if let (hooks, logger) = hooks { hooks.run(result, gid: gid, path: path, logger: logger) }
                         if let jar = download.cookies { cookiesCollected?(jar) }
                         return (index, result)
@@ -129,6 +143,31 @@ struct BatchRunner {
         let (entries, outcomes) = await batch.value
         renderer.end()
         return self.summarize(entries, outcomes)
+    }
+
+    /// The video of an entry whose URL was an HLS playlist (``HLSDownload``), as the entry's result.
+    private static func fetchSegments(
+        of playlist: PlaylistDocument,
+        as document: DownloadResult,
+        entry: Entry,
+        downloader: Downloader
+    ) async -> Result<DownloadResult, DownloadError> {
+        do throws(DownloadError) {
+            let video = try await HLSDownload(
+                playlist,
+                request: entry.request,
+                downloader: downloader,
+                options: entry.playlistOptions
+            ).run()
+            var result = document
+            result.playlist = nil
+            result.path = video.path
+            result.length = video.length
+            result.downloadedBytes += video.downloadedBytes
+            return .success(result)
+        } catch {
+            return .failure(error)
+        }
     }
 
     private func summarize(_ entries: [Entry], _ outcomes: [Int: Outcome]) -> Int32 {

@@ -38,6 +38,13 @@ struct GetCommand: AsyncParsableCommand {
             such a document too: it is read (at most 4 MiB), not saved, and its files are downloaded as with -M, \
             unless --follow-metalink=false; in a -i FILE its files join the batch (inside the entry's dir) unless \
             the entry says follow-metalink=false. \
+            A URL that answers with an HLS playlist (a path ending in .m3u8, Content-Type \
+            application/vnd.apple.mpegurl or application/x-mpegURL, or a body that starts with #EXTM3U) is fetched \
+            as one video: the variant --media-video names (the highest bandwidth by default), its segments -x at a \
+            time, decrypted when the playlist uses AES-128, written in order to NAME.ts (or NAME.mp4 for fMP4) \
+            through NAME.part; the segments wait in NAME.hls/ until then, so the same command run again fetches only \
+            the missing ones. A separate audio rendition goes to NAME.audio.EXT unless --media-audio=none; \
+            --media=file saves the playlist itself. \
             The exit status is 0 only when every download succeeded; otherwise it is the status of the first \
             failed entry, and the summary names each failure.
 
@@ -67,6 +74,7 @@ struct GetCommand: AsyncParsableCommand {
         var configuration = DownloadConfiguration()
         configuration.timeouts.connect = configuration.timeouts.idleRead
         configuration.followsMetalink = true
+        configuration.followsPlaylists = true
         if let home = environment["HOME"], !home.isEmpty {
             configuration.netrcPath = (home.hasSuffix("/") ? home : home + "/") + ".netrc"
         }
@@ -125,7 +133,11 @@ struct GetCommand: AsyncParsableCommand {
         }
         let (status, metalink) = await withDownloader(configuration: engine, logger: logger) { downloader in
             let download = downloader.download(request)
-            let (status, result) = await plan.runOne(download, logger: logger)
+            var (status, result) = await plan.runOne(download, logger: logger)
+            if let playlist = result?.playlist {
+                // The URL was an HLS playlist: its segments now, into one file.
+                status = await plan.runPlaylist(playlist, request: request, downloader: downloader, logger: logger)
+            }
             let saved = plan.saveCookies(download.cookies) || status != ExitStatus.success ? status : ExitStatus.localIO
             return (saved, result?.metalink)
         }
@@ -371,6 +383,7 @@ struct GetPlan: Sendable {
                 try request.configuration.validate()
                 var batchEntry = BatchRunner.Entry(line: entry.line, request: request)
                 batchEntry.metalinkLocations = options.metalinkLocations
+                batchEntry.playlistOptions = options.playlistOptions
                 entries.append(batchEntry)
             } catch {
                 let message = error.message.hasPrefix("line ") ? error.message : "line \(entry.line): \(error.message)"

@@ -1,4 +1,5 @@
 import Downpour
+import DownpourHLS
 import Foundation
 import NIOConcurrencyHelpers
 
@@ -63,6 +64,9 @@ final class ProgressRenderer: Sendable {
             writeError("connection \(connection): \(reason) Retry \(attempt) in \(Self.seconds(delay)) s.")
         case .finished(let result) where result.wasSkipped:
             self.printLine("\(result.path) is as new as the remote file; nothing downloaded.")
+        case .finished(let result) where result.playlist != nil:
+            self.clearLine()
+            self.printLine("\(result.remoteFile.url.absoluteString) is an HLS playlist; fetching its segments.")
         case .finished(let result) where result.metalink != nil:
             self.clearLine()
             let count = result.metalink?.files.count ?? 0
@@ -82,6 +86,47 @@ final class ProgressRenderer: Sendable {
         case .failed:
             self.clearLine()
         }
+    }
+
+    /// A line of an HLS download's progress: live on a terminal, one a second otherwise.
+    func render(_ progress: HLSDownload.Progress, elapsed: Duration) {
+        guard self.mode != .quiet else { return }
+        let seconds = elapsed.inSeconds
+        let speed = seconds > 0 ? Double(progress.downloadedBytes) / seconds : 0
+        var parts = ["\(progress.segmentsDone)/\(progress.segmentsTotal) segments"]
+        parts.append(
+            ByteCount.format(progress.bytes) + (progress.estimatedLength.map { " / ~" + ByteCount.format($0) } ?? "")
+        )
+        parts.append(ByteCount.formatRate(speed))
+        if speed > 0, let estimate = progress.estimatedLength, estimate > progress.bytes {
+            parts.append("ETA " + Self.clock(.seconds(Double(estimate - progress.bytes) / speed)))
+        }
+        let line = parts.joined(separator: "  ")
+        if self.mode == .terminal {
+            self.write("\r\u{1B}[K" + line)
+            return
+        }
+        let now = ContinuousClock.now
+        let due = self.lastLine.withLockedValue { last in
+            guard let previous = last, now - previous < Self.lineInterval else {
+                last = now
+                return true
+            }
+            return false
+        }
+        if due || progress.segmentsDone == progress.segmentsTotal { self.printLine(line) }
+    }
+
+    /// The line an HLS download ends with.
+    func finished(_ result: HLSDownload.Result, elapsed: Duration) {
+        guard self.mode != .quiet else { return }
+        self.clearLine()
+        let seconds = elapsed.inSeconds
+        let speed = seconds > 0 ? Double(result.downloadedBytes) / seconds : 0
+        var line = "Saved \(result.path) (\(ByteCount.format(result.length)), \(result.segments) segments) in "
+        line += "\(Self.seconds(elapsed)) s, \(ByteCount.formatRate(speed))"
+        if let audio = result.audioPath { line += "; its audio in \(audio)" }
+        self.printLine(line + ".")
     }
 
     /// What came for nothing (``DownloadResult/wastedBytes``), as a clause to end a line with; empty when nothing

@@ -15,22 +15,11 @@ public enum HLSPlaylist: Sendable, Hashable {
     case multivariant(HLSMultivariantPlaylist)
     case media(HLSMediaPlaylist)
 
-    /// The media types servers give playlists (`application/vnd.apple.mpegurl` and its older spellings).
-    public static let mediaTypes: Set<String> = [
-        "application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl",
-    ]
-
     /// Whether a response is a playlist: by its media type, or by `#EXTM3U` at the start of its body (after a
     /// byte order mark and blank space), as servers that call it `text/plain` or `application/octet-stream` need.
     public static func isPlaylist(contentType: String?, prefix: some Collection<UInt8>) -> Bool {
-        if let type = contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased(),
-            Self.mediaTypes.contains(type)
-        {
-            return true
-        }
-        var bytes = prefix.drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0A }[...]
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes = bytes.dropFirst(3) }
-        return bytes.starts(with: Array("#EXTM3U".utf8))
+        contentType.map(PlaylistDocument.isPlaylist(contentType:)) ?? false
+            || PlaylistDocument.startsLikePlaylist(prefix)
     }
 
     /// Parses a playlist's text; `url` is where it came from (relative URIs are resolved against it).

@@ -22,6 +22,7 @@ import NIOPosix
 ///   exactly one `Authorization: Basic` header for USER and PASSWORD (percent-encoded segments); else 401 with
 ///   `WWW-Authenticate: Basic`.
 /// - `/require-cookie/NAME/VALUE/REST`: what `REST` gets, when the `Cookie` headers hold `NAME=VALUE`; else 403.
+/// - A path given a file of its own (``serve(_:_:)``): that file, with its type, whole or by one range.
 /// - `/set-cookie/PERCENT_ENCODED_SET_COOKIE/REST`: what `REST` gets, with that `Set-Cookie` header added
 ///   (repeat the prefix for several cookies). `/set-cookie-on-get/PERCENT_ENCODED_SET_COOKIE/REST` adds it to GET
 ///   answers only.
@@ -155,6 +156,16 @@ public struct RangeTestServer: Sendable {
     /// A throttled response catches up with its rate at once: its pace counts from the start of the response.
     public func releaseBodies() {
         self.state.isHoldingBodies = false
+    }
+
+    /// Serves `file` at `path` (an absolute path without a query) from now on, in place of what was there.
+    public func serve(_ path: String, _ file: ServedFile) {
+        self.state.serve(path, file)
+    }
+
+    /// Serves each file at its path (``serve(_:_:)``).
+    public func serve(_ files: [String: ServedFile]) {
+        for (path, file) in files { self.state.serve(path, file) }
     }
 
     /// Stops listening, closes every open connection (ending responses in progress) and stops the event loop.

@@ -65,6 +65,10 @@ struct ResponsePlanner: Sendable {
         var corruptionsLeft: [Int] = []
         /// Requests on reused connections still to drop unanswered.
         var reusedDropsLeft = 0
+        /// The resources served at paths of their own (``RangeTestServer/serve(_:_:)``), by path.
+        var files: [String: RangeTestServer.ServedFile] = [:]
+        /// GET requests handled for each of ``files``.
+        var fileGETs: [String: Int] = [:]
     }
 
     enum Truncation: Sendable {
@@ -238,6 +242,10 @@ struct ResponsePlanner: Sendable {
             return Self.textResponse(.methodNotAllowed, extraHeaders: [("Allow", "GET, HEAD")])
         }
 
+        let path = String(uri.prefix { $0 != "?" })
+        if let file = progress.files[path] {
+            return Self.planFile(file, path: path, method: method, headers: headers, progress: &progress)
+        }
         switch Route(uri: uri) {
         case .basicAuth(let user, let password, let rest):
             let expected = "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
@@ -277,6 +285,49 @@ struct ResponsePlanner: Sendable {
             }
             return self.planContentGet(requestHeaders: headers, progress: &progress)
         }
+    }
+
+    /// The answer for a resource served at a path of its own: its first ``RangeTestServer/ServedFile/failures``
+    /// GETs fail with 500, then it is served whole or by one range.
+    private static func planFile(
+        _ file: RangeTestServer.ServedFile,
+        path: String,
+        method: HTTPMethod,
+        headers requestHeaders: HTTPHeaders,
+        progress: inout Progress
+    ) -> ResponsePlan {
+        let total = file.bytes.count
+        var headers = HTTPHeaders([("Content-Type", file.contentType), ("Accept-Ranges", "bytes")])
+        guard method == .GET else {
+            headers.add(name: "Content-Length", value: String(total))
+            return ResponsePlan(status: .ok, headers: headers)
+        }
+        let handled = progress.fileGETs[path, default: 0] + 1
+        progress.fileGETs[path] = handled
+        if handled <= file.failures {
+            return Self.textResponse(.internalServerError, text: "500 Internal Server Error (injected fault)\n")
+        }
+        var plan: ResponsePlan
+        switch requestHeaders.first(name: "Range").map({ ByteRangeRequest($0, total: total) }) ?? .none {
+        case .none:
+            headers.add(name: "Content-Length", value: String(total))
+            plan = ResponsePlan(status: .ok, headers: headers, body: ResponseBody(bytes: file.bytes, range: 0..<total))
+        case .unsatisfiable:
+            return ResponsePlan(
+                status: .rangeNotSatisfiable,
+                headers: HTTPHeaders([("Content-Range", "bytes */\(total)"), ("Content-Length", "0")])
+            )
+        case .satisfiable(let range):
+            headers.add(name: "Content-Range", value: "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(total)")
+            headers.add(name: "Content-Length", value: String(range.count))
+            plan = ResponsePlan(
+                status: .partialContent,
+                headers: headers,
+                body: ResponseBody(bytes: file.bytes, range: range)
+            )
+            plan.requestedRange = range
+        }
+        return plan
     }
 
     private func planContentHead(progress: Progress) -> ResponsePlan {

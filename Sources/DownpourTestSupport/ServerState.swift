@@ -97,6 +97,14 @@ final class ServerState: Sendable {
     }
 
     /// How many bytes at the end of every file wait (see ``RangeTestServer/holdBodies(lastBytes:)``).
+    /// Serves `file` at `path` (``RangeTestServer/serve(_:_:)``).
+    func serve(_ path: String, _ file: RangeTestServer.ServedFile) {
+        self.mutable.withLockedValue { state in
+            state.progress.files[path] = file
+            state.progress.fileGETs[path] = 0
+        }
+    }
+
     var heldTail: Int? {
         get { self.mutable.withLockedValue { $0.heldTail } }
         set { self.mutable.withLockedValue { $0.heldTail = newValue } }

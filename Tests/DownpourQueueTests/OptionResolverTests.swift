@@ -113,4 +113,12 @@ struct OptionResolverTests {
             (error as? QueueError)?.option == "split" && (error as? QueueError)?.reason == .invalidRequest
         }
     }
+
+    @Test("get's own options (media, media-video) are ignored by the daemon, as aria2 ignores a name it does not know")
+    func getOnlyOptions() throws {
+        let resolver = OptionResolver(base: Self.base, globals: [Self.option("media", "hls")])
+        // A bad value of an option the daemon does not have is no error either.
+        let options = try resolver.requestOptions([Self.option("media-video", "not a choice")])
+        #expect(!options.configuration.followsPlaylists)
+    }
 }

@@ -85,6 +85,12 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
     /// ``Metalink/maximumDocumentLength`` fails with ``DownloadError/Code/invalidRequest``. `false` (the default)
     /// saves it as any other file.
     public var followsMetalink: Bool
+    /// When the URL answers with an HLS playlist (a media type of ``PlaylistDocument/mediaTypes``, a path ending in
+    /// `.m3u8`, or a body starting with `#EXTM3U`), read the document instead of saving it: the download ends with
+    /// ``DownloadResult/playlist`` and no file, and the `DownpourHLS` module fetches what it lists. A document larger
+    /// than ``PlaylistDocument/maximumDocumentLength`` fails with ``DownloadError/Code/invalidRequest``. `false`
+    /// (the default) saves it as any other file.
+    public var followsPlaylists: Bool
 
     public init(
         connections: Int = 4,
@@ -113,7 +119,8 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
         checksum: Checksum? = nil,
         pieceChecksums: PieceChecksums? = nil,
         expectedLength: Int64? = nil,
-        followsMetalink: Bool = false
+        followsMetalink: Bool = false,
+        followsPlaylists: Bool = false
     ) {
         self.connections = connections
         self.minimumSplitSize = minimumSplitSize
@@ -142,6 +149,7 @@ public struct DownloadConfiguration: Sendable, Hashable, Codable {
         self.pieceChecksums = pieceChecksums
         self.expectedLength = expectedLength
         self.followsMetalink = followsMetalink
+        self.followsPlaylists = followsPlaylists
     }
 
     /// The smallest remainder worth a racing request.
@@ -337,7 +345,7 @@ extension DownloadConfiguration {
         case connections, minimumSplitSize, racesTail, slowConnections, retry, timeouts, headers, userAgent
         case overwrite, tls, maximumRedirects, writeBufferSize, progressInterval, resume, journalInterval
         case maximumRate, credentials, netrcPath, cookies, setsRemoteTime, conditionalGet, proxy, checksum
-        case pieceChecksums, expectedLength, followsMetalink, renamesExisting
+        case pieceChecksums, expectedLength, followsMetalink, renamesExisting, followsPlaylists
     }
 
     /// Decodes what was stored; a field that is missing (stored by an older version) keeps its default, so a
@@ -378,6 +386,7 @@ extension DownloadConfiguration {
         try take(.expectedLength, \.expectedLength)
         try take(.followsMetalink, \.followsMetalink)
         try take(.renamesExisting, \.renamesExisting)
+        try take(.followsPlaylists, \.followsPlaylists)
         self = value
     }
 }

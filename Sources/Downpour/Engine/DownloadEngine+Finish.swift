@@ -20,15 +20,25 @@ extension DownloadEngine {
         await self.willFinish?()
     }
 
-    /// After ``commitToFinish(_:_:)``: syncs the file and gives it its name, or reads the Metalink document it is.
+    /// After ``commitToFinish(_:_:)``: syncs the file and gives it its name, or reads the document it is (a Metalink,
+    /// a playlist).
     func finish(_ session: TransferSession, _ output: PreparedOutput) async throws(DownloadError) -> DownloadResult {
         // Every byte is in: the bytes on disk are the length (a stream's is known only now).
         let length = session.completedBytes
         let remote = session.remoteFile
         var metalink: Metalink?
-        switch output.probed.product {
+        var playlist: PlaylistDocument?
+        var product = output.probed.product
+        if product == .file, try await self.startsLikePlaylist(output, length: length) { product = .playlistDocument }
+        switch product {
         case .metalinkDocument:
             metalink = try await self.readMetalink(output, length: length, url: remote.url)
+        case .playlistDocument:
+            let data = try await self.readDocument(output, length: length) { () throws(DownloadError) in
+                try Self.checkPlaylistLength(length, url: remote.url)
+            }
+            playlist = PlaylistDocument(url: remote.url, data: data)
+            self.logger.info("Read a playlist", metadata: ["url": "\(remote.url)", "bytes": "\(data.count)"])
         case .file:
             let finisher = DownloadFinisher(
                 file: output.file,
@@ -52,7 +62,8 @@ extension DownloadEngine {
             elapsed: ContinuousClock.now - output.probed.startedAt,
             connectionsUsed: max(1, snapshot.mostActiveConnections),
             checksum: output.expected?.checksum,
-            metalink: metalink
+            metalink: metalink,
+            playlist: playlist
         )
     }
 
@@ -126,16 +137,32 @@ extension DownloadEngine {
         return kept
     }
 
-    /// Reads the downloaded Metalink document into memory and parses it; the `.part` file and its journal are
-    /// removed whatever happens.
+    /// A file that is an HLS playlist by its first bytes only (a server that calls it `text/plain`), when
+    /// ``DownloadConfiguration/followsPlaylists`` is set: read as one instead of saved.
+    private func startsLikePlaylist(_ output: PreparedOutput, length: Int64) async throws(DownloadError) -> Bool {
+        guard self.request.configuration.followsPlaylists, length >= 7,
+            length <= PlaylistDocument.maximumDocumentLength
+        else { return false }
+        let file = output.file
+        let prefix = try await BlockingIO.run { () throws(DownloadError) -> [UInt8] in
+            let buffer = try file.read(count: Int(min(length, 16)), at: 0)
+            return Array(buffer.readableBytesView)
+        }
+        return PlaylistDocument.startsLikePlaylist(prefix)
+    }
+
+    /// Reads a downloaded document (a Metalink, a playlist) into memory after `check` allows its length; the
+    /// `.part` file and its journal are removed whatever happens.
     ///
-    /// - Throws: ``DownloadError/Code/invalidRequest`` when the document is too long or not a Metalink,
-    ///   ``DownloadError/Code/localIO`` when it cannot be read.
-    private func readMetalink(_ output: PreparedOutput, length: Int64, url: URL) async throws(DownloadError) -> Metalink
-    {
+    /// - Throws: what `check` throws, ``DownloadError/Code/localIO`` when it cannot be read.
+    private func readDocument(
+        _ output: PreparedOutput,
+        length: Int64,
+        check: () throws(DownloadError) -> Void
+    ) async throws(DownloadError) -> Data {
         let data: Data
         do {
-            try Self.checkMetalinkLength(length, url: url)
+            try check()
             let file = output.file
             data = try await BlockingIO.run { () throws(DownloadError) -> Data in
                 let buffer = try file.read(count: Int(length), at: 0)
@@ -145,6 +172,19 @@ extension DownloadEngine {
             throw await self.discard(output, error: error)
         }
         await self.remove(output)
+        return data
+    }
+
+    /// Reads the downloaded Metalink document into memory and parses it; the `.part` file and its journal are
+    /// removed whatever happens.
+    ///
+    /// - Throws: ``DownloadError/Code/invalidRequest`` when the document is too long or not a Metalink,
+    ///   ``DownloadError/Code/localIO`` when it cannot be read.
+    private func readMetalink(_ output: PreparedOutput, length: Int64, url: URL) async throws(DownloadError) -> Metalink
+    {
+        let data = try await self.readDocument(output, length: length) { () throws(DownloadError) in
+            try Self.checkMetalinkLength(length, url: url)
+        }
         do {
             let metalink = try Metalink(parsing: data)
             self.logger.info(

@@ -150,4 +150,7 @@ public struct DownloadResult: Sendable {
     /// `.metalink`): the document was read and parsed, and no file was saved (``path`` is where it would have
     /// been). Download the files it lists with requests of their own.
     public var metalink: Metalink? = nil
+    /// The HLS playlist the URL answered with, when ``DownloadConfiguration/followsPlaylists`` is set and the response
+    /// was one: the document was read, and no file was saved (``path`` is where it would have been).
+    public var playlist: PlaylistDocument? = nil
 }

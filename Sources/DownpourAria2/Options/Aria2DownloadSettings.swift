@@ -1,4 +1,5 @@
 import Downpour
+import DownpourHLS
 import Foundation
 
 /// Per-download options by aria2's names, as an input file (`aria2c -i`) or aria2's RPC gives them, turned into
@@ -28,6 +29,10 @@ public struct Aria2DownloadSettings: Sendable, Hashable {
     /// Ask proxies and caches for a fresh copy: `Cache-Control: no-cache` and `Pragma: no-cache` on every request
     /// (`http-no-cache`).
     public var noCache: Bool
+    /// With an HLS playlist of several variants, the one to fetch (`media-video`).
+    public var mediaVideo: HLSVideoChoice
+    /// With an HLS variant whose audio is a rendition of its own, fetch it too (`media-audio`).
+    public var mediaAudio: Bool
 
     public init(directory: String = ".", output: String? = nil, configuration: DownloadConfiguration = .init()) {
         self.directory = directory
@@ -36,6 +41,8 @@ public struct Aria2DownloadSettings: Sendable, Hashable {
         self.forceSave = false
         self.metalinkLocations = []
         self.noCache = false
+        self.mediaVideo = .best
+        self.mediaAudio = true
     }
 
     /// Applies one option of a download (``Aria2Option/Scope/download``; ``Aria2Option/all`` has them).

@@ -1,4 +1,5 @@
 import Downpour
+import DownpourHLS
 import Foundation
 
 /// One option by aria2's name that Downpour implements: where it applies, what value it takes, how that value is
@@ -244,7 +245,9 @@ extension Aria2Option {
         .retryOnRefused, .maxFileNotFound,
         .retryWait, .timeout, .connectTimeout, .lowestSpeedLimit, .allowOverwrite, .autoFileRenaming, .continue,
         .checkCertificate, .caCertificate, .httpUser, .httpPasswd, .noNetrc, .remoteTime, .conditionalGet, .allProxy,
-        .httpProxy, .httpsProxy, .noProxy, .checksum, .followMetalink, .metalinkLocation, .forceSave, .slowWindow,
+        .httpProxy, .httpsProxy, .noProxy, .checksum, .followMetalink, .metalinkLocation, .media, .mediaVideo,
+        .mediaAudio,
+        .forceSave, .slowWindow,
         .noRestartSlow, .journalInterval, .autoSaveInterval, .httpNoCache, .gid, .pause, .maxConcurrentDownloads,
         .maxDownloadResult,
         .maxOverallDownloadLimit, .saveSession, .saveSessionInterval, .enableRPC, .rpcListenPort, .rpcMaxRequestSize,
@@ -568,6 +571,48 @@ extension Aria2Option {
         help: "A URL that is a Metalink: download the files it lists (true, mem) or save the document (false).",
         apply: { value, options in options.configuration.followsMetalink = value != "false" },
         read: { "\($0.configuration.followsMetalink)" }
+    )
+    public static let media = Aria2Option(
+        "media",
+        .download,
+        .choice(["auto", "hls", "file"]),
+        isAria2s: false,
+        commands: .get,
+        help: "A URL that is an HLS playlist (.m3u8): fetch its segments into one video file (auto, hls) or save the "
+            + "playlist itself (file).",
+        apply: { value, options in options.configuration.followsPlaylists = value != "file" },
+        read: { $0.configuration.followsPlaylists ? "auto" : "file" }
+    )
+    public static let mediaVideo = Aria2Option(
+        "media-video",
+        .download,
+        .text,
+        valueName: "choice",
+        isAria2s: false,
+        commands: .get,
+        help: "With an HLS playlist of several variants, the one to fetch: best (the highest bandwidth), worst, a "
+            + "height (720p), or the best up to a bandwidth (3000000, 3000k, 3M).",
+        apply: { value, options throws(DownloadError) in
+            guard let choice = HLSVideoChoice(value) else {
+                throw .invalidRequest(
+                    "The option 'media-video' takes best, worst, a height such as 720p, or a bandwidth such as 3M, "
+                        + "not '\(value)'."
+                )
+            }
+            options.mediaVideo = choice
+        },
+        read: { $0.mediaVideo.description }
+    )
+    public static let mediaAudio = Aria2Option(
+        "media-audio",
+        .download,
+        .choice(["best", "none"]),
+        isAria2s: false,
+        commands: .get,
+        help: "With an HLS variant whose audio is a rendition of its own: fetch it into a file beside the video "
+            + "(best) or not (none).",
+        apply: { value, options in options.mediaAudio = value != "none" },
+        read: { $0.mediaAudio ? "best" : "none" }
     )
     public static let metalinkLocation = Aria2Option(
         "metalink-location",

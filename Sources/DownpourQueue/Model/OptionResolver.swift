@@ -100,9 +100,13 @@ struct OptionResolver: Sendable {
         ]
     }
 
-    /// The option of a download's request named `name` (the table's and Downpour's own), or `nil`.
+    /// The option of a download's request named `name` (the table's and Downpour's own), or `nil`: also for one
+    /// only `downpour get` has (the HLS options, until the daemon fetches playlists), which the daemon ignores as
+    /// aria2 ignores a name it does not know.
     static func requestOption(_ name: String) -> Aria2Option? {
-        if let option = Aria2Option.named(name) { return option.scope == .download ? option : nil }
+        if let option = Aria2Option.named(name) {
+            return option.scope == .download && option.commands.contains(.daemon) ? option : nil
+        }
         return Aria2Option.internalOptions.first { $0.name == name }
     }
 

@@ -1,0 +1,504 @@
+import Downpour
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+
+/// Fetches what an HLS playlist lists as one file: the segments in parallel, each a download of its own under the
+/// downloader's connection and bandwidth budgets, with the playlist request's retries, headers, cookies, proxies and
+/// rate limit; then decrypted (AES-128) and written in playlist order to `NAME.part`, synced and renamed to `NAME`.
+///
+/// ```swift
+/// let result = try await downloader.download(request).run()   // request.configuration.followsPlaylists = true
+/// if let playlist = result.playlist {
+///     let video = try await HLSDownload(playlist, request: request, downloader: downloader).run()
+///     print(video.path)
+/// }
+/// ```
+///
+/// The segments wait in `NAME.hls/`, beside the output, each under its final name only once it is whole: a run
+/// stopped at any moment (even `kill -9`) and started again fetches only what is missing. A playlist that changed in
+/// between (other segments, ranges or keys) starts over. The output is MPEG-TS segments one after another (`.ts`),
+/// or the initialisation section and the fragments (`.mp4`); both play as they are. When the chosen variant takes
+/// its audio from a rendition of its own, that is fetched too, into a second file beside the video.
+public struct HLSDownload: Sendable {
+    /// What to fetch.
+    public struct Options: Sendable, Hashable {
+        /// Which variant of a multivariant playlist.
+        public var video: HLSVideoChoice
+        /// Fetch the audio rendition the variant names (`EXT-X-MEDIA TYPE=AUDIO`), when it is separate.
+        public var audio: Bool
+        /// Segments fetched at once; each is one connection.
+        public var concurrentSegments: Int
+
+        public init(video: HLSVideoChoice = .best, audio: Bool = true, concurrentSegments: Int = 8) {
+            self.video = video
+            self.audio = audio
+            self.concurrentSegments = concurrentSegments
+        }
+    }
+
+    /// How far it is.
+    public struct Progress: Sendable, Hashable {
+        /// Segments on disk, of all renditions.
+        public var segmentsDone: Int
+        public var segmentsTotal: Int
+        /// Bytes on disk: fetched in this run or found from an earlier one.
+        public var bytes: Int64
+        /// Bytes fetched in this run.
+        public var downloadedBytes: Int64
+        /// The whole, estimated from the segments on disk (their mean length times the count); sharpened as they
+        /// arrive. `nil` until one is in.
+        public var estimatedLength: Int64?
+    }
+
+    /// What a finished run made.
+    public struct Result: Sendable, Hashable {
+        /// The video (or the only rendition).
+        public var path: String
+        public var length: Int64
+        /// The separate audio rendition, when there was one and ``Options/audio`` asked for it.
+        public var audioPath: String?
+        public var segments: Int
+        /// Bytes fetched in this run (the rest were on disk).
+        public var downloadedBytes: Int64
+    }
+
+    let document: PlaylistDocument
+    let request: DownloadRequest
+    let downloader: Downloader
+    let options: Options
+    let logger: Logger
+
+    /// - Parameters:
+    ///   - document: the playlist the request answered with (``DownloadResult/playlist``).
+    ///   - request: the request that fetched it: its destination says where the output goes (a directory: under the
+    ///     playlist's name, `.ts` or `.mp4`), its configuration is used for every fetch.
+    public init(
+        _ document: PlaylistDocument,
+        request: DownloadRequest,
+        downloader: Downloader,
+        options: Options = Options(),
+        logger: Logger = Logger(label: "downpour.hls", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) {
+        self.document = document
+        self.request = request
+        self.downloader = downloader
+        self.options = options
+        self.logger = logger
+    }
+
+    /// Fetches the segments and writes the output.
+    ///
+    /// - Parameter progress: called as segments arrive.
+    /// - Throws: ``DownloadError``: the playlist's own errors (not a playlist, live, encrypted with what Downpour
+    ///   cannot decrypt, no variant), a segment's error naming it, ``DownloadError/Code/outputExists`` when the
+    ///   output is there and ``DownloadConfiguration/overwrite`` is not set, a local I/O error.
+    public func run(progress: @escaping @Sendable (Progress) -> Void = { _ in }) async throws(DownloadError) -> Result {
+        let names = try self.names()
+        try await self.createDirectory(names.work)
+        var media: HLSMediaPlaylist
+        var mediaURL = self.document.url
+        var audio: (playlist: HLSMediaPlaylist, url: URL)?
+        switch try Self.parse(self.document) {
+        case .media(let playlist):
+            media = playlist
+        case .multivariant(let master):
+            guard let variant = master.variant(self.options.video) else {
+                throw DownloadError(
+                    code: .invalidRequest,
+                    message: "The playlist at \(self.document.url.absoluteString) has no variant that matches "
+                        + "'\(self.options.video)' among its \(master.variants.count)."
+                )
+            }
+            self.logger.info(
+                "Chose a variant",
+                metadata: ["bandwidth": "\(variant.bandwidth)", "height": "\(variant.height.map(String.init) ?? "-")"]
+            )
+            (media, mediaURL) = try await self.mediaPlaylist(variant.url, work: names.work, name: "video.m3u8")
+            if self.options.audio, let group = variant.audioGroup,
+                let rendition = master.rendition(.audio, group: group), let url = rendition.url
+            {
+                audio = try await self.mediaPlaylist(url, work: names.work, name: "audio.m3u8")
+            }
+        }
+
+        let videoPlan = try HLSFetchPlan(media, url: mediaURL)
+        let audioPlan = try audio.map { audio throws(DownloadError) in try HLSFetchPlan(audio.playlist, url: audio.url)
+        }
+        let videoPath = names.output(fragmentedMP4: videoPlan.isFragmentedMP4)
+        let audioPath = audioPlan.map { names.audioOutput(fragmentedMP4: $0.isFragmentedMP4, url: audio!.url) }
+        for path in [videoPath] + (audioPath.map { [$0] } ?? []) {
+            try await self.checkFree(path)
+        }
+
+        let tally = Tally(total: videoPlan.segmentCount + (audioPlan?.segmentCount ?? 0), report: progress)
+        let videoWork = names.work + "/video"
+        try await self.prepareWork(videoWork, fingerprint: videoPlan.fingerprint)
+        try await self.fetchAll(videoPlan, work: videoWork, tally: tally)
+        var audioWork: String?
+        if let audioPlan {
+            audioWork = names.work + "/audio"
+            try await self.prepareWork(audioWork!, fingerprint: audioPlan.fingerprint)
+            try await self.fetchAll(audioPlan, work: audioWork!, tally: tally)
+        }
+
+        let length = try await self.assemble(videoPlan, work: videoWork, into: videoPath)
+        if let audioPlan, let audioWork, let audioPath {
+            _ = try await self.assemble(audioPlan, work: audioWork, into: audioPath)
+        }
+        let work = names.work
+        try? await AssembledFile.run { try? FileManager.default.removeItem(atPath: work) }
+        let counts = tally.counts
+        return Result(
+            path: videoPath,
+            length: length,
+            audioPath: audioPath,
+            segments: counts.total,
+            downloadedBytes: counts.fetched
+        )
+    }
+
+    // MARK: - Names
+
+    /// Where the output goes, and the work directory beside it.
+    struct Names: Sendable {
+        /// The output's path without its extension (a directory destination), or the path itself (`-o`).
+        var base: String
+        var fixed: Bool
+        var work: String
+
+        func output(fragmentedMP4: Bool) -> String {
+            self.fixed ? self.base : self.base + (fragmentedMP4 ? ".mp4" : ".ts")
+        }
+
+        func audioOutput(fragmentedMP4: Bool, url: URL) -> String {
+            let stem = self.fixed ? (self.base as NSString).deletingPathExtension : self.base
+            let ext = fragmentedMP4 ? "m4a" : (url.pathExtension.lowercased() == "aac" ? "aac" : "ts")
+            return stem + ".audio." + ext
+        }
+    }
+
+    func names() throws(DownloadError) -> Names {
+        switch self.request.destination {
+        case .file(let path):
+            return Names(base: path, fixed: true, work: path + ".hls")
+        case .named(let name, let directory):
+            let path = (directory.hasSuffix("/") ? directory : directory + "/") + name
+            return Names(base: path, fixed: true, work: path + ".hls")
+        case .directory(let directory):
+            var stem = self.request.url.lastPathComponent
+            if stem.lowercased().hasSuffix(".m3u8") { stem = String(stem.dropLast(5)) }
+            let name = SafeFileName.sanitize(stem) ?? "video"
+            let base = (directory.hasSuffix("/") ? directory : directory + "/") + name
+            return Names(base: base, fixed: false, work: base + ".hls")
+        }
+    }
+
+    // MARK: - Fetching
+
+    static func parse(_ document: PlaylistDocument) throws(DownloadError) -> HLSPlaylist {
+        try HLSPlaylist.parse(String(decoding: document.data, as: UTF8.self), url: document.url)
+    }
+
+    /// Fetches and parses the media playlist of a variant or rendition.
+    private func mediaPlaylist(
+        _ url: URL,
+        work: String,
+        name: String
+    ) async throws(DownloadError) -> (HLSMediaPlaylist, URL) {
+        var configuration = self.fetchConfiguration(connections: 1)
+        configuration.followsPlaylists = true
+        let request = try DownloadRequest(url: url, destination: .file(work + "/" + name), configuration: configuration)
+        let result = try await self.downloader.download(request, logger: self.logger).run()
+        guard let document = result.playlist else {
+            try? await AssembledFile.run { try? FileManager.default.removeItem(atPath: result.path) }
+            throw DownloadError(
+                code: .remoteMisbehaved,
+                message: "\(url.absoluteString), named as a playlist by \(self.document.url.absoluteString), is not "
+                    + "an HLS playlist."
+            )
+        }
+        guard case .media(let media) = try Self.parse(document) else {
+            throw DownloadError(
+                code: .remoteMisbehaved,
+                message: "\(url.absoluteString) is a multivariant playlist where a media playlist belongs."
+            )
+        }
+        return (media, document.url)
+    }
+
+    /// The configuration of every fetch: the request's, saving what comes as it is.
+    private func fetchConfiguration(connections: Int) -> DownloadConfiguration {
+        var configuration = self.request.configuration
+        configuration.connections = connections
+        configuration.followsMetalink = false
+        configuration.followsPlaylists = false
+        configuration.checksum = nil
+        configuration.pieceChecksums = nil
+        configuration.expectedLength = nil
+        configuration.overwrite = true
+        configuration.renamesExisting = false
+        configuration.conditionalGet = false
+        configuration.setsRemoteTime = false
+        return configuration
+    }
+
+    /// Fetches every resource of `plan` not yet in `work`, `concurrentSegments` at a time.
+    private func fetchAll(_ plan: HLSFetchPlan, work: String, tally: Tally) async throws(DownloadError) {
+        let present = try await AssembledFile.run { () -> [String: Int64] in
+            var sizes: [String: Int64] = [:]
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: work)) ?? [] {
+                let attributes = try? FileManager.default.attributesOfItem(atPath: work + "/" + name)
+                sizes[name] = (attributes?[.size] as? NSNumber)?.int64Value ?? 0
+            }
+            return sizes
+        }
+        var missing: [HLSFetchPlan.Fetch] = []
+        for fetch in plan.fetches {
+            if let size = present[fetch.name] {
+                tally.add(fetch, bytes: size, fetched: 0)
+            } else {
+                missing.append(fetch)
+            }
+        }
+        self.logger.info(
+            "Fetching segments",
+            metadata: ["missing": "\(missing.count)", "all": "\(plan.fetches.count)"]
+        )
+        let width = max(1, self.options.concurrentSegments)
+        let outcome = await withTaskGroup(of: DownloadError?.self) { group -> DownloadError? in
+            var next = missing.makeIterator()
+            var running = 0
+            func start() -> Bool {
+                guard let fetch = next.next() else { return false }
+                group.addTask { () -> DownloadError? in
+                    do throws(DownloadError) {
+                        let (length, fetched) = try await self.fetch(fetch, work: work)
+                        tally.add(fetch, bytes: length, fetched: fetched)
+                        return nil
+                    } catch {
+                        return self.naming(error, fetch: fetch, plan: plan)
+                    }
+                }
+                return true
+            }
+            while running < width, start() { running += 1 }
+            while let failure = await group.next() {
+                if let failure {
+                    group.cancelAll()
+                    return failure
+                }
+                if !start() { running -= 1 }
+            }
+            return nil
+        }
+        if let outcome { throw outcome }
+        if Task.isCancelled { throw DownloadError(code: .cancelled, message: "The download was cancelled.") }
+    }
+
+    /// Fetches one resource into `work`; returns its length and the bytes fetched in this run.
+    private func fetch(_ fetch: HLSFetchPlan.Fetch, work: String) async throws(DownloadError) -> (Int64, Int64) {
+        let configuration = self.fetchConfiguration(
+            connections: fetch.isShared ? self.request.configuration.connections : 1
+        )
+        let request = try DownloadRequest(
+            url: fetch.url,
+            destination: .file(work + "/" + fetch.name),
+            configuration: configuration
+        )
+        let result = try await self.downloader.download(request, logger: self.logger).run()
+        return (result.length, result.downloadedBytes)
+    }
+
+    /// A fetch's error, saying which segment (or key, or section) it was.
+    private func naming(_ error: DownloadError, fetch: HLSFetchPlan.Fetch, plan: HLSFetchPlan) -> DownloadError {
+        guard error.code != .cancelled else { return error }
+        let what: String
+        if let piece = plan.pieces.first(where: { $0.name == fetch.name && !fetch.isShared }) {
+            what = "The HLS \(piece.label)"
+        } else if fetch.name.hasPrefix("key-") {
+            what = "The HLS key"
+        } else {
+            what = "The HLS resource"
+        }
+        return DownloadError(
+            code: error.code,
+            message: "\(what) (\(fetch.url.absoluteString)) failed: \(error.message)",
+            httpStatus: error.httpStatus
+        )
+    }
+
+    // MARK: - Disk
+
+    private func createDirectory(_ path: String) async throws(DownloadError) {
+        try await AssembledFile.run { () throws(DownloadError) in
+            do {
+                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            } catch {
+                throw DownloadError(
+                    code: .localIO,
+                    message: "Cannot create the directory '\(path)' for the segments: \(error.localizedDescription)"
+                )
+            }
+        }
+    }
+
+    private func checkFree(_ path: String) async throws(DownloadError) {
+        guard !self.request.configuration.overwrite else { return }
+        let exists = try await AssembledFile.run { FileManager.default.fileExists(atPath: path) }
+        if exists {
+            throw DownloadError(
+                code: .outputExists,
+                message: "'\(path)' already exists; it was left as it is (remove it, or allow overwriting)."
+            )
+        }
+    }
+
+    /// Keeps what `work` holds when it was fetched for the same playlist; else empties it and records
+    /// `fingerprint`.
+    private func prepareWork(_ work: String, fingerprint: String) async throws(DownloadError) {
+        let logger = self.logger
+        try await AssembledFile.run { () throws(DownloadError) in
+            let manager = FileManager.default
+            let record = work + "/playlist.fingerprint"
+            if let found = try? String(contentsOfFile: record, encoding: .utf8), found == fingerprint { return }
+            if manager.fileExists(atPath: work) {
+                logger.info("The playlist changed since the segments were fetched: starting over")
+                try? manager.removeItem(atPath: work)
+            }
+            do {
+                try manager.createDirectory(atPath: work, withIntermediateDirectories: true)
+                try Data(fingerprint.utf8).write(to: URL(fileURLWithPath: record))
+            } catch {
+                throw DownloadError(
+                    code: .localIO,
+                    message: "Cannot prepare '\(work)' for the segments: \(error.localizedDescription)"
+                )
+            }
+        }
+    }
+
+    /// Writes the pieces in order to `path.part`, decrypted, then syncs it and gives it its name. Returns its
+    /// length.
+    private func assemble(_ plan: HLSFetchPlan, work: String, into path: String) async throws(DownloadError) -> Int64 {
+        let part = path + ".part"
+        let length = try await AssembledFile.run { () throws(DownloadError) -> Int64 in
+            guard FileManager.default.createFile(atPath: part, contents: nil),
+                let output = FileHandle(forWritingAtPath: part)
+            else {
+                throw DownloadError(code: .localIO, message: "Cannot create '\(part)'.")
+            }
+            defer { try? output.close() }
+            var keys: [String: [UInt8]] = [:]
+            var written: Int64 = 0
+            for piece in plan.pieces {
+                var bytes = try Self.read(work + "/" + piece.name, range: piece.range)
+                if let decryption = piece.decryption {
+                    let key: [UInt8]
+                    if let known = keys[decryption.keyName] {
+                        key = known
+                    } else {
+                        key = try Self.read(work + "/" + decryption.keyName, range: nil)
+                        keys[decryption.keyName] = key
+                    }
+                    bytes = try HLSDecryption.decrypt(
+                        bytes,
+                        key: key,
+                        iv: decryption.iv,
+                        segment: piece.url,
+                        keyURL: decryption.keyURL
+                    )
+                    if piece.checksTransportStream, !HLSDecryption.isTransportStream(bytes) {
+                        throw DownloadError(
+                            code: .remoteMisbehaved,
+                            message: "The HLS \(piece.label) (\(piece.url.absoluteString)) is not MPEG-TS once "
+                                + "decrypted with the key from \(decryption.keyURL.absoluteString): the key is wrong, "
+                                + "or the segment is damaged."
+                        )
+                    }
+                }
+                do {
+                    try output.write(contentsOf: bytes)
+                } catch {
+                    throw DownloadError(
+                        code: .localIO,
+                        message: "Cannot write '\(part)': \(error.localizedDescription)"
+                    )
+                }
+                written += Int64(bytes.count)
+            }
+            return written
+        }
+        try await AssembledFile.commit(part, to: path, replacing: self.request.configuration.overwrite)
+        return length
+    }
+
+    private static func read(_ path: String, range: Range<Int64>?) throws(DownloadError) -> [UInt8] {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw DownloadError(code: .localIO, message: "Cannot open '\(path)'.")
+        }
+        defer { try? handle.close() }
+        do {
+            guard let range else { return [UInt8](try handle.readToEnd() ?? Data()) }
+            try handle.seek(toOffset: UInt64(range.lowerBound))
+            let data = try handle.read(upToCount: Int(range.upperBound - range.lowerBound)) ?? Data()
+            guard data.count == range.count else {
+                throw DownloadError(
+                    code: .remoteMisbehaved,
+                    message: "'\(path)' ends before the byte range \(range.lowerBound)-\(range.upperBound - 1) the "
+                        + "playlist gives."
+                )
+            }
+            return [UInt8](data)
+        } catch let error as DownloadError {
+            throw error
+        } catch {
+            throw DownloadError(code: .localIO, message: "Cannot read '\(path)': \(error.localizedDescription)")
+        }
+    }
+}
+
+/// Counts segments and bytes as they arrive, and reports them.
+private final class Tally: Sendable {
+    struct Counts: Sendable {
+        var total: Int
+        var segmentsDone = 0
+        var bytes: Int64 = 0
+        var segmentBytes: Int64 = 0
+        var fetched: Int64 = 0
+    }
+
+    private let state: NIOLockedValueBox<Counts>
+    private let report: @Sendable (HLSDownload.Progress) -> Void
+
+    init(total: Int, report: @escaping @Sendable (HLSDownload.Progress) -> Void) {
+        self.state = NIOLockedValueBox(Counts(total: total))
+        self.report = report
+    }
+
+    var counts: Counts { self.state.withLockedValue { $0 } }
+
+    /// One resource on disk: `bytes` long, `fetched` of them in this run.
+    func add(_ fetch: HLSFetchPlan.Fetch, bytes: Int64, fetched: Int64) {
+        let progress = self.state.withLockedValue { counts -> HLSDownload.Progress in
+            counts.bytes += bytes
+            counts.fetched += fetched
+            if fetch.segments > 0 {
+                counts.segmentsDone += fetch.segments
+                counts.segmentBytes += bytes
+            }
+            let estimate =
+                counts.segmentsDone > 0
+                ? counts.bytes - counts.segmentBytes + counts.segmentBytes / Int64(counts.segmentsDone)
+                    * Int64(counts.total) : nil
+            return HLSDownload.Progress(
+                segmentsDone: counts.segmentsDone,
+                segmentsTotal: counts.total,
+                bytes: counts.bytes,
+                downloadedBytes: counts.fetched,
+                estimatedLength: estimate.map { max($0, counts.bytes) }
+            )
+        }
+        self.report(progress)
+    }
+}

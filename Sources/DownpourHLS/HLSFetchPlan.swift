@@ -1,0 +1,190 @@
+import Crypto
+import Downpour
+import Foundation
+
+/// What one media playlist asks to fetch, and how the output is made of it, in order: a value, decided before
+/// anything is fetched, with no I/O.
+///
+/// Each resource is fetched once into a file of its own: a segment, an fMP4 initialisation section
+/// (`EXT-X-MAP`), a key. Segments and sections given as byte ranges (`EXT-X-BYTERANGE`) of one resource are cut from
+/// that resource, fetched once, whole, when its ranges follow each other from its first byte; ranges with gaps
+/// would fetch bytes nobody asked for, and are refused.
+struct HLSFetchPlan: Sendable, Hashable {
+    /// One resource to fetch.
+    struct Fetch: Sendable, Hashable {
+        /// The file it is saved as, inside the download's work directory.
+        var name: String
+        var url: URL
+        /// A resource the ranges of several segments are cut from: fetched over several connections.
+        var isShared: Bool
+        /// The segments it holds, for progress: 1 for a segment, 0 for a key or an initialisation section.
+        var segments = 0
+    }
+
+    /// How one segment is decrypted.
+    struct Decryption: Sendable, Hashable {
+        /// The file the key is saved as.
+        var keyName: String
+        var keyURL: URL
+        var iv: [UInt8]
+    }
+
+    /// One part of the output, in order.
+    struct Piece: Sendable, Hashable {
+        /// The file its bytes are in.
+        var name: String
+        /// Where in that file; `nil`: the whole file.
+        var range: Range<Int64>?
+        var decryption: Decryption?
+        /// A decrypted MPEG-TS segment: every 188-byte packet must start with the sync byte, or the key was wrong.
+        var checksTransportStream: Bool
+        /// What messages call it ("segment 3 of 40").
+        var label: String
+        var url: URL
+    }
+
+    var fetches: [Fetch]
+    var pieces: [Piece]
+    /// The segments' count, for progress.
+    var segmentCount: Int
+    /// Initialisation sections (`EXT-X-MAP`): the output is fragmented MP4, not MPEG-TS.
+    var isFragmentedMP4: Bool
+    /// A digest of everything that decides the output's bytes: a playlist with other segments, ranges or keys has
+    /// another one, and a download resumed against it starts over.
+    var fingerprint: String
+
+    /// - Throws: ``DownloadError`` `invalidRequest` for what Downpour cannot fetch: a live playlist, a method it
+    ///   cannot decrypt (`SAMPLE-AES`, DRM), byte ranges with gaps, an empty playlist.
+    init(_ media: HLSMediaPlaylist, url: URL) throws(DownloadError) {
+        guard media.hasEnd else {
+            throw DownloadError(
+                code: .invalidRequest,
+                message: "The playlist at \(url.absoluteString) is live (it has no EXT-X-ENDLIST): recording a live "
+                    + "stream is not supported yet."
+            )
+        }
+        if let method = media.unsupportedKeys.first {
+            let name: String
+            switch method {
+            case .aes128: name = "AES-128"
+            case .sampleAES: name = "SAMPLE-AES"
+            case .other(let other): name = other
+            }
+            throw DownloadError(
+                code: .invalidRequest,
+                message: "The playlist at \(url.absoluteString) is encrypted with \(name), which Downpour cannot "
+                    + "decrypt (only AES-128 is: SAMPLE-AES and DRM schemes are for players that hold the rights)."
+            )
+        }
+        guard !media.segments.isEmpty else {
+            throw DownloadError(
+                code: .invalidRequest,
+                message: "The playlist at \(url.absoluteString) lists no segments."
+            )
+        }
+
+        var fetches: [Fetch] = []
+        var fetchNames: [String: String] = [:]  // a whole resource's URL → its file
+        var keyNames: [URL: String] = [:]
+        // Every ranged part of each shared resource, to check that they follow each other from byte 0.
+        var ranges: [URL: [Range<Int64>]] = [:]
+        func shared(_ url: URL, _ range: Range<Int64>) -> String {
+            ranges[url, default: []].append(range)
+            let key = "shared " + url.absoluteString
+            if let name = fetchNames[key] { return name }
+            let name = "shared-\(fetchNames.count)"
+            fetchNames[key] = name
+            fetches.append(Fetch(name: name, url: url, isShared: true))
+            return name
+        }
+        func whole(_ url: URL, prefix: String) -> String {
+            let key = prefix + " " + url.absoluteString
+            if let name = fetchNames[key] { return name }
+            let name = "\(prefix)-\(fetchNames.count)"
+            fetchNames[key] = name
+            fetches.append(Fetch(name: name, url: url, isShared: false))
+            return name
+        }
+
+        var pieces: [Piece] = []
+        var lastMap: HLSMediaPlaylist.Map?
+        let count = media.segments.count
+        for (index, segment) in media.segments.enumerated() {
+            let label = "segment \(index + 1) of \(count)"
+            if let map = segment.map, map != lastMap {
+                let name = map.byteRange.map { shared(map.url, $0) } ?? whole(map.url, prefix: "map")
+                pieces.append(
+                    Piece(
+                        name: name,
+                        range: map.byteRange,
+                        decryption: nil,
+                        checksTransportStream: false,
+                        label: "the initialisation section before \(label)",
+                        url: map.url
+                    )
+                )
+            }
+            lastMap = segment.map
+            var decryption: Decryption?
+            if let key = segment.key {
+                let keyName = keyNames[key.url] ?? "key-\(keyNames.count)"
+                if keyNames[key.url] == nil {
+                    keyNames[key.url] = keyName
+                    fetches.append(Fetch(name: keyName, url: key.url, isShared: false))
+                }
+                decryption = Decryption(keyName: keyName, keyURL: key.url, iv: key.iv(forSequence: segment.sequence))
+            }
+            let name: String
+            if let range = segment.byteRange {
+                name = shared(segment.url, range)
+            } else {
+                name = "segment-\(index)"
+                fetches.append(Fetch(name: name, url: segment.url, isShared: false))
+            }
+            pieces.append(
+                Piece(
+                    name: name,
+                    range: segment.byteRange,
+                    decryption: decryption,
+                    checksTransportStream: decryption != nil && segment.map == nil,
+                    label: label,
+                    url: segment.url
+                )
+            )
+        }
+
+        let segmentsIn = Dictionary(
+            pieces.filter { !$0.label.hasPrefix("the initialisation") }.map { ($0.name, 1) },
+            uniquingKeysWith: +
+        )
+        for index in fetches.indices { fetches[index].segments = segmentsIn[fetches[index].name] ?? 0 }
+
+        for (resource, parts) in ranges {
+            var end: Int64 = 0
+            for part in Set(parts).sorted(by: { $0.lowerBound < $1.lowerBound }) {
+                guard part.lowerBound <= end else {
+                    throw DownloadError(
+                        code: .invalidRequest,
+                        message: "The playlist at \(url.absoluteString) cuts \(resource.absoluteString) into byte "
+                            + "ranges with a gap at byte \(end): fetching it whole would fetch bytes the playlist "
+                            + "does not use, and ranges of their own are not supported yet."
+                    )
+                }
+                end = max(end, part.upperBound)
+            }
+        }
+
+        self.fetches = fetches
+        self.pieces = pieces
+        self.segmentCount = count
+        self.isFragmentedMP4 = media.segments.contains { $0.map != nil }
+        var hasher = SHA256()
+        for fetch in fetches { hasher.update(data: Data("fetch \(fetch.name) \(fetch.url.absoluteString)\n".utf8)) }
+        for piece in pieces {
+            let range = piece.range.map { "\($0.lowerBound)-\($0.upperBound)" } ?? "-"
+            let iv = piece.decryption.map { $0.keyName + " " + $0.iv.map { String($0, radix: 16) }.joined() } ?? "-"
+            hasher.update(data: Data("piece \(piece.name) \(range) \(iv) \(piece.checksTransportStream)\n".utf8))
+        }
+        self.fingerprint = hasher.finalize().map { String(format: "%02x", $0) }.joined()
+    }
+}

@@ -1,0 +1,394 @@
+import Crypto
+import Downpour
+import DownpourTestSupport
+import Foundation
+import Testing
+import _CryptoExtras
+
+@testable import DownpourHLS
+
+/// ``HLSDownload`` against the test server: playlists made here, segments of known bytes, the output compared byte
+/// for byte, and the server's request log read for what was fetched and how often.
+@Suite struct HLSDownloadTests {
+    static let mpegURL = "application/vnd.apple.mpegurl"
+
+    /// `count` MPEG-TS packets: the sync byte, then bytes of `seed`.
+    static func transportStream(packets count: Int, seed: UInt64) -> [UInt8] {
+        let filler = makeTestContent(count: count * 187, seed: seed)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(count * 188)
+        for packet in 0..<count {
+            bytes.append(0x47)
+            bytes.append(contentsOf: filler[(packet * 187)..<((packet + 1) * 187)])
+        }
+        return bytes
+    }
+
+    static func encrypted(_ plain: [UInt8], key: [UInt8], iv: [UInt8]) throws -> [UInt8] {
+        [UInt8](try AES._CBC.encrypt(plain, using: SymmetricKey(data: key), iv: AES._CBC.IV(ivBytes: iv)))
+    }
+
+    /// A media playlist of `segments` (their paths), each two seconds long, with `header` lines after the version.
+    static func mediaPlaylist(_ segments: [String], header: [String] = [], end: Bool = true) -> String {
+        var lines = ["#EXTM3U", "#EXT-X-VERSION:7", "#EXT-X-TARGETDURATION:2", "#EXT-X-MEDIA-SEQUENCE:0"] + header
+        for segment in segments { lines += ["#EXTINF:2.0,", segment] }
+        if end { lines.append("#EXT-X-ENDLIST") }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// Serves `count` TS segments at `/PREFIX-N.ts` and a playlist of them at `/PREFIX.m3u8`; returns the segments.
+    static func serveSegments(_ server: RangeTestServer, prefix: String, count: Int, seed: UInt64 = 1) -> [[UInt8]] {
+        let segments = (0..<count).map { transportStream(packets: 40 + $0, seed: seed + UInt64($0)) }
+        for (index, bytes) in segments.enumerated() { server.serve("/\(prefix)-\(index).ts", .init(bytes)) }
+        server.serve(
+            "/\(prefix).m3u8",
+            .init(text: mediaPlaylist((0..<count).map { "\(prefix)-\($0).ts" }), contentType: mpegURL)
+        )
+        return segments
+    }
+
+    /// Reads the playlist at `path` as the engine does, then fetches its video into `directory`.
+    static func fetchVideo(
+        _ server: RangeTestServer,
+        _ path: String,
+        into directory: ScratchDirectory,
+        options: HLSDownload.Options = .init(),
+        configure: (inout DownloadConfiguration) -> Void = { _ in }
+    ) async throws -> HLSDownload.Result {
+        var configuration = testConfiguration()
+        configuration.followsPlaylists = true
+        configure(&configuration)
+        let request = try DownloadRequest(
+            url: server.url(path),
+            destination: .directory(directory.path),
+            configuration: configuration
+        )
+        let result = try await Download(request).run()
+        let playlist = try #require(result.playlist)
+        return try await HLSDownload(playlist, request: request, downloader: .shared, options: options).run()
+    }
+
+    static func gets(_ server: RangeTestServer, _ path: String) -> Int {
+        server.statistics().requests.filter { $0.method == "GET" && $0.uri == path }.count
+    }
+
+    @Test("a media playlist of MPEG-TS segments becomes one .ts file, each segment fetched once")
+    func transportStreamSegments() async throws {
+        try await RangeTestServer.withServer(content: []) { server in
+            let directory = try ScratchDirectory()
+            defer { directory.remove() }
+            let segments = Self.serveSegments(server, prefix: "clip", count: 12)
+            let result = try await Self.fetchVideo(
+                server,
+                "/clip.m3u8",
+                into: directory,
+                options: .init(concurrentSegments: 4)
+            )
+            #expect(result.path == directory.file("clip.ts"))
+            #expect(result.segments == 12)
+            #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: result.path))) == segments.flatMap { $0 })
+            for index in 0..<12 {
+                #expect(Self.gets(server, "/clip-\(index).ts") == 1)
+                #expect(server.statistics().bodyBytesSent(for: "/clip-\(index).ts") == segments[index].count)
+            }
+            // Nothing is left beside the video: no .part, no segments directory.
+            #expect(directory.contents() == ["clip.ts"])
+        }
+    }
+
+    @Test("the engine recognises a playlist by its media type, by .m3u8, or by #EXTM3U; --media=file saves it")
+    func recognition() async throws {
+        try await RangeTestServer.withServer(content: []) { server in
+            let directory = try ScratchDirectory()
+            defer { directory.remove() }
+            let text = Self.mediaPlaylist(["a.ts"])
+            server.serve("/by-type", .init(text: text, contentType: "application/x-mpegURL; charset=utf-8"))
+            server.serve("/by-path.m3u8", .init(text: text, contentType: "application/octet-stream"))
+            server.serve("/by-body", .init(text: text, contentType: "text/plain"))
+            server.serve("/not-a-playlist", .init(text: "#EXTINF but not a playlist\n", contentType: "text/plain"))
+            for path in ["/by-type", "/by-path.m3u8", "/by-body", "/not-a-playlist"] {
+                var configuration = testConfiguration()
+                configuration.followsPlaylists = true
+                let request = try DownloadRequest(
+                    url: server.url(path),
+                    destination: .directory(directory.path),
+                    configuration: configuration
+                )
+                let result = try await Download(request).run()
+                if path == "/not-a-playlist" {
+                    #expect(result.playlist == nil)
+                    #expect(FileManager.default.fileExists(atPath: directory.file("not-a-playlist")))
+                } else {
+                    #expect(result.playlist?.data == Data(text.utf8), "\(path)")
+                    #expect(result.playlist?.url.absoluteString == server.url(path))
+                }
+            }
+            // Read, not saved.
+            #expect(directory.contents() == ["not-a-playlist"])
+            let saved = try await Download(
+                DownloadRequest(
+                    url: server.url("/by-type"),
+                    destination: .directory(directory.path),
+                    configuration: testConfiguration()
+                )
+            ).run()
+            #expect(saved.playlist == nil)
+            #expect(try String(contentsOfFile: saved.path, encoding: .utf8) == text)
+        }
+    }
+
+    @Test("a multivariant playlist: the variant asked for, and its audio rendition into a file of its own")
+    func variantsAndAudio() async throws {
+        try await RangeTestServer.withServer(content: []) { server in
+            let directory = try ScratchDirectory()
+            defer { directory.remove() }
+            let high = Self.serveSegments(server, prefix: "high", count: 3, seed: 10)
+            let low = Self.serveSegments(server, prefix: "low", count: 3, seed: 20)
+            let audio = Self.serveSegments(server, prefix: "audio", count: 3, seed: 30)
+            let master = """
+                #EXTM3U
+                #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aac",NAME="English",LANGUAGE="en",DEFAULT=YES,URI="audio.m3u8"
+                #EXT-X-STREAM-INF:BANDWIDTH=800000,RESOLUTION=640x360,CODECS="avc1.4d401e,mp4a.40.2",AUDIO="aac"
+                low.m3u8
+                #EXT-X-STREAM-INF:BANDWIDTH=5000000,RESOLUTION=1920x1080,CODECS="avc1.640028,mp4a.40.2",AUDIO="aac"
+                high.m3u8
+
+                """
+            server.serve("/show.m3u8", .init(text: master, contentType: Self.mpegURL))
+            let best = try await Self.fetchVideo(server, "/show.m3u8", into: directory)
+            #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: best.path))) == high.flatMap { $0 })
+            let audioPath = try #require(best.audioPath)
+            #expect(audioPath == directory.file("show.audio.ts"))
+            #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: audioPath))) == audio.flatMap { $0 })
+            #expect(Self.gets(server, "/low-0.ts") == 0)
+
+            try FileManager.default.removeItem(atPath: best.path)
+            try FileManager.default.removeItem(atPath: audioPath)
+            let worst = try await Self.fetchVideo(
+                server,
+                "/show.m3u8",
+                into: directory,
+                options: .init(video: .worst, audio: false)
+            )
+            #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: worst.path))) == low.flatMap { $0 })
+            #expect(worst.audioPath == nil)
+            #expect(Self.gets(server, "/audio-0.ts") == 1)
+        }
+    }
+
+    @Test("fMP4: the initialisation section first, then the fragments, into one .mp4 file")
+    func fragmentedMP4() async throws {
+        try await RangeTestServer.withServer(content: []) { server in
+            let directory = try ScratchDirectory()
+            defer { directory.remove() }
+            let initSection = makeTestContent(count: 1_000, seed: 5)
+            let fragments = (0..<4).map { makeTestContent(count: 30_000 + $0, seed: 50 + UInt64($0)) }
+            server.serve("/v/init.mp4", .init(initSection))
+            for (index, bytes) in fragments.enumerated() { server.serve("/v/f\(index).m4s", .init(bytes)) }
+            let playlist = Self.mediaPlaylist((0..<4).map { "f\($0).m4s" }, header: ["#EXT-X-MAP:URI=\"init.mp4\""])
+            server.serve("/v/movie.m3u8", .init(text: playlist, contentType: Self.mpegURL))
+            let result = try await Self.fetchVideo(server, "/v/movie.m3u8", into: directory)
+            #expect(result.path == directory.file("movie.mp4"))
+            #expect(
+                try [UInt8](Data(contentsOf: URL(fileURLWithPath: result.path))) == initSection
+                    + fragments.flatMap { $0 }
+            )
+            #expect(Self.gets(server, "/v/init.mp4") == 1)
+        }
+    }
+
+    @Test("AES-128: the key fetched once, the IV from the playlist or the sequence number")
+    func aes128() async throws {
+        try await RangeTestServer.withServer(content: []) { server in
+            let directory = try ScratchDirectory()
+            defer { directory.remove() }
+            let key = Array(makeTestContent(count: 16, seed: 99))
+            let explicitIV: [UInt8] = Array(0x30..<0x40)
+            server.serve("/k/key.bin", .init(key))
+            for (name, iv) in [("explicit", explicitIV as [UInt8]?), ("sequence", nil)] {
+                let plain = (0..<4).map { Self.transportStream(packets: 30 + $0, seed: 70 + UInt64($0)) }
+                for (index, bytes) in plain.enumerated() {
+                    let ivBytes =
+                        iv
+                        ?? HLSMediaPlaylist.Key(method: .aes128, url: URL(string: "x:")!, iv: nil, keyFormat: nil)
+                        .iv(forSequence: 100 + index)
+                    server.serve("/k/\(name)-\(index).ts", .init(try Self.encrypted(bytes, key: key, iv: ivBytes)))
+                }
+                let keyLine =
+                    "#EXT-X-KEY:METHOD=AES-128,URI=\"key.bin\""
+                    + (iv.map { ",IV=0x" + $0.map { String(format: "%02x", $0) }.joined() } ?? "")
+                let text = Self.mediaPlaylist((0..<4).map { "\(name)-\($0).ts" }, header: [keyLine])
+                    .replacingOccurrences(of: "#EXT-X-MEDIA-SEQUENCE:0", with: "#EXT-X-MEDIA-SEQUENCE:100")
+                server.serve("/k/\(name).m3u8", .init(text: text, contentType: Self.mpegURL))
+                let result = try await Self.fetchVideo(server, "/k/\(name).m3u8", into: directory)
+                #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: result.path))) == plain.flatMap { $0 })
+            }
+            #expect(Self.gets(server, "/k/key.bin") == 2)  // once per download
+        }
+    }
+
+    @Test("a wrong key is refused, and no file is named")
+    func wrongKey() async throws {
+        try await RangeTestServer.withServer(content: []) { server in
+            let directory = try ScratchDirectory()
+            defer { directory.remove() }
+            let key = Array(makeTestContent(count: 16, seed: 1))
+            let wrong = Array(makeTestContent(count: 16, seed: 2))
+            server.serve("/key.bin", .init(wrong))
+            // Packets of zeros after the sync byte, so that a wrong key's padding check alone may not catch it.
+            let plain: [UInt8] = (0..<32).flatMap { _ in [0x47] + [UInt8](repeating: 0, count: 187) }
+            server.serve("/w-0.ts", .init(try Self.encrypted(plain, key: key, iv: [UInt8](repeating: 0, count: 16))))
+            let text = Self.mediaPlaylist(
+                ["w-0.ts"],
+                header: ["#EXT-X-KEY:METHOD=AES-128,URI=\"key.bin\",IV=0x" + String(repeating: "0", count: 32)]
+            )
+            server.serve("/w.m3u8", .init(text: text, contentType: Self.mpegURL))
+            let error = await #expect(throws: DownloadError.self) {
+                try await Self.fetchVideo(server, "/w.m3u8", into: directory)
+            }
+            #expect(error?.code == .remoteMisbehaved)
+            #expect(error?.message.contains(server.url("/w-0.ts")) == true)
+            #expect(!FileManager.default.fileExists(atPath: directory.file("w.ts")))
+        }
+    }
+
+    @Test("byte ranges of one resource: fetched once, whole, and cut; ranges with a gap are refused")
+    func byteRanges() async throws {
+        try await RangeTestServer.withServer(content: []) { server in
+            let directory = try ScratchDirectory()
+            defer { directory.remove() }
+            let whole = makeTestContent(count: 90_000, seed: 8)
+            server.serve("/r/all.mp4", .init(whole))
+            let ranged = """
+                #EXTM3U
+                #EXT-X-VERSION:7
+                #EXT-X-TARGETDURATION:2
+                #EXT-X-MAP:URI="all.mp4",BYTERANGE="1000@0"
+                #EXTINF:2.0,
+                #EXT-X-BYTERANGE:40000@1000
+                all.mp4
+                #EXTINF:2.0,
+                #EXT-X-BYTERANGE:49000
+                all.mp4
+                #EXT-X-ENDLIST
+
+                """
+            server.serve("/r/ranged.m3u8", .init(text: ranged, contentType: Self.mpegURL))
+            let result = try await Self.fetchVideo(server, "/r/ranged.m3u8", into: directory)
+            #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: result.path))) == whole)
+            #expect(server.statistics().bodyBytesSent(for: "/r/all.mp4") == whole.count)
+
+            let gap = ranged.replacingOccurrences(of: "40000@1000", with: "40000@2000")
+            server.serve("/r/gap.m3u8", .init(text: gap, contentType: Self.mpegURL))
+            let error = await #expect(throws: DownloadError.self) {
+                try await Self.fetchVideo(server, "/r/gap.m3u8", into: directory)
+            }
+            #expect(error?.code == .invalidRequest)
+            #expect(error?.message.contains("gap at byte 1000") == true)
+        }
+    }
+
+    @Test("a segment that fails twice then works is retried; a 404 segment fails naming it")
+    func segmentFaults() async throws {
+        try await RangeTestServer.withServer(content: []) { server in
+            let directory = try ScratchDirectory()
+            defer { directory.remove() }
+            let segments = Self.serveSegments(server, prefix: "flaky", count: 4)
+            server.serve("/flaky-2.ts", .init(segments[2], failures: 2))
+            let result = try await Self.fetchVideo(server, "/flaky.m3u8", into: directory)
+            #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: result.path))) == segments.flatMap { $0 })
+            #expect(Self.gets(server, "/flaky-2.ts") == 3)
+
+            let text = Self.mediaPlaylist(["flaky-0.ts", "flaky-1.ts", "status/404", "flaky-3.ts"])
+            server.serve("/missing.m3u8", .init(text: text, contentType: Self.mpegURL))
+            let error = await #expect(throws: DownloadError.self) {
+                try await Self.fetchVideo(server, "/missing.m3u8", into: directory)
+            }
+            #expect(error?.httpStatus == 404)
+            #expect(error?.message.contains("segment 3 of 4") == true)
+            #expect(error?.message.contains(server.url("/status/404")) == true)
+            #expect(!FileManager.default.fileExists(atPath: directory.file("missing.ts")))
+        }
+    }
+
+    @Test("a run started again fetches only the missing segments; a changed playlist starts over")
+    func resume() async throws {
+        try await RangeTestServer.withServer(content: []) { server in
+            let directory = try ScratchDirectory()
+            defer { directory.remove() }
+            let segments = Self.serveSegments(server, prefix: "part", count: 6)
+            server.serve("/part-4.ts", .init(segments[4], failures: 100))
+            // One segment at a time: the four before the failing one are whole on disk when it fails.
+            let oneByOne = HLSDownload.Options(concurrentSegments: 1)
+            await #expect(throws: DownloadError.self) {
+                try await Self.fetchVideo(server, "/part.m3u8", into: directory, options: oneByOne) {
+                    $0.retry.maximumTries = 1
+                }
+            }
+            #expect(!FileManager.default.fileExists(atPath: directory.file("part.ts")))
+            #expect(FileManager.default.fileExists(atPath: directory.file("part.hls/video/segment-0")))
+
+            server.serve("/part-4.ts", .init(segments[4]))
+            let before = (0..<6).map { Self.gets(server, "/part-\($0).ts") }
+            let result = try await Self.fetchVideo(server, "/part.m3u8", into: directory)
+            #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: result.path))) == segments.flatMap { $0 })
+            #expect(before == [1, 1, 1, 1, 1, 0])
+            // Only the two missing segments were asked for.
+            #expect((0..<6).map { Self.gets(server, "/part-\($0).ts") } == [1, 1, 1, 1, 2, 1])
+            #expect(directory.contents() == ["part.ts"])
+
+            // The playlist changes between two runs: the work left by the first is not spliced into the second.
+            try FileManager.default.removeItem(atPath: result.path)
+            server.serve("/part-5.ts", .init(segments[5], failures: 100))
+            await #expect(throws: DownloadError.self) {
+                try await Self.fetchVideo(server, "/part.m3u8", into: directory, options: oneByOne) {
+                    $0.retry.maximumTries = 1
+                }
+            }
+            #expect(FileManager.default.fileExists(atPath: directory.file("part.hls/video/segment-4")))
+            let other = Self.transportStream(packets: 10, seed: 444)
+            server.serve("/part-5.ts", .init(segments[5]))
+            server.serve("/other.ts", .init(other))
+            let changed = Self.mediaPlaylist((0..<5).map { "part-\($0).ts" } + ["other.ts"])
+            server.serve("/part.m3u8", .init(text: changed, contentType: Self.mpegURL))
+            let second = (0..<5).map { Self.gets(server, "/part-\($0).ts") }
+            let restarted = try await Self.fetchVideo(server, "/part.m3u8", into: directory)
+            #expect(
+                try [UInt8](Data(contentsOf: URL(fileURLWithPath: restarted.path)))
+                    == segments[0..<5].flatMap { $0 } + other
+            )
+            #expect((0..<5).map { Self.gets(server, "/part-\($0).ts") } == second.map { $0 + 1 })
+        }
+    }
+
+    @Test("refused before anything is fetched: a live playlist, SAMPLE-AES, an existing file")
+    func refusals() async throws {
+        try await RangeTestServer.withServer(content: []) { server in
+            let directory = try ScratchDirectory()
+            defer { directory.remove() }
+            _ = Self.serveSegments(server, prefix: "s", count: 2)
+            server.serve(
+                "/live.m3u8",
+                .init(text: Self.mediaPlaylist(["s-0.ts"], end: false), contentType: Self.mpegURL)
+            )
+            let sample = Self.mediaPlaylist(["s-0.ts"], header: ["#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"k\""])
+            server.serve("/sample.m3u8", .init(text: sample, contentType: Self.mpegURL))
+            for (path, phrase) in [("/live.m3u8", "live"), ("/sample.m3u8", "SAMPLE-AES")] {
+                let error = await #expect(throws: DownloadError.self) {
+                    try await Self.fetchVideo(server, path, into: directory)
+                }
+                #expect(error?.code == .invalidRequest)
+                #expect(error?.message.contains(phrase) == true, "\(error?.message ?? "")")
+            }
+            #expect(Self.gets(server, "/s-0.ts") == 0)
+
+            try Data("mine".utf8).write(to: URL(fileURLWithPath: directory.file("s.ts")))
+            let error = await #expect(throws: DownloadError.self) {
+                try await Self.fetchVideo(server, "/s.m3u8", into: directory)
+            }
+            #expect(error?.code == .outputExists)
+            #expect(try String(contentsOfFile: directory.file("s.ts"), encoding: .utf8) == "mine")
+            #expect(Self.gets(server, "/s-0.ts") == 0)
+        }
+    }
+}
