@@ -90,7 +90,10 @@ struct BatchRunner {
                         }
                         var path = await listened
                         if case .success(let done) = result, let playlist = done.playlist {
-                            // An HLS playlist: its segments, in this entry's slot, into one file.
+                            // An HLS playlist: its segments, in this entry's slot, into one file; the cookies its
+                            // answer set go with them.
+                            var entry = entry
+                            if let jar = download.cookies { entry.request.configuration.cookies = jar }
                             result = await Self.fetchSegments(
                                 of: playlist,
                                 as: done,

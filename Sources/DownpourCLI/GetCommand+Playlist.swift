@@ -16,46 +16,41 @@ extension Aria2DownloadSettings {
 }
 
 extension GetPlan {
-    /// Fetches the segments of the playlist `request` answered with into one file, with a live progress line;
-    /// returns the exit status. Ctrl-C or SIGTERM stops it with every whole segment kept, for the same command to
-    /// go on from.
-    func runPlaylist(
-        _ document: PlaylistDocument,
+    /// The video of the HLS playlist `request` answered with (`document`), with a live progress line: `document`
+    /// with the video's path and length. Cancelled (Ctrl-C), it stops with every whole segment kept for the same
+    /// command to go on from.
+    func fetchVideo(
+        _ playlist: PlaylistDocument,
+        of document: DownloadResult,
         request: DownloadRequest,
         downloader: Downloader,
+        renderer: ProgressRenderer,
         logger: Logger
-    ) async -> Int32 {
-        let renderer = ProgressRenderer(mode: self.renderMode)
+    ) async throws(DownloadError) -> DownloadResult {
         let started = ContinuousClock.now
         let download = HLSDownload(
-            document,
+            playlist,
             request: request,
             downloader: downloader,
             options: self.options.playlistOptions,
             logger: logger
         )
-        let running = Task { () async -> Result<HLSDownload.Result, DownloadError> in
-            do throws(DownloadError) {
-                return .success(
-                    try await download.run { progress in renderer.render(progress, elapsed: .now - started) }
-                )
-            } catch {
-                return .failure(error)
-            }
-        }
-        let interruptions = InterruptionHandler { running.cancel() }
-        defer { interruptions.stop() }
-        switch await running.value {
-        case .success(let result):
-            renderer.finished(result, elapsed: .now - started)
-            return ExitStatus.success
-        case .failure(let error):
+        do {
+            let video = try await download.run { progress in renderer.render(progress, elapsed: .now - started) }
+            renderer.finished(video, elapsed: .now - started)
+            var result = document
+            result.playlist = nil
+            result.path = video.path
+            result.length = video.length
+            result.downloadedBytes += video.downloadedBytes
+            result.elapsed += .now - started
+            return result
+        } catch {
             renderer.render(.failed(error))
-            for line in Remedy.lines(for: error) { writeError(line) }
             if error.code == .cancelled {
-                writeError("downpour: run the same command again to go on; the segments on disk are kept.")
+                writeError("downpour: run the same command again to go on; the whole segments on disk are kept.")
             }
-            return ExitStatus.code(for: error)
+            throw error
         }
     }
 }

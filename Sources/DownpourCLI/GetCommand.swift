@@ -133,11 +133,7 @@ struct GetCommand: AsyncParsableCommand {
         }
         let (status, metalink) = await withDownloader(configuration: engine, logger: logger) { downloader in
             let download = downloader.download(request)
-            var (status, result) = await plan.runOne(download, logger: logger)
-            if let playlist = result?.playlist {
-                // The URL was an HLS playlist: its segments now, into one file.
-                status = await plan.runPlaylist(playlist, request: request, downloader: downloader, logger: logger)
-            }
+            let (status, result) = await plan.runOne(download, request: request, downloader: downloader, logger: logger)
             let saved = plan.saveCookies(download.cookies) || status != ExitStatus.success ? status : ExitStatus.localIO
             return (saved, result?.metalink)
         }
@@ -228,6 +224,12 @@ struct GetPlan: Sendable {
             base.configuration.cookies = CookieJar()
         }
         self.options = try settings.applyingDownloadOptions(to: base, except: [Aria2Option.out.name])
+        // -o NAME.m3u8 (or .m3u) names a playlist to save, unless --media says otherwise.
+        if let output = self.output, !settings.gives(.media),
+            ["m3u8", "m3u"].contains((output as NSString).pathExtension.lowercased())
+        {
+            self.options.configuration.followsPlaylists = false
+        }
         try self.validate(settings)
     }
 
@@ -301,8 +303,14 @@ struct GetPlan: Sendable {
     }
 
     /// Runs one download with a live progress line and its hooks; returns the exit status, and the result when it
-    /// succeeded.
-    func runOne(_ download: Download, logger: Logger) async -> (Int32, DownloadResult?) {
+    /// succeeded. A URL that is an HLS playlist goes on with its segments (``fetchVideo(_:of:request:downloader:renderer:logger:)``)
+    /// before the hooks run, with the video's path.
+    func runOne(
+        _ download: Download,
+        request: DownloadRequest,
+        downloader: Downloader,
+        logger: Logger
+    ) async -> (Int32, DownloadResult?) {
         let renderer = ProgressRenderer(mode: self.renderMode)
         let hooks = self.hooks
         let gid = InputGID.random()
@@ -320,7 +328,21 @@ struct GetPlan: Sendable {
         }
         let running = Task { () async -> Result<DownloadResult, DownloadError> in
             do throws(DownloadError) {
-                return .success(try await download.run())
+                let result = try await download.run()
+                guard let playlist = result.playlist else { return .success(result) }
+                // The cookies the playlist's answer set go with its segments.
+                var request = request
+                if let jar = download.cookies { request.configuration.cookies = jar }
+                return .success(
+                    try await self.fetchVideo(
+                        playlist,
+                        of: result,
+                        request: request,
+                        downloader: downloader,
+                        renderer: renderer,
+                        logger: logger
+                    )
+                )
             } catch {
                 return .failure(error)
             }

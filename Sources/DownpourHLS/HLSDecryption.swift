@@ -11,14 +11,16 @@ enum HLSDecryption {
     static let transportStreamSync: UInt8 = 0x47
     static let transportStreamPacket = 188
 
-    /// Decrypts one segment.
+    /// Decrypts one segment, or one part of it: a part before the last is a whole number of blocks without padding
+    /// (`padded: false`), and the next part's IV is this part's last 16 bytes of ciphertext.
     ///
     /// - Throws: ``DownloadError`` `remoteMisbehaved` when the key is not 16 bytes, or the segment does not
     ///   decrypt with it (a wrong key, or damaged bytes: its length or padding is wrong).
     static func decrypt(
-        _ ciphertext: [UInt8],
+        _ ciphertext: some DataProtocol,
         key: [UInt8],
         iv: [UInt8],
+        padded: Bool = true,
         segment: URL,
         keyURL: URL
     ) throws(DownloadError) -> [UInt8] {
@@ -32,7 +34,8 @@ enum HLSDecryption {
             let plain = try AES._CBC.decrypt(
                 ciphertext,
                 using: SymmetricKey(data: key),
-                iv: try AES._CBC.IV(ivBytes: iv)
+                iv: try AES._CBC.IV(ivBytes: iv),
+                noPadding: !padded
             )
             return [UInt8](plain)
         } catch {
@@ -55,5 +58,32 @@ enum HLSDecryption {
             index = bytes.index(index, offsetBy: Self.transportStreamPacket)
         }
         return true
+    }
+
+    /// ``isTransportStream(_:)`` over a segment read in parts.
+    struct TransportStreamCheck: Sendable {
+        /// Bytes seen so far.
+        private(set) var count = 0
+        private(set) var isBroken = false
+
+        /// Looks at the next part; `false` once a packet does not start with the sync byte.
+        mutating func feed(_ bytes: some Collection<UInt8>) -> Bool {
+            var offset =
+                (HLSDecryption.transportStreamPacket - self.count % HLSDecryption.transportStreamPacket)
+                % HLSDecryption.transportStreamPacket
+            while offset < bytes.count, !self.isBroken {
+                if bytes[bytes.index(bytes.startIndex, offsetBy: offset)] != HLSDecryption.transportStreamSync {
+                    self.isBroken = true
+                }
+                offset += HLSDecryption.transportStreamPacket
+            }
+            self.count += bytes.count
+            return !self.isBroken
+        }
+
+        /// Whether everything fed was whole packets, each starting with the sync byte.
+        var isWhole: Bool {
+            !self.isBroken && self.count > 0 && self.count % HLSDecryption.transportStreamPacket == 0
+        }
     }
 }

@@ -95,7 +95,6 @@ public struct HLSDownload: Sendable {
     ///   output is there and ``DownloadConfiguration/overwrite`` is not set, a local I/O error.
     public func run(progress: @escaping @Sendable (Progress) -> Void = { _ in }) async throws(DownloadError) -> Result {
         let names = try self.names()
-        try await self.createDirectory(names.work)
         var media: HLSMediaPlaylist
         var mediaURL = self.document.url
         var audio: (playlist: HLSMediaPlaylist, url: URL)?
@@ -114,48 +113,73 @@ public struct HLSDownload: Sendable {
                 "Chose a variant",
                 metadata: ["bandwidth": "\(variant.bandwidth)", "height": "\(variant.height.map(String.init) ?? "-")"]
             )
-            (media, mediaURL) = try await self.mediaPlaylist(variant.url, work: names.work, name: "video.m3u8")
+            (media, mediaURL) = try await self.mediaPlaylist(variant.url, at: names.base + ".video.m3u8")
             if self.options.audio, let group = variant.audioGroup,
                 let rendition = master.rendition(.audio, group: group), let url = rendition.url
             {
-                audio = try await self.mediaPlaylist(url, work: names.work, name: "audio.m3u8")
+                audio = try await self.mediaPlaylist(url, at: names.base + ".audio.m3u8")
             }
         }
 
-        let videoPlan = try HLSFetchPlan(media, url: mediaURL)
+        let video = try HLSFetchPlan(media, url: mediaURL)
         let audioPlan = try audio.map { audio throws(DownloadError) in try HLSFetchPlan(audio.playlist, url: audio.url)
         }
-        let videoPath = names.output(fragmentedMP4: videoPlan.isFragmentedMP4)
-        let audioPath = audioPlan.map { names.audioOutput(fragmentedMP4: $0.isFragmentedMP4, url: audio!.url) }
+        let videoPath = names.output(fragmentedMP4: video.isFragmentedMP4)
+        let audioPath = audio.flatMap { audio in
+            audioPlan.map { names.audioOutput(fragmentedMP4: $0.isFragmentedMP4, url: audio.url) }
+        }
         for path in [videoPath] + (audioPath.map { [$0] } ?? []) {
             try await self.checkFree(path)
         }
 
-        let tally = Tally(total: videoPlan.segmentCount + (audioPlan?.segmentCount ?? 0), report: progress)
-        let videoWork = names.work + "/video"
-        try await self.prepareWork(videoWork, fingerprint: videoPlan.fingerprint)
-        try await self.fetchAll(videoPlan, work: videoWork, tally: tally)
-        var audioWork: String?
-        if let audioPlan {
-            audioWork = names.work + "/audio"
-            try await self.prepareWork(audioWork!, fingerprint: audioPlan.fingerprint)
-            try await self.fetchAll(audioPlan, work: audioWork!, tally: tally)
+        // The outputs' `.part` files stay locked from here to the end: a second run of the same name (another
+        // playlist called index.m3u8, say) stops at once instead of mixing its segments with these.
+        let videoFile = try await AssembledFile.run { () throws(DownloadError) in
+            try AssembledFile(locking: videoPath + ".part")
         }
-
-        let length = try await self.assemble(videoPlan, work: videoWork, into: videoPath)
-        if let audioPlan, let audioWork, let audioPath {
-            _ = try await self.assemble(audioPlan, work: audioWork, into: audioPath)
+        var audioFile: AssembledFile?
+        do {
+            if let audioPath {
+                audioFile = try await AssembledFile.run { () throws(DownloadError) in
+                    try AssembledFile(locking: audioPath + ".part")
+                }
+            }
+            let tally = Tally(total: video.segmentCount + (audioPlan?.segmentCount ?? 0), report: progress)
+            let renditions =
+                [(video, names.work + "/video", videoFile)]
+                + (audioPlan.flatMap { plan in
+                    audioFile.map { [(plan, names.work + "/audio", $0)] }
+                } ?? [])
+            for (plan, work, _) in renditions {
+                try await self.prepareWork(work, fingerprint: plan.fingerprint)
+                try await self.fetchAll(plan, work: work, tally: tally)
+            }
+            var length: Int64 = 0
+            for (plan, work, file) in renditions {
+                let written = try await self.assemble(plan, work: work, into: file)
+                if file === videoFile { length = written }
+            }
+            // Both named only once both are whole.
+            let replacing = self.request.configuration.overwrite
+            try await AssembledFile.run { [audioFile] () throws(DownloadError) in
+                try videoFile.commit(to: videoPath, replacing: replacing)
+                if let audioFile, let audioPath { try audioFile.commit(to: audioPath, replacing: replacing) }
+            }
+            let work = names.work
+            try? await AssembledFile.run { try? FileManager.default.removeItem(atPath: work) }
+            let counts = tally.counts
+            return Result(
+                path: videoPath,
+                length: length,
+                audioPath: audioPath,
+                segments: counts.total,
+                downloadedBytes: counts.fetched
+            )
+        } catch {
+            videoFile.close()
+            audioFile?.close()
+            throw error
         }
-        let work = names.work
-        try? await AssembledFile.run { try? FileManager.default.removeItem(atPath: work) }
-        let counts = tally.counts
-        return Result(
-            path: videoPath,
-            length: length,
-            audioPath: audioPath,
-            segments: counts.total,
-            downloadedBytes: counts.fetched
-        )
     }
 
     // MARK: - Names
@@ -200,15 +224,13 @@ public struct HLSDownload: Sendable {
         try HLSPlaylist.parse(String(decoding: document.data, as: UTF8.self), url: document.url)
     }
 
-    /// Fetches and parses the media playlist of a variant or rendition.
-    private func mediaPlaylist(
-        _ url: URL,
-        work: String,
-        name: String
-    ) async throws(DownloadError) -> (HLSMediaPlaylist, URL) {
-        var configuration = self.fetchConfiguration(connections: 1)
+    /// Fetches and parses the media playlist of a variant or rendition; it passes through `path` (its `.part`), and
+    /// is read, not saved.
+    private func mediaPlaylist(_ url: URL, at path: String) async throws(DownloadError) -> (HLSMediaPlaylist, URL) {
+        var configuration = self.fetchConfiguration(for: url, connections: 1)
         configuration.followsPlaylists = true
-        let request = try DownloadRequest(url: url, destination: .file(work + "/" + name), configuration: configuration)
+        configuration.overwrite = false
+        let request = try DownloadRequest(url: url, destination: .file(path), configuration: configuration)
         let result = try await self.downloader.download(request, logger: self.logger).run()
         guard let document = result.playlist else {
             try? await AssembledFile.run { try? FileManager.default.removeItem(atPath: result.path) }
@@ -227,9 +249,10 @@ public struct HLSDownload: Sendable {
         return (media, document.url)
     }
 
-    /// The configuration of every fetch: the request's, saving what comes as it is.
-    private func fetchConfiguration(connections: Int) -> DownloadConfiguration {
-        var configuration = self.request.configuration
+    /// The configuration of the fetch of `url`: the request's, saving what comes as it is; the credentials stay with
+    /// the playlist's origin (a key or a segment on another host gets none).
+    private func fetchConfiguration(for url: URL, connections: Int) -> DownloadConfiguration {
+        var configuration = self.request.configuration.named(by: self.document.url, for: url)
         configuration.connections = connections
         configuration.followsMetalink = false
         configuration.followsPlaylists = false
@@ -270,7 +293,7 @@ public struct HLSDownload: Sendable {
             var next = missing.makeIterator()
             var running = 0
             func start() -> Bool {
-                guard let fetch = next.next() else { return false }
+                guard !Task.isCancelled, let fetch = next.next() else { return false }
                 group.addTask { () -> DownloadError? in
                     do throws(DownloadError) {
                         let (length, fetched) = try await self.fetch(fetch, work: work)
@@ -299,6 +322,7 @@ public struct HLSDownload: Sendable {
     /// Fetches one resource into `work`; returns its length and the bytes fetched in this run.
     private func fetch(_ fetch: HLSFetchPlan.Fetch, work: String) async throws(DownloadError) -> (Int64, Int64) {
         let configuration = self.fetchConfiguration(
+            for: fetch.url,
             connections: fetch.isShared ? self.request.configuration.connections : 1
         )
         let request = try DownloadRequest(
@@ -315,7 +339,7 @@ public struct HLSDownload: Sendable {
         guard error.code != .cancelled else { return error }
         let what: String
         if let piece = plan.pieces.first(where: { $0.name == fetch.name && !fetch.isShared }) {
-            what = "The HLS \(piece.label)"
+            what = "The HLS " + piece.label.replacingOccurrences(of: "the ", with: "", options: .anchored)
         } else if fetch.name.hasPrefix("key-") {
             what = "The HLS key"
         } else {
@@ -329,19 +353,6 @@ public struct HLSDownload: Sendable {
     }
 
     // MARK: - Disk
-
-    private func createDirectory(_ path: String) async throws(DownloadError) {
-        try await AssembledFile.run { () throws(DownloadError) in
-            do {
-                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-            } catch {
-                throw DownloadError(
-                    code: .localIO,
-                    message: "Cannot create the directory '\(path)' for the segments: \(error.localizedDescription)"
-                )
-            }
-        }
-    }
 
     private func checkFree(_ path: String) async throws(DownloadError) {
         guard !self.request.configuration.overwrite else { return }
@@ -378,78 +389,112 @@ public struct HLSDownload: Sendable {
         }
     }
 
-    /// Writes the pieces in order to `path.part`, decrypted, then syncs it and gives it its name. Returns its
-    /// length.
-    private func assemble(_ plan: HLSFetchPlan, work: String, into path: String) async throws(DownloadError) -> Int64 {
-        let part = path + ".part"
-        let length = try await AssembledFile.run { () throws(DownloadError) -> Int64 in
-            guard FileManager.default.createFile(atPath: part, contents: nil),
-                let output = FileHandle(forWritingAtPath: part)
-            else {
-                throw DownloadError(code: .localIO, message: "Cannot create '\(part)'.")
-            }
-            defer { try? output.close() }
+    /// Writes the pieces in order to `file`, decrypted; returns the length. A piece that is not what the playlist
+    /// says (it does not decrypt, it is not MPEG-TS once decrypted, it is shorter than its range) is removed from
+    /// `work`, with its key, so that the next run fetches them again.
+    private func assemble(
+        _ plan: HLSFetchPlan,
+        work: String,
+        into file: AssembledFile
+    ) async throws(DownloadError) -> Int64 {
+        try await AssembledFile.run { () throws(DownloadError) -> Int64 in
+            try file.startOver()
             var keys: [String: [UInt8]] = [:]
-            var written: Int64 = 0
             for piece in plan.pieces {
-                var bytes = try Self.read(work + "/" + piece.name, range: piece.range)
-                if let decryption = piece.decryption {
-                    let key: [UInt8]
-                    if let known = keys[decryption.keyName] {
-                        key = known
-                    } else {
-                        key = try Self.read(work + "/" + decryption.keyName, range: nil)
-                        keys[decryption.keyName] = key
+                do throws(DownloadError) {
+                    try Self.copy(piece, from: work, keys: &keys, into: file)
+                } catch  where error.code == .remoteMisbehaved {
+                    try? FileManager.default.removeItem(atPath: work + "/" + piece.name)
+                    if let key = piece.decryption?.keyName {
+                        try? FileManager.default.removeItem(atPath: work + "/" + key)
                     }
-                    bytes = try HLSDecryption.decrypt(
-                        bytes,
-                        key: key,
-                        iv: decryption.iv,
-                        segment: piece.url,
-                        keyURL: decryption.keyURL
-                    )
-                    if piece.checksTransportStream, !HLSDecryption.isTransportStream(bytes) {
-                        throw DownloadError(
-                            code: .remoteMisbehaved,
-                            message: "The HLS \(piece.label) (\(piece.url.absoluteString)) is not MPEG-TS once "
-                                + "decrypted with the key from \(decryption.keyURL.absoluteString): the key is wrong, "
-                                + "or the segment is damaged."
-                        )
-                    }
-                }
-                do {
-                    try output.write(contentsOf: bytes)
-                } catch {
                     throw DownloadError(
-                        code: .localIO,
-                        message: "Cannot write '\(part)': \(error.localizedDescription)"
+                        code: error.code,
+                        message: error.message + " It is fetched again on the next run.",
+                        httpStatus: error.httpStatus
                     )
                 }
-                written += Int64(bytes.count)
             }
-            return written
+            return file.count
         }
-        try await AssembledFile.commit(part, to: path, replacing: self.request.configuration.overwrite)
-        return length
     }
 
-    private static func read(_ path: String, range: Range<Int64>?) throws(DownloadError) -> [UInt8] {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw DownloadError(code: .localIO, message: "Cannot open '\(path)'.")
-        }
-        defer { try? handle.close() }
+    /// The size of the parts a piece is copied (and decrypted) in: memory stays the same whatever a segment's length.
+    static let chunkSize = 1 << 20
+
+    /// Copies one piece from its file in `work` to `file`, decrypting it part by part.
+    private static func copy(
+        _ piece: HLSFetchPlan.Piece,
+        from work: String,
+        keys: inout [String: [UInt8]],
+        into file: AssembledFile
+    ) throws(DownloadError) {
+        let path = work + "/" + piece.name
         do {
-            guard let range else { return [UInt8](try handle.readToEnd() ?? Data()) }
-            try handle.seek(toOffset: UInt64(range.lowerBound))
-            let data = try handle.read(upToCount: Int(range.upperBound - range.lowerBound)) ?? Data()
-            guard data.count == range.count else {
+            var key: [UInt8]?
+            if let decryption = piece.decryption {
+                if let known = keys[decryption.keyName] {
+                    key = known
+                } else {
+                    let keyPath = work + "/" + decryption.keyName
+                    guard let handle = FileHandle(forReadingAtPath: keyPath) else {
+                        throw DownloadError(code: .localIO, message: "Cannot open '\(keyPath)'.")
+                    }
+                    defer { try? handle.close() }
+                    // A key is 16 bytes; reading a little more shows a longer one for what it is.
+                    let bytes = [UInt8](try handle.read(upToCount: 64) ?? Data())
+                    keys[decryption.keyName] = bytes
+                    key = bytes
+                }
+            }
+            guard let handle = FileHandle(forReadingAtPath: path) else {
+                throw DownloadError(code: .localIO, message: "Cannot open '\(path)'.")
+            }
+            defer { try? handle.close() }
+            var remaining: Int64
+            if let range = piece.range {
+                remaining = range.upperBound - range.lowerBound
+                try handle.seek(toOffset: UInt64(range.lowerBound))
+            } else {
+                remaining = Int64(try handle.seekToEnd())
+                try handle.seek(toOffset: 0)
+            }
+            var iv = piece.decryption?.iv ?? []
+            var check = HLSDecryption.TransportStreamCheck()
+            while remaining > 0 {
+                let data = try handle.read(upToCount: Int(min(Int64(Self.chunkSize), remaining))) ?? Data()
+                guard !data.isEmpty else {
+                    throw DownloadError(
+                        code: .remoteMisbehaved,
+                        message: "The HLS resource \(piece.url.absoluteString) ends before the byte range the "
+                            + "playlist gives for the \(piece.label)."
+                    )
+                }
+                remaining -= Int64(data.count)
+                guard let decryption = piece.decryption, let key else {
+                    try file.append(data)
+                    continue
+                }
+                let plain = try HLSDecryption.decrypt(
+                    data,
+                    key: key,
+                    iv: iv,
+                    padded: remaining == 0,
+                    segment: piece.url,
+                    keyURL: decryption.keyURL
+                )
+                iv = Array(data.suffix(16))
+                if piece.checksTransportStream, !check.feed(plain) { break }
+                try file.append(plain)
+            }
+            if piece.checksTransportStream, !check.isWhole, let decryption = piece.decryption {
                 throw DownloadError(
                     code: .remoteMisbehaved,
-                    message: "'\(path)' ends before the byte range \(range.lowerBound)-\(range.upperBound - 1) the "
-                        + "playlist gives."
+                    message: "The HLS \(piece.label) (\(piece.url.absoluteString)) is not MPEG-TS once decrypted "
+                        + "with the key from \(decryption.keyURL.absoluteString): the key is wrong, or the segment "
+                        + "is damaged."
                 )
             }
-            return [UInt8](data)
         } catch let error as DownloadError {
             throw error
         } catch {

@@ -146,7 +146,9 @@ struct HLSFetchPlan: Sendable, Hashable {
                     name: name,
                     range: segment.byteRange,
                     decryption: decryption,
-                    checksTransportStream: decryption != nil && segment.map == nil,
+                    // Packed audio (.aac, .mp3) and fMP4 have no sync bytes to check.
+                    checksTransportStream: decryption != nil && segment.map == nil
+                        && segment.url.pathExtension.lowercased() == "ts",
                     label: label,
                     url: segment.url
                 )

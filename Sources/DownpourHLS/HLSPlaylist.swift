@@ -15,11 +15,11 @@ public enum HLSPlaylist: Sendable, Hashable {
     case multivariant(HLSMultivariantPlaylist)
     case media(HLSMediaPlaylist)
 
-    /// Whether a response is a playlist: by its media type, or by `#EXTM3U` at the start of its body (after a
-    /// byte order mark and blank space), as servers that call it `text/plain` or `application/octet-stream` need.
+    /// Whether a response is a playlist: by its media type, or by what its body starts with
+    /// (``PlaylistDocument/isPlaylist(prefix:)``), as servers that call it `text/plain` need.
     public static func isPlaylist(contentType: String?, prefix: some Collection<UInt8>) -> Bool {
         contentType.map(PlaylistDocument.isPlaylist(contentType:)) ?? false
-            || PlaylistDocument.startsLikePlaylist(prefix)
+            || PlaylistDocument.isPlaylist(prefix: prefix)
     }
 
     /// Parses a playlist's text; `url` is where it came from (relative URIs are resolved against it).

@@ -106,7 +106,10 @@ import _CryptoExtras
             server.serve("/by-path.m3u8", .init(text: text, contentType: "application/octet-stream"))
             server.serve("/by-body", .init(text: text, contentType: "text/plain"))
             server.serve("/not-a-playlist", .init(text: "#EXTINF but not a playlist\n", contentType: "text/plain"))
-            for path in ["/by-type", "/by-path.m3u8", "/by-body", "/not-a-playlist"] {
+            // An ordinary extended M3U list (a radio's), with a playlist's name and media type: saved as it is.
+            let radio = "#EXTM3U\n#EXTINF:-1,Radio\nhttp://radio.example/stream\n"
+            server.serve("/radio.m3u8", .init(text: radio, contentType: "audio/x-mpegurl"))
+            for path in ["/by-type", "/by-path.m3u8", "/by-body", "/not-a-playlist", "/radio.m3u8"] {
                 var configuration = testConfiguration()
                 configuration.followsPlaylists = true
                 let request = try DownloadRequest(
@@ -115,16 +118,17 @@ import _CryptoExtras
                     configuration: configuration
                 )
                 let result = try await Download(request).run()
-                if path == "/not-a-playlist" {
+                if path == "/not-a-playlist" || path == "/radio.m3u8" {
                     #expect(result.playlist == nil)
-                    #expect(FileManager.default.fileExists(atPath: directory.file("not-a-playlist")))
+                    #expect(FileManager.default.fileExists(atPath: result.path))
                 } else {
                     #expect(result.playlist?.data == Data(text.utf8), "\(path)")
                     #expect(result.playlist?.url.absoluteString == server.url(path))
                 }
             }
             // Read, not saved.
-            #expect(directory.contents() == ["not-a-playlist"])
+            #expect(directory.contents() == ["not-a-playlist", "radio.m3u8"])
+            #expect(try String(contentsOfFile: directory.file("radio.m3u8"), encoding: .utf8) == radio)
             let saved = try await Download(
                 DownloadRequest(
                     url: server.url("/by-type"),
@@ -249,6 +253,105 @@ import _CryptoExtras
             #expect(error?.code == .remoteMisbehaved)
             #expect(error?.message.contains(server.url("/w-0.ts")) == true)
             #expect(!FileManager.default.fileExists(atPath: directory.file("w.ts")))
+            // The key and the segment that did not decrypt are not kept: with the right key, the next run works.
+            server.serve("/key.bin", .init(key))
+            let result = try await Self.fetchVideo(server, "/w.m3u8", into: directory)
+            #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: result.path))) == plain)
+            #expect(Self.gets(server, "/key.bin") == 2)
+            #expect(Self.gets(server, "/w-0.ts") == 2)
+        }
+    }
+
+    @Test("encrypted packed audio (.aac) has no sync bytes to check; a segment longer than a chunk decrypts whole")
+    func encryptedAudioAndLongSegments() async throws {
+        try await RangeTestServer.withServer(content: []) { server in
+            let directory = try ScratchDirectory()
+            defer { directory.remove() }
+            let key = Array(makeTestContent(count: 16, seed: 3))
+            let iv = [UInt8](repeating: 7, count: 16)
+            server.serve("/a/key.bin", .init(key))
+            let audio = (0..<3).map { makeTestContent(count: 5_000 + $0, seed: 30 + UInt64($0)) }
+            for (index, bytes) in audio.enumerated() {
+                server.serve("/a/s\(index).aac", .init(try Self.encrypted(bytes, key: key, iv: iv)))
+            }
+            let ivText = ",IV=0x" + String(repeating: "07", count: 16)
+            let audioList = Self.mediaPlaylist(
+                (0..<3).map { "s\($0).aac" },
+                header: ["#EXT-X-KEY:METHOD=AES-128,URI=\"key.bin\"" + ivText]
+            )
+            server.serve("/a/audio.m3u8", .init(text: audioList, contentType: Self.mpegURL))
+            let sound = try await Self.fetchVideo(server, "/a/audio.m3u8", into: directory)
+            #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: sound.path))) == audio.flatMap { $0 })
+
+            // 2.5 chunks of MPEG-TS: decrypted chunk by chunk, each chunk's IV the last block of the one before.
+            let long = Self.transportStream(packets: (HLSDownload.chunkSize * 5 / 2) / 188, seed: 9)
+            server.serve("/a/long.ts", .init(try Self.encrypted(long, key: key, iv: iv)))
+            let longList = Self.mediaPlaylist(
+                ["long.ts"],
+                header: ["#EXT-X-KEY:METHOD=AES-128,URI=\"key.bin\"" + ivText]
+            )
+            server.serve("/a/long.m3u8", .init(text: longList, contentType: Self.mpegURL))
+            let video = try await Self.fetchVideo(server, "/a/long.m3u8", into: directory)
+            #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: video.path))) == long)
+        }
+    }
+
+    @Test("credentials go to the playlist's origin only: a key and segments on another host get none")
+    func credentialsStayHome() async throws {
+        try await RangeTestServer.withServer(content: []) { home in
+            try await RangeTestServer.withServer(content: []) { other in
+                let directory = try ScratchDirectory()
+                defer { directory.remove() }
+                let key = Array(makeTestContent(count: 16, seed: 4))
+                let iv = [UInt8](repeating: 1, count: 16)
+                other.serve("/key.bin", .init(key))
+                let segments = (0..<2).map { Self.transportStream(packets: 20, seed: 40 + UInt64($0)) }
+                home.serve("/s0.ts", .init(try Self.encrypted(segments[0], key: key, iv: iv)))
+                other.serve("/s1.ts", .init(try Self.encrypted(segments[1], key: key, iv: iv)))
+                let list = Self.mediaPlaylist(
+                    ["s0.ts", other.url("/s1.ts")],
+                    header: [
+                        "#EXT-X-KEY:METHOD=AES-128,URI=\"\(other.url("/key.bin"))\",IV=0x"
+                            + String(repeating: "01", count: 16)
+                    ]
+                )
+                home.serve("/show.m3u8", .init(text: list, contentType: Self.mpegURL))
+                let result = try await Self.fetchVideo(home, "/show.m3u8", into: directory) { configuration in
+                    configuration.credentials = Credentials(user: "alice", password: "secret")
+                    configuration.headers = [
+                        HTTPHeaderField(name: "Cookie", value: "session=1"),
+                        HTTPHeaderField(name: "X-Client", value: "tests"),
+                    ]
+                }
+                #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: result.path))) == segments.flatMap { $0 })
+                let away = other.statistics().requests
+                #expect(!away.isEmpty)
+                #expect(away.allSatisfy { $0.header("Authorization") == nil && $0.header("Cookie") == nil })
+                #expect(away.allSatisfy { $0.header("X-Client") == "tests" })
+                let segment = try #require(
+                    home.statistics().requests.first { $0.uri == "/s0.ts" && $0.method == "GET" }
+                )
+                #expect(segment.header("Authorization") != nil)
+                #expect(segment.header("Cookie") == "session=1")
+            }
+        }
+    }
+
+    @Test("a second run of the same name stops at once instead of mixing its segments in")
+    func sameNameTwice() async throws {
+        try await RangeTestServer.withServer(content: []) { server in
+            let directory = try ScratchDirectory()
+            defer { directory.remove() }
+            _ = Self.serveSegments(server, prefix: "index", count: 2)
+            // Another run holds the output's .part file.
+            let holder = try AssembledFile(locking: directory.file("index.ts.part"))
+            defer { holder.close() }
+            let error = await #expect(throws: DownloadError.self) {
+                try await Self.fetchVideo(server, "/index.m3u8", into: directory)
+            }
+            #expect(error?.code == .alreadyRunning)
+            #expect(Self.gets(server, "/index-0.ts") == 0)
+            #expect(!FileManager.default.fileExists(atPath: directory.file("index.hls")))
         }
     }
 

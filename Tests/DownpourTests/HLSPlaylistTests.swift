@@ -255,14 +255,22 @@ import Testing
         }
     }
 
-    @Test("a response is a playlist by its media type, or by #EXTM3U at the start of its body")
+    @Test("a response is a playlist by its media type, or by #EXTM3U first and an #EXT-X- tag in its body")
     func recognition() {
         #expect(HLSPlaylist.isPlaylist(contentType: "application/vnd.apple.mpegurl", prefix: []))
         #expect(HLSPlaylist.isPlaylist(contentType: "Application/X-MpegURL; charset=utf-8", prefix: []))
         #expect(HLSPlaylist.isPlaylist(contentType: "audio/mpegurl", prefix: []))
-        #expect(HLSPlaylist.isPlaylist(contentType: "text/plain", prefix: Array("#EXTM3U\n#EXT".utf8)))
-        #expect(HLSPlaylist.isPlaylist(contentType: nil, prefix: [0xEF, 0xBB, 0xBF] + Array("#EXTM3U".utf8)))
-        #expect(HLSPlaylist.isPlaylist(contentType: nil, prefix: Array("\r\n  #EXTM3U".utf8)))
+        let media = Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n".utf8)
+        #expect(HLSPlaylist.isPlaylist(contentType: "text/plain", prefix: media))
+        #expect(HLSPlaylist.isPlaylist(contentType: nil, prefix: [0xEF, 0xBB, 0xBF] + media))
+        #expect(HLSPlaylist.isPlaylist(contentType: nil, prefix: Array("#EXTM3U\r\n#EXT-X-VERSION:3".utf8)))
+        // An extended M3U list of a radio: #EXTM3U, but no #EXT-X- tag. Blank lines before #EXTM3U: not a playlist
+        // (RFC 8216 wants it first, and the parser refuses it there).
+        #expect(
+            !HLSPlaylist.isPlaylist(contentType: nil, prefix: Array("#EXTM3U\n#EXTINF:-1,Radio\nhttp://r/x\n".utf8))
+        )
+        #expect(!HLSPlaylist.isPlaylist(contentType: nil, prefix: Array("\r\n#EXTM3U\n#EXT-X-VERSION:3".utf8)))
+        #expect(!HLSPlaylist.isPlaylist(contentType: nil, prefix: Array("#EXTM3UX\n#EXT-X-VERSION:3".utf8)))
         #expect(!HLSPlaylist.isPlaylist(contentType: "video/mp2t", prefix: [0x47, 0x40, 0x00]))
         #expect(!HLSPlaylist.isPlaylist(contentType: "text/plain", prefix: Array("#EXTINF".utf8)))
     }

@@ -41,3 +41,16 @@ struct RequestAuthorization: Sendable {
         return result
     }
 }
+
+extension DownloadConfiguration {
+    /// This configuration for a request of `url` that an answer from `home` named (an HLS segment, its key): the
+    /// credentials and the headers that carry them (`Authorization`, `Cookie`, `Proxy-Authorization`) stay with
+    /// `home`'s origin, as they do across a redirect. Cookies from the jar still go where the jar says they match.
+    package func named(by home: URL, for url: URL) -> DownloadConfiguration {
+        guard Origin(url) != Origin(home) else { return self }
+        var configuration = self
+        configuration.credentials = nil
+        configuration.headers.removeAll { $0.carriesCredentials }
+        return configuration
+    }
+}

@@ -28,15 +28,11 @@ extension DownloadEngine {
         let remote = session.remoteFile
         var metalink: Metalink?
         var playlist: PlaylistDocument?
-        var product = output.probed.product
-        if product == .file, try await self.startsLikePlaylist(output, length: length) { product = .playlistDocument }
-        switch product {
+        switch output.probed.product {
         case .metalinkDocument:
             metalink = try await self.readMetalink(output, length: length, url: remote.url)
-        case .playlistDocument:
-            let data = try await self.readDocument(output, length: length) { () throws(DownloadError) in
-                try Self.checkPlaylistLength(length, url: remote.url)
-            }
+        case .file where try await self.isPlaylist(output, length: length):
+            let data = try await self.readDocument(output, length: length) {}
             playlist = PlaylistDocument(url: remote.url, data: data)
             self.logger.info("Read a playlist", metadata: ["url": "\(remote.url)", "bytes": "\(data.count)"])
         case .file:
@@ -108,7 +104,8 @@ extension DownloadEngine {
     /// more (what is on disk is the new writer's).
     private func remove(_ output: PreparedOutput) async {
         let (journal, file) = (output.journal, output.file)
-        guard await self.writePermitted() else {
+        // A file with no name (the kernel frees it once closed): a `NAME.part` beside it is not this run's.
+        guard !file.isUnnamed, await self.writePermitted() else {
             file.close()
             return
         }
@@ -137,18 +134,19 @@ extension DownloadEngine {
         return kept
     }
 
-    /// A file that is an HLS playlist by its first bytes only (a server that calls it `text/plain`), when
-    /// ``DownloadConfiguration/followsPlaylists`` is set: read as one instead of saved.
-    private func startsLikePlaylist(_ output: PreparedOutput, length: Int64) async throws(DownloadError) -> Bool {
+    /// Whether the file is an HLS playlist, by what it holds (``PlaylistDocument/isPlaylist(prefix:)``), when
+    /// ``DownloadConfiguration/followsPlaylists`` is set: then it is read, not saved. Its media type and name are not
+    /// enough: an `.m3u8` or an `audio/mpegurl` answer may be an ordinary M3U list, which is saved.
+    private func isPlaylist(_ output: PreparedOutput, length: Int64) async throws(DownloadError) -> Bool {
         guard self.request.configuration.followsPlaylists, length >= 7,
             length <= PlaylistDocument.maximumDocumentLength
         else { return false }
         let file = output.file
         let prefix = try await BlockingIO.run { () throws(DownloadError) -> [UInt8] in
-            let buffer = try file.read(count: Int(min(length, 16)), at: 0)
+            let buffer = try file.read(count: Int(min(length, PlaylistDocument.prefixLength)), at: 0)
             return Array(buffer.readableBytesView)
         }
-        return PlaylistDocument.startsLikePlaylist(prefix)
+        return PlaylistDocument.isPlaylist(prefix: prefix)
     }
 
     /// Reads a downloaded document (a Metalink, a playlist) into memory after `check` allows its length; the

@@ -174,7 +174,9 @@ extension DownloadEngine {
         let configuration = self.request.configuration
         let proposedPath = try self.destinationPath(for: remote)
         var replacing = configuration.overwrite
-        if configuration.conditionalGet, let local = FileOperations.sizeAndModificationTime(proposedPath) {
+        if configuration.conditionalGet, product == .file,
+            let local = FileOperations.sizeAndModificationTime(proposedPath)
+        {
             switch ConditionalGet(localModified: local.modified, remoteLastModified: remote.lastModified) {
             case .keep:
                 return .skip(
@@ -188,7 +190,7 @@ extension DownloadEngine {
                 break
             }
         }
-        // A Metalink document is read, never saved: a file of its name does not stand in the way.
+        // A Metalink document is read, never saved: a file of its name does not stand in the way (nor is it "as new").
         guard product == .file else { return .save(path: proposedPath, replacing: replacing, renamingNotice: nil) }
         if !replacing, let size = self.finishedEarlier(proposedPath, remote: remote) {
             return .skip(

@@ -11,8 +11,6 @@ extension DownloadEngine {
         /// A Metalink document (``DownloadConfiguration/followsMetalink``): read into memory and parsed, never
         /// saved; its digests describe the files it lists, not the document.
         case metalinkDocument
-        /// An HLS playlist (``DownloadConfiguration/followsPlaylists``): read into memory, never saved.
-        case playlistDocument
     }
 
     /// What the probe stage found.
@@ -83,18 +81,12 @@ extension DownloadEngine {
             configuration.followsMetalink
             && (remote.contentType.map(Metalink.isMetalink(contentType:)) ?? false
                 || Metalink.isMetalink(path: self.request.url.path) || Metalink.isMetalink(path: remote.url.path))
-        let isPlaylist =
-            configuration.followsPlaylists
-            && (remote.contentType.map(PlaylistDocument.isPlaylist(contentType:)) ?? false
-                || PlaylistDocument.isPlaylist(path: self.request.url.path)
-                || PlaylistDocument.isPlaylist(path: remote.url.path))
-        let product: Product = isMetalink ? .metalinkDocument : isPlaylist ? .playlistDocument : .file
+        let product: Product = isMetalink ? .metalinkDocument : .file
         if let length = remote.length {
             do throws(DownloadError) {
                 switch product {
                 case .file: try self.checkLength(length)
                 case .metalinkDocument: try Self.checkMetalinkLength(length, url: remote.url)
-                case .playlistDocument: try Self.checkPlaylistLength(length, url: remote.url)
                 }
             } catch {
                 outcome.running?.end()
@@ -238,16 +230,6 @@ extension DownloadEngine {
                     + "\(pieces.possibleLengths.upperBound) bytes: it is not the file that was described."
             )
         }
-    }
-
-    /// - Throws: ``DownloadError/Code/invalidRequest`` when a playlist is longer than
-    ///   ``PlaylistDocument/maximumDocumentLength``.
-    static func checkPlaylistLength(_ length: Int64, url: URL) throws(DownloadError) {
-        guard length > PlaylistDocument.maximumDocumentLength else { return }
-        throw .invalidRequest(
-            "The playlist at \(url.absoluteString) is \(length) bytes long; at most "
-                + "\(PlaylistDocument.maximumDocumentLength) bytes are read."
-        )
     }
 
     /// - Throws: ``DownloadError/Code/invalidRequest`` when a Metalink document is longer than

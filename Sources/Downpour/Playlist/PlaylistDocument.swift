@@ -1,6 +1,6 @@
 import Foundation
 
-/// A media playlist document (HLS, `.m3u8`) a download answered with, read into memory instead of saved
+/// An HLS playlist (`.m3u8`) a download answered with, read into memory instead of saved
 /// (``DownloadConfiguration/followsPlaylists``). The library recognises it and hands it over; the `DownpourHLS`
 /// module reads it and fetches its segments.
 public struct PlaylistDocument: Sendable, Hashable {
@@ -29,16 +29,24 @@ public struct PlaylistDocument: Sendable, Hashable {
         return Self.mediaTypes.contains(type)
     }
 
-    /// Whether a URL path names a playlist: it ends in `.m3u8` (any case).
-    public static func isPlaylist(path: String) -> Bool {
-        path.lowercased().hasSuffix(".m3u8")
-    }
+    /// How much of a body ``isPlaylist(prefix:)`` reads.
+    public static let prefixLength: Int64 = 4096
 
-    /// Whether a body is a playlist: `#EXTM3U` at its start, after a byte order mark and blank space, as servers
-    /// that call it `text/plain` or `application/octet-stream` need.
-    public static func startsLikePlaylist(_ prefix: some Collection<UInt8>) -> Bool {
-        var bytes = prefix.drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0A }[...]
+    /// Whether a body is an HLS playlist by its first bytes (``prefixLength``): `#EXTM3U` as its first line (after a
+    /// byte order mark), as RFC 8216 requires, and an `#EXT-X-` tag. An ordinary extended M3U list (a radio's, an
+    /// IPTV list) starts with `#EXTM3U` too, but has no `#EXT-X-` tag.
+    public static func isPlaylist(prefix: some Collection<UInt8>) -> Bool {
+        var bytes = prefix[...]
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes = bytes.dropFirst(3) }
-        return bytes.starts(with: Array("#EXTM3U".utf8))
+        guard bytes.starts(with: Array("#EXTM3U".utf8)) else { return false }
+        let rest = bytes.dropFirst(7)
+        guard let next = rest.first, next == 0x0A || next == 0x0D || next == 0x20 || next == 0x09 else { return false }
+        let tag = Array("#EXT-X-".utf8)
+        let window = Array(rest.prefix(Int(Self.prefixLength)))
+        guard window.count >= tag.count else { return false }
+        for start in 0...(window.count - tag.count) where window[start] == 0x23 {
+            if window[start..<(start + tag.count)].elementsEqual(tag) { return true }
+        }
+        return false
     }
 }

@@ -1,33 +1,56 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import NIOConcurrencyHelpers
+import NIOCore
 
 /// A file that another module assembles from parts (the HLS module, from a playlist's segments) and names as the
-/// engine names a download's: written to `NAME.part`, synced, then renamed, never over a file it may not replace.
-package enum AssembledFile {
-    /// Syncs the `.part` file at `partPath` and gives it the name `path`, then syncs the directory. Without
-    /// `replacing`, a file at `path` stays as it is and the call fails.
+/// engine names a download's: `NAME.part`, locked as a download's is (a second writer of the same name stops at
+/// once), written from the start, synced, then renamed, never over a file it may not replace.
+///
+/// Its methods block: call them in ``run(_:)``.
+package final class AssembledFile: Sendable {
+    /// The `.part` file's path.
+    package let path: String
+    private let file: OutputFile
+    private let length = NIOLockedValueBox<Int64>(0)
+
+    /// Opens (creating when missing) and locks `partPath`; what it holds stays until ``startOver()``.
+    ///
+    /// - Throws: ``DownloadError/Code/alreadyRunning`` when another download writes to it; a local I/O error.
+    package init(locking partPath: String) throws(DownloadError) {
+        self.path = partPath
+        self.file = try OutputFile.openLocked(at: partPath)
+    }
+
+    /// Empties the file: the next ``append(_:)`` writes at its start.
+    package func startOver() throws(DownloadError) {
+        try self.file.startOver(length: nil)
+        self.length.withLockedValue { $0 = 0 }
+    }
+
+    /// Writes `bytes` after what was written so far.
+    package func append(_ bytes: some Collection<UInt8>) throws(DownloadError) {
+        let offset = self.length.withLockedValue { $0 }
+        try self.file.write(ByteBuffer(bytes: bytes), at: offset)
+        self.length.withLockedValue { $0 = offset + Int64(bytes.count) }
+    }
+
+    /// The bytes written since ``startOver()``.
+    package var count: Int64 { self.length.withLockedValue { $0 } }
+
+    /// Syncs the file, gives it the name `path` and syncs the directory; then closes it. Without `replacing`, a file
+    /// at `path` stays as it is and the call fails.
     ///
     /// - Throws: ``DownloadError/Code/outputExists`` when `path` exists and `replacing` is false; a local I/O error
     ///   when the file cannot be synced or renamed.
-    package static func commit(_ partPath: String, to path: String, replacing: Bool) async throws(DownloadError) {
-        try await BlockingIO.run { () throws(DownloadError) in
-            let descriptor = open(partPath, O_RDWR | O_CLOEXEC)
-            guard descriptor >= 0 else {
-                throw .localIO("Cannot open '\(partPath)'", systemCall: "open", errno: errno)
-            }
-            let synced = fsync(descriptor) == 0 ? 0 : errno
-            _ = SystemCall.close(descriptor)
-            guard synced == 0 else {
-                throw .localIO("Cannot sync '\(partPath)' to the disk", systemCall: "fsync", errno: synced)
-            }
-            try FileOperations.move(partPath, to: path, replacing: replacing)
-            JournalStore.syncDirectory(of: path)
-        }
+    package func commit(to path: String, replacing: Bool) throws(DownloadError) {
+        try self.file.sync()
+        try FileOperations.move(self.path, to: path, replacing: replacing)
+        JournalStore.syncDirectory(of: path)
+        self.file.close()
+    }
+
+    /// Closes the file (releasing its lock) and leaves it as it is. Later calls do nothing.
+    package func close() {
+        self.file.close()
     }
 
     /// Runs blocking file work on the engine's I/O threads, off the concurrency pool.

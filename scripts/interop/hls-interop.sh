@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# HLS interoperability test: streams that Debian's ffmpeg makes from a test pattern (MPEG-TS, fragmented MP4,
+# AES-128, and a multivariant playlist of two variants with a separate audio rendition), served by a real nginx on
+# 127.0.0.1. `downpour get URL` must save each as one file that ffprobe reads whole and that is, byte for byte, the
+# segments in playlist order (decrypted by openssl for AES-128); --media=file must save the playlist itself; and a
+# download killed with -9 must go on without fetching again a segment it had whole.
+#
+# Usage: scripts/interop/hls-interop.sh [BINARY]     (default: .build/release/downpour)
+#
+# Needs: ffmpeg (ffmpeg, ffprobe), nginx, curl, openssl, coreutils.
+set -euo pipefail
+
+die() { echo "hls-interop: $*" >&2; exit 2; }
+note() { echo "hls-interop: $*" >&2; }
+# shellcheck source=scripts/lib/interop.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/../lib/interop.sh"
+for tool in ffmpeg ffprobe openssl curl; do
+    command -v "$tool" >/dev/null || die "$tool not found (apt-get install ffmpeg openssl curl)"
+done
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/downpour-hls-interop.XXXXXX")
+NGINX_PID=""
+GET_PID=""
+LOG="$WORK/case.log"
+cleanup() {
+    local rc=$?
+    [[ -z $GET_PID ]] || kill -9 "$GET_PID" 2>/dev/null || true
+    stop_pid "$NGINX_PID" nginx
+    rm -rf -- "$WORK"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+WWW="$WORK/www"
+mkdir -p "$WWW"/{ts,fmp4,aes,slow,master/low,master/high,master/audio}
+
+# ------------------------------------------------------------------ streams
+note "making the streams with ffmpeg"
+VIDEO=(-f lavfi -i testsrc=size=640x360:rate=25)
+AUDIO=(-f lavfi -i sine=frequency=440:sample_rate=48000)
+HLS=(-t 20 -f hls -hls_time 1 -hls_playlist_type vod)
+ENCODE=(-c:v libx264 -preset ultrafast -g 25 -c:a aac)
+ff() { ffmpeg -hide_banner -loglevel error -y "$@" </dev/null; }
+ff "${VIDEO[@]}" "${AUDIO[@]}" "${ENCODE[@]}" "${HLS[@]}" -hls_segment_filename "$WWW/ts/s%03d.ts" "$WWW/ts/ts.m3u8"
+ff "${VIDEO[@]}" "${AUDIO[@]}" "${ENCODE[@]}" "${HLS[@]}" -hls_segment_type fmp4 \
+    -hls_fmp4_init_filename init.mp4 -hls_segment_filename "$WWW/fmp4/f%03d.m4s" "$WWW/fmp4/fmp4.m3u8"
+openssl rand 16 >"$WWW/aes/key.bin"
+IV=$(openssl rand -hex 16)
+printf 'key.bin\n%s\n%s\n' "$WWW/aes/key.bin" "$IV" >"$WORK/keyinfo"
+ff "${VIDEO[@]}" "${AUDIO[@]}" "${ENCODE[@]}" "${HLS[@]}" -hls_key_info_file "$WORK/keyinfo" \
+    -hls_segment_filename "$WWW/aes/e%03d.ts" "$WWW/aes/aes.m3u8"
+cp "$WWW"/ts/* "$WWW/slow/"
+ff -f lavfi -i testsrc=size=320x180:rate=25 -an -c:v libx264 -preset ultrafast -g 25 "${HLS[@]}" \
+    -hls_segment_filename "$WWW/master/low/l%03d.ts" "$WWW/master/low/index.m3u8"
+ff -f lavfi -i testsrc=size=640x360:rate=25 -an -c:v libx264 -preset ultrafast -g 25 "${HLS[@]}" \
+    -hls_segment_filename "$WWW/master/high/h%03d.ts" "$WWW/master/high/index.m3u8"
+ff "${AUDIO[@]}" -vn -c:a aac "${HLS[@]}" -hls_segment_filename "$WWW/master/audio/a%03d.ts" \
+    "$WWW/master/audio/index.m3u8"
+cat >"$WWW/master/master.m3u8" <<'EOF'
+#EXTM3U
+#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aac",NAME="English",LANGUAGE="en",DEFAULT=YES,AUTOSELECT=YES,URI="audio/index.m3u8"
+#EXT-X-STREAM-INF:BANDWIDTH=300000,RESOLUTION=320x180,CODECS="avc1.42c00d,mp4a.40.2",AUDIO="aac"
+low/index.m3u8
+#EXT-X-STREAM-INF:BANDWIDTH=1200000,RESOLUTION=640x360,CODECS="avc1.42c01e,mp4a.40.2",AUDIO="aac"
+high/index.m3u8
+EOF
+
+# segments DIR PLAYLIST: the segment files of a media playlist, in its order, as paths.
+segments() { grep -v '^#' "$1/$2" | grep -v '^$' | sed "s|^|$1/|"; }
+
+start_nginx() {
+    nginx_interop_conf dir="$WORK" www="$WWW" listen="127.0.0.1:$1" limit_path=/slow/ limit_rate=40k \
+        >"$WORK/nginx.conf" || exit 2
+    launch_nginx "$WORK" "$WORK/nginx.conf" "http://127.0.0.1:$1/ts/ts.m3u8"
+}
+start_on_free_port start_nginx 1 "$WORK"
+BASE="http://127.0.0.1:$PORT"
+note "nginx on port $PORT"
+
+# check_file NAME ACTUAL EXPECTED-FILE: ACTUAL is byte for byte EXPECTED-FILE, and ffprobe reads it whole.
+check_file() {
+    local name=$1 actual=$2 expected=$3 duration
+    if [[ ! -f $actual ]]; then
+        fail "$name: $actual was not saved"
+        return
+    fi
+    if ! cmp -s "$actual" "$expected"; then
+        fail "$name: $actual differs from the segments ($(stat -c %s "$actual") vs $(stat -c %s "$expected") bytes)"
+        return
+    fi
+    duration=$(ffprobe -v error -show_entries format=duration -of csv=p=0 "$actual" 2>>"$LOG" || echo 0)
+    if ! awk -v d="$duration" 'BEGIN { exit !(d >= 19.5 && d <= 20.5) }'; then
+        fail "$name: ffprobe reads $duration s of $actual, not 20 s"
+        return
+    fi
+    pass "$name: $(stat -c %s "$actual") bytes, byte for byte the segments, $duration s"
+}
+
+# get NAME OUT ARGS...: downpour get ARGS into OUT; a failure is recorded.
+get() {
+    local name=$1 out=$2 rc=0
+    shift 2
+    mkdir -p "$out"
+    timeout -k 5 "$CASE_TIMEOUT" "$BIN" get -q -d "$out" "$@" >"$LOG" 2>&1 || rc=$?
+    [[ $rc -eq 0 ]] || fail "$name: downpour get $* ended with $(describe_rc "$rc")"
+    return "$rc"
+}
+
+# ------------------------------------------------------------------- cases
+OUT="$WORK/out"
+
+# shellcheck disable=SC2046 # the segment paths are plain names
+cat $(segments "$WWW/ts" ts.m3u8) >"$WORK/ts.expected"
+if get "MPEG-TS" "$OUT" "$BASE/ts/ts.m3u8"; then check_file "MPEG-TS" "$OUT/ts.ts" "$WORK/ts.expected"; fi
+
+# shellcheck disable=SC2046
+cat "$WWW/fmp4/init.mp4" $(segments "$WWW/fmp4" fmp4.m3u8) >"$WORK/fmp4.expected"
+if get "fMP4" "$OUT" "$BASE/fmp4/fmp4.m3u8"; then check_file "fMP4" "$OUT/fmp4.mp4" "$WORK/fmp4.expected"; fi
+
+KEY=$(od -An -tx1 "$WWW/aes/key.bin" | tr -d ' \n')
+: >"$WORK/aes.expected"
+while read -r segment; do
+    openssl aes-128-cbc -d -K "$KEY" -iv "$IV" -in "$segment" >>"$WORK/aes.expected"
+done < <(segments "$WWW/aes" aes.m3u8)
+if get "AES-128" "$OUT" "$BASE/aes/aes.m3u8"; then check_file "AES-128" "$OUT/aes.ts" "$WORK/aes.expected"; fi
+
+# shellcheck disable=SC2046
+cat $(segments "$WWW/master/high" index.m3u8) >"$WORK/high.expected"
+# shellcheck disable=SC2046
+cat $(segments "$WWW/master/audio" index.m3u8) >"$WORK/audio.expected"
+if get "multivariant" "$OUT" "$BASE/master/master.m3u8"; then
+    check_file "multivariant: the highest bandwidth" "$OUT/master.ts" "$WORK/high.expected"
+    if cmp -s "$OUT/master.audio.ts" "$WORK/audio.expected"; then
+        pass "multivariant: the audio rendition beside it, byte for byte"
+    else
+        fail "multivariant: $OUT/master.audio.ts is not the audio rendition's segments"
+    fi
+fi
+
+if get "--media=file" "$WORK/saved" --media=file "$BASE/ts/ts.m3u8"; then
+    if cmp -s "$WORK/saved/ts.m3u8" "$WWW/ts/ts.m3u8" && [[ ! -e $WORK/saved/ts.ts ]]; then
+        pass "--media=file saves the playlist itself"
+    else
+        fail "--media=file: the playlist was not saved as it is"
+    fi
+fi
+
+# kill -9 in the middle, then the same command again: the segments that were whole are not fetched again.
+RESUME="$WORK/resume"
+mkdir -p "$RESUME"
+"$BIN" get -q -x 4 -d "$RESUME" "$BASE/slow/ts.m3u8" >"$LOG" 2>&1 </dev/null &
+GET_PID=$!
+whole=()
+for ((i = 0; i < 600; i++)); do
+    mapfile -t whole < <(find "$RESUME/ts.hls/video" -maxdepth 1 -name 'segment-*' ! -name '*.part*' \
+        -printf '%f\n' 2>/dev/null)
+    [[ ${#whole[@]} -lt 4 ]] || break
+    kill -0 "$GET_PID" 2>/dev/null || break
+    sleep 0.05
+done
+kill -9 "$GET_PID" 2>/dev/null || true
+wait "$GET_PID" 2>/dev/null || true
+GET_PID=""
+if [[ ${#whole[@]} -lt 4 || -e $RESUME/ts.ts ]]; then
+    fail "kill -9: the download did not stop midway (${#whole[@]} segments whole when it was killed)"
+elif get "kill -9, then again" "$RESUME" -x 4 "$BASE/slow/ts.m3u8"; then
+    check_file "kill -9 after ${#whole[@]} segments, then again" "$RESUME/ts.ts" "$WORK/ts.expected"
+    mapfile -t names < <(grep -v '^#' "$WWW/slow/ts.m3u8" | grep -v '^$')
+    twice=()
+    for file in "${whole[@]}"; do
+        name=${names[${file#segment-}]}
+        count=$(grep -c "\"GET /slow/$name HTTP" "$WORK/timed.log" || true)
+        [[ $count -eq 1 ]] || twice+=("$name ($count requests)")
+    done
+    if [[ ${#twice[@]} -eq 0 ]]; then
+        pass "kill -9: none of the ${#whole[@]} whole segments was asked for again"
+    else
+        fail "kill -9: whole segments were fetched again: ${twice[*]}"
+    fi
+    if [[ -e $RESUME/ts.hls ]]; then fail "kill -9: $RESUME/ts.hls was left behind"; fi
+fi
+
+echo "hls-interop: $PASSED passed, $FAILED failed"
+[[ $FAILED -eq 0 ]]
