@@ -355,6 +355,12 @@ CASES = (
         "beside aria2c, curl (and wget2); 10,000 refused URLs through downpour daemon and aria2c --enable-rpc",
         default=False, tools=("aria2c", "curl"),
         script=("dead_bench.py", "--downpour", "{binary}", "--json", "{work}/dead.json")),
+    Case(
+        "hls", "HLS (hls_bench.py): a 123 MB video of 30 segments made by ffmpeg, beside yt-dlp (alone and -N 8) and "
+        "ffmpeg -c copy, to a durable file, without limits and at 4 MiB/s a connection",
+        default=False, tools=("ffmpeg", "yt-dlp"),
+        script=("hls_bench.py", "--downpour", "{binary}", "--work", "{work}", "--reps", "{reps}",
+                "--json", "{work}/hls.json")),
 )
 
 BY_NAME = {c.name: c for c in CASES}

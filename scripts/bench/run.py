@@ -32,7 +32,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 HELPER_ARG_OPTIONS = {
     "rpc_bench.py": "rpc_bench_arg", "stall_bench.py": "stall_bench_arg", "fleet_bench.py": "fleet_bench_arg",
     "rpc_flood.py": "rpc_flood_arg", "dead_bench.py": "dead_bench_arg",
-    "bytes_bench.py": "bytes_bench_arg",
+    "bytes_bench.py": "bytes_bench_arg", "hls_bench.py": "hls_bench_arg",
 }
 
 
@@ -108,6 +108,8 @@ def parse_args():
                         help="one more argument for dead_bench.py in the dead case (--dead-bench-arg=--urls=200)")
     parser.add_argument("--bytes-bench-arg", action="append", metavar="ARG", default=[],
                         help="one more argument for bytes_bench.py in the bytes case")
+    parser.add_argument("--hls-bench-arg", action="append", metavar="ARG", default=[],
+                        help="one more argument for hls_bench.py in the hls case (--hls-bench-arg=--seconds=30)")
     args = parser.parse_args()
     if args.reps < 1:
         die(f"--reps must be a positive integer: {args.reps}")
