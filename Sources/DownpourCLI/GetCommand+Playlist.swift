@@ -5,12 +5,14 @@ import Foundation
 import Logging
 
 extension Aria2DownloadSettings {
-    /// What to fetch of an HLS playlist: `--media-video`, `--media-audio`, and `-x` segments at once.
+    /// What to fetch of an HLS playlist: `--media-video`, `--media-audio`, `--media-record-time`, and `-x` segments at
+    /// once.
     var playlistOptions: HLSDownload.Options {
         HLSDownload.Options(
             video: self.mediaVideo,
             audio: self.mediaAudio,
-            concurrentSegments: max(1, self.configuration.connections)
+            concurrentSegments: max(1, self.configuration.connections),
+            recordTime: self.mediaRecordTime
         )
     }
 }

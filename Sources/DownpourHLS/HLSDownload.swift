@@ -29,11 +29,20 @@ public struct HLSDownload: Sendable {
         public var audio: Bool
         /// Segments fetched at once; each is one connection.
         public var concurrentSegments: Int
+        /// A live playlist (no `EXT-X-ENDLIST`) is recorded until it ends, until the run is cancelled, or for this
+        /// long; `nil`: no limit. What was recorded is saved in every case.
+        public var recordTime: Duration?
 
-        public init(video: HLSVideoChoice = .best, audio: Bool = true, concurrentSegments: Int = 8) {
+        public init(
+            video: HLSVideoChoice = .best,
+            audio: Bool = true,
+            concurrentSegments: Int = 8,
+            recordTime: Duration? = nil
+        ) {
             self.video = video
             self.audio = audio
             self.concurrentSegments = concurrentSegments
+            self.recordTime = recordTime
         }
     }
 
@@ -121,6 +130,7 @@ public struct HLSDownload: Sendable {
             }
         }
 
+        guard media.hasEnd else { return try await self.record(media, url: mediaURL, names: names, progress: progress) }
         let video = try HLSFetchPlan(media, url: mediaURL)
         let audioPlan = try audio.map { audio throws(DownloadError) in try HLSFetchPlan(audio.playlist, url: audio.url)
         }
@@ -165,8 +175,7 @@ public struct HLSDownload: Sendable {
                 try videoFile.commit(to: videoPath, replacing: replacing)
                 if let audioFile, let audioPath { try audioFile.commit(to: audioPath, replacing: replacing) }
             }
-            let work = names.work
-            try? await AssembledFile.run { try? FileManager.default.removeItem(atPath: work) }
+            await Self.removeWork(names.work)
             let counts = tally.counts
             return Result(
                 path: videoPath,
@@ -180,6 +189,122 @@ public struct HLSDownload: Sendable {
             audioFile?.close()
             throw error
         }
+    }
+
+    // MARK: - Live
+
+    /// Records a live playlist: its segments as they appear (the playlist fetched again every target duration),
+    /// until it ends (`EXT-X-ENDLIST`), the run is cancelled, or ``Options/recordTime`` has passed; then the whole
+    /// segments, in order, become the output. Only the variant is recorded, not a separate audio rendition.
+    private func record(
+        _ first: HLSMediaPlaylist,
+        url: URL,
+        names: Names,
+        progress: @escaping @Sendable (Progress) -> Void
+    ) async throws(DownloadError) -> Result {
+        let path = names.output(fragmentedMP4: first.segments.contains { $0.map != nil })
+        try await self.checkFree(path)
+        let file = try await AssembledFile.run { () throws(DownloadError) in try AssembledFile(locking: path + ".part")
+        }
+        let work = names.work + "/live"
+        let tally = Tally(total: 0, report: progress)
+        let deadline = self.options.recordTime.map { ContinuousClock.now + $0 }
+        self.logger.info("Recording a live playlist", metadata: ["url": "\(url)"])
+        do {
+            // A recording is never resumed: the stream went on meanwhile.
+            try await self.prepareWork(work, fingerprint: "live \(UUID().uuidString)")
+            var media = first
+            var recorded = first
+            recorded.segments = []
+            recorded.hasEnd = true
+            while true {
+                let last = recorded.segments.last?.sequence ?? Int.min
+                let fresh = media.segments.filter { $0.sequence > last }
+                recorded.segments += fresh
+                tally.grow(by: fresh.count)
+                if !recorded.segments.isEmpty {
+                    do {
+                        try await self.fetchAll(HLSFetchPlan(recorded, url: url), work: work, tally: tally)
+                    } catch  where error.code == .cancelled {
+                        break
+                    }
+                }
+                if media.hasEnd || deadline.map({ ContinuousClock.now >= $0 }) == true || Task.isCancelled { break }
+                // RFC 8216, 6.3.4: again after the target duration, or half of it when nothing was new.
+                var wait = Duration.seconds(max(1, media.targetDuration)) / (fresh.isEmpty ? 2 : 1)
+                if let deadline { wait = min(wait, max(.zero, deadline - ContinuousClock.now)) }
+                do {
+                    try await Task.sleep(for: wait)
+                    (media, _) = try await self.mediaPlaylist(url, at: names.base + ".live.m3u8")
+                } catch {
+                    break
+                }
+            }
+            // What is whole is saved, whatever stopped the recording: in a task of its own, so that the cancel that
+            // stopped it does not stop this.
+            let (plan, segments) = try await Self.uncancelled { [recorded] () async throws(DownloadError) in
+                try await self.wholeSegments(of: recorded, url: url, work: work)
+            }
+            let replacing = self.request.configuration.overwrite
+            let length = try await Self.uncancelled { () async throws(DownloadError) -> Int64 in
+                let length = try await self.assemble(plan, work: work, into: file)
+                try await AssembledFile.run { () throws(DownloadError) in
+                    try file.commit(to: path, replacing: replacing)
+                }
+                await Self.removeWork(names.work)
+                return length
+            }
+            return Result(
+                path: path,
+                length: length,
+                audioPath: nil,
+                segments: segments,
+                downloadedBytes: tally.counts.fetched
+            )
+        } catch {
+            file.close()
+            throw error
+        }
+    }
+
+    /// The plan of the recorded segments that are whole in `work` (with their keys and sections), and their count.
+    ///
+    /// - Throws: ``DownloadError`` `cancelled` when none is.
+    private func wholeSegments(
+        of recorded: HLSMediaPlaylist,
+        url: URL,
+        work: String
+    ) async throws(DownloadError) -> (HLSFetchPlan, Int) {
+        let present = try await AssembledFile.run {
+            Set((try? FileManager.default.contentsOfDirectory(atPath: work)) ?? [])
+        }
+        var kept = recorded
+        kept.segments = recorded.segments.filter { present.contains("segment-\($0.sequence)") }
+        guard !kept.segments.isEmpty else {
+            throw DownloadError(
+                code: .cancelled,
+                message: "The recording of \(url.absoluteString) stopped before a segment was in; nothing was saved."
+            )
+        }
+        var plan = try HLSFetchPlan(kept, url: url)
+        plan.pieces.removeAll {
+            !present.contains($0.name) || $0.decryption.map { !present.contains($0.keyName) } == true
+        }
+        return (plan, kept.segments.count)
+    }
+
+    /// Runs `work` in a task that the caller's cancellation does not reach.
+    private static func uncancelled<T: Sendable>(
+        _ work: @escaping @Sendable () async throws(DownloadError) -> T
+    ) async throws(DownloadError) -> T {
+        let outcome = await Task { () async -> Swift.Result<T, DownloadError> in
+            do throws(DownloadError) {
+                return .success(try await work())
+            } catch {
+                return .failure(error)
+            }
+        }.value
+        return try outcome.get()
     }
 
     // MARK: - Names
@@ -252,7 +377,8 @@ public struct HLSDownload: Sendable {
     /// The configuration of the fetch of `url`: the request's, saving what comes as it is; the credentials stay with
     /// the playlist's origin (a key or a segment on another host gets none).
     private func fetchConfiguration(for url: URL, connections: Int) -> DownloadConfiguration {
-        var configuration = self.request.configuration.named(by: self.document.url, for: url)
+        // The origin the user asked: a playlist redirected to another host does not take the credentials along.
+        var configuration = self.request.configuration.named(by: self.request.url, for: url)
         configuration.connections = connections
         configuration.followsMetalink = false
         configuration.followsPlaylists = false
@@ -354,6 +480,21 @@ public struct HLSDownload: Sendable {
 
     // MARK: - Disk
 
+    /// Removes the work directory once the output is named: the renditions' directories (Downpour's own), then the
+    /// directory itself when nothing else is in it. Even when cancelled.
+    private static func removeWork(_ work: String) async {
+        try? await AssembledFile.runEvenIfCancelled {
+            let manager = FileManager.default
+            for rendition in ["video", "audio", "live"] {
+                let path = work + "/" + rendition
+                if manager.fileExists(atPath: path + "/playlist.fingerprint") { try? manager.removeItem(atPath: path) }
+            }
+            if ((try? manager.contentsOfDirectory(atPath: work)) ?? []).isEmpty {
+                try? manager.removeItem(atPath: work)
+            }
+        }
+    }
+
     private func checkFree(_ path: String) async throws(DownloadError) {
         guard !self.request.configuration.overwrite else { return }
         let exists = try await AssembledFile.run { FileManager.default.fileExists(atPath: path) }
@@ -373,6 +514,17 @@ public struct HLSDownload: Sendable {
             let manager = FileManager.default
             let record = work + "/playlist.fingerprint"
             if let found = try? String(contentsOfFile: record, encoding: .utf8), found == fingerprint { return }
+            // Only a directory of Downpour's own (it holds the fingerprint) is emptied; a user's is left alone.
+            if manager.fileExists(atPath: work), !manager.fileExists(atPath: record) {
+                let contents = (try? manager.contentsOfDirectory(atPath: work)) ?? []
+                if !contents.isEmpty {
+                    throw DownloadError(
+                        code: .outputExists,
+                        message: "'\(work)' is there and is not a Downpour download's; move it away, or save under "
+                            + "another name (-o)."
+                    )
+                }
+            }
             if manager.fileExists(atPath: work) {
                 logger.info("The playlist changed since the segments were fetched: starting over")
                 try? manager.removeItem(atPath: work)
@@ -462,8 +614,9 @@ public struct HLSDownload: Sendable {
             var iv = piece.decryption?.iv ?? []
             var check = HLSDecryption.TransportStreamCheck()
             while remaining > 0 {
-                let data = try handle.read(upToCount: Int(min(Int64(Self.chunkSize), remaining))) ?? Data()
-                guard !data.isEmpty else {
+                let wanted = Int(min(Int64(Self.chunkSize), remaining))
+                let data = try handle.read(upToCount: wanted) ?? Data()
+                guard data.count == wanted else {
                     throw DownloadError(
                         code: .remoteMisbehaved,
                         message: "The HLS resource \(piece.url.absoluteString) ends before the byte range the "
@@ -522,6 +675,11 @@ private final class Tally: Sendable {
     }
 
     var counts: Counts { self.state.withLockedValue { $0 } }
+
+    /// More segments to fetch: a live playlist grew.
+    func grow(by count: Int) {
+        self.state.withLockedValue { $0.total += count }
+    }
 
     /// One resource on disk: `bytes` long, `fetched` of them in this run.
     func add(_ fetch: HLSFetchPlan.Fetch, bytes: Int64, fetched: Int64) {

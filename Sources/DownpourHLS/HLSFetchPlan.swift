@@ -43,6 +43,9 @@ struct HLSFetchPlan: Sendable, Hashable {
         var url: URL
     }
 
+    /// The extensions of packed audio segments (RFC 8216, 3.4): no MPEG-TS sync bytes in them.
+    static let packedAudio: Set<String> = ["aac", "mp3", "ac3", "ec3"]
+
     var fetches: [Fetch]
     var pieces: [Piece]
     /// The segments' count, for progress.
@@ -53,16 +56,12 @@ struct HLSFetchPlan: Sendable, Hashable {
     /// another one, and a download resumed against it starts over.
     var fingerprint: String
 
-    /// - Throws: ``DownloadError`` `invalidRequest` for what Downpour cannot fetch: a live playlist, a method it
-    ///   cannot decrypt (`SAMPLE-AES`, DRM), byte ranges with gaps, an empty playlist.
+    /// A live playlist's segments so far are planned as any playlist's; each is named by its media sequence number,
+    /// so that the plan of a longer list names the same segments the same.
+    ///
+    /// - Throws: ``DownloadError`` `invalidRequest` for what Downpour cannot fetch: a method it cannot decrypt
+    ///   (`SAMPLE-AES`, DRM), byte ranges with gaps, an empty playlist.
     init(_ media: HLSMediaPlaylist, url: URL) throws(DownloadError) {
-        guard media.hasEnd else {
-            throw DownloadError(
-                code: .invalidRequest,
-                message: "The playlist at \(url.absoluteString) is live (it has no EXT-X-ENDLIST): recording a live "
-                    + "stream is not supported yet."
-            )
-        }
         if let method = media.unsupportedKeys.first {
             let name: String
             switch method {
@@ -138,7 +137,7 @@ struct HLSFetchPlan: Sendable, Hashable {
             if let range = segment.byteRange {
                 name = shared(segment.url, range)
             } else {
-                name = "segment-\(index)"
+                name = "segment-\(segment.sequence)"
                 fetches.append(Fetch(name: name, url: segment.url, isShared: false))
             }
             pieces.append(
@@ -146,9 +145,10 @@ struct HLSFetchPlan: Sendable, Hashable {
                     name: name,
                     range: segment.byteRange,
                     decryption: decryption,
-                    // Packed audio (.aac, .mp3) and fMP4 have no sync bytes to check.
+                    // Packed audio (.aac, .mp3, ...) and fMP4 have no sync bytes to check; anything else must be
+                    // MPEG-TS, whatever its name.
                     checksTransportStream: decryption != nil && segment.map == nil
-                        && segment.url.pathExtension.lowercased() == "ts",
+                        && !Self.packedAudio.contains(segment.url.pathExtension.lowercased()),
                     label: label,
                     url: segment.url
                 )

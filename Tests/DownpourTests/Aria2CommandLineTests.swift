@@ -83,7 +83,7 @@ struct Aria2CommandLineTests {
         #expect(Set(names).count == names.count, "\(names.filter { name in names.filter { $0 == name }.count > 1 })")
         // Each command takes the download options, but the HLS ones (get's, until the daemon fetches playlists); the
         // server's are the daemon's, the cookie files get's.
-        let getOnly = [Aria2Option.media, .mediaVideo, .mediaAudio].map(\.name)
+        let getOnly = [Aria2Option.media, .mediaVideo, .mediaAudio, .mediaRecordTime].map(\.name)
         for option in Aria2Option.all where option.scope == .download {
             #expect(option.commands == (getOnly.contains(option.name) ? .get : .both), "\(option)")
         }

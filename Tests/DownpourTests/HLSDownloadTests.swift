@@ -333,6 +333,24 @@ import _CryptoExtras
                 )
                 #expect(segment.header("Authorization") != nil)
                 #expect(segment.header("Cookie") == "session=1")
+
+                // A playlist redirected to the other host: its segments there get no credentials either.
+                other.serve("/moved.m3u8", .init(text: Self.mediaPlaylist(["s1.ts"]), contentType: Self.mpegURL))
+                let before = other.statistics().requests.count
+                let target = other.url("/moved.m3u8").addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                let moved = try await Self.fetchVideo(home, "/redirect-to?url=\(target)", into: directory) {
+                    configuration in
+                    configuration.credentials = Credentials(user: "alice", password: "secret")
+                    configuration.overwrite = true
+                }
+                // (No key in this playlist: the segment as it is.)
+                #expect(
+                    try [UInt8](Data(contentsOf: URL(fileURLWithPath: moved.path)))
+                        == Self.encrypted(segments[1], key: key, iv: iv)
+                )
+                let redirected = other.statistics().requests.dropFirst(before)
+                #expect(redirected.contains { $0.uri == "/s1.ts" })
+                #expect(redirected.allSatisfy { $0.header("Authorization") == nil })
             }
         }
     }
@@ -464,25 +482,66 @@ import _CryptoExtras
         }
     }
 
-    @Test("refused before anything is fetched: a live playlist, SAMPLE-AES, an existing file")
+    @Test("a live playlist is recorded as it grows, until EXT-X-ENDLIST")
+    func liveUntilEnd() async throws {
+        try await RangeTestServer.withServer(content: []) { server in
+            let directory = try ScratchDirectory()
+            defer { directory.remove() }
+            let segments = (0..<5).map { Self.transportStream(packets: 20 + $0, seed: 60 + UInt64($0)) }
+            for (index, bytes) in segments.enumerated() { server.serve("/live-\(index).ts", .init(bytes)) }
+            let names = (0..<5).map { "live-\($0).ts" }
+            func playlist(_ count: Int, end: Bool) -> String {
+                Self.mediaPlaylist(Array(names.prefix(count)), end: end)
+                    .replacingOccurrences(of: "#EXT-X-TARGETDURATION:2", with: "#EXT-X-TARGETDURATION:1")
+            }
+            server.serve("/live.m3u8", .init(text: playlist(3, end: false), contentType: Self.mpegURL))
+            async let recording = Self.fetchVideo(server, "/live.m3u8", into: directory)
+            // Once the first three are in, the stream grows by two and ends.
+            try await waitUntil("the first three segments fetched") { Self.gets(server, "/live-2.ts") == 1 }
+            server.serve("/live.m3u8", .init(text: playlist(5, end: true), contentType: Self.mpegURL))
+            let result = try await recording
+            #expect(result.segments == 5)
+            #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: result.path))) == segments.flatMap { $0 })
+            #expect((0..<5).map { Self.gets(server, "/live-\($0).ts") } == [1, 1, 1, 1, 1])
+            #expect(directory.contents() == ["live.ts"])
+        }
+    }
+
+    @Test("a live recording stops after --media-record-time and saves what it has")
+    func liveForAWhile() async throws {
+        try await RangeTestServer.withServer(content: []) { server in
+            let directory = try ScratchDirectory()
+            defer { directory.remove() }
+            let segments = Self.serveSegments(server, prefix: "s", count: 2)
+            server.serve(
+                "/on-air.m3u8",
+                .init(text: Self.mediaPlaylist(["s-0.ts", "s-1.ts"], end: false), contentType: Self.mpegURL)
+            )
+            // No time at all: the segments listed at the start, and no second look at the playlist.
+            let result = try await Self.fetchVideo(
+                server,
+                "/on-air.m3u8",
+                into: directory,
+                options: .init(recordTime: .zero)
+            )
+            #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: result.path))) == segments.flatMap { $0 })
+            #expect(Self.gets(server, "/on-air.m3u8") == 1)
+        }
+    }
+
+    @Test("refused before anything is fetched: SAMPLE-AES, an existing file")
     func refusals() async throws {
         try await RangeTestServer.withServer(content: []) { server in
             let directory = try ScratchDirectory()
             defer { directory.remove() }
             _ = Self.serveSegments(server, prefix: "s", count: 2)
-            server.serve(
-                "/live.m3u8",
-                .init(text: Self.mediaPlaylist(["s-0.ts"], end: false), contentType: Self.mpegURL)
-            )
             let sample = Self.mediaPlaylist(["s-0.ts"], header: ["#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"k\""])
             server.serve("/sample.m3u8", .init(text: sample, contentType: Self.mpegURL))
-            for (path, phrase) in [("/live.m3u8", "live"), ("/sample.m3u8", "SAMPLE-AES")] {
-                let error = await #expect(throws: DownloadError.self) {
-                    try await Self.fetchVideo(server, path, into: directory)
-                }
-                #expect(error?.code == .invalidRequest)
-                #expect(error?.message.contains(phrase) == true, "\(error?.message ?? "")")
+            let refused = await #expect(throws: DownloadError.self) {
+                try await Self.fetchVideo(server, "/sample.m3u8", into: directory)
             }
+            #expect(refused?.code == .invalidRequest)
+            #expect(refused?.message.contains("SAMPLE-AES") == true, "\(refused?.message ?? "")")
             #expect(Self.gets(server, "/s-0.ts") == 0)
 
             try Data("mine".utf8).write(to: URL(fileURLWithPath: directory.file("s.ts")))

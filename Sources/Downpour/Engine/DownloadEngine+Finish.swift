@@ -31,7 +31,7 @@ extension DownloadEngine {
         switch output.probed.product {
         case .metalinkDocument:
             metalink = try await self.readMetalink(output, length: length, url: remote.url)
-        case .file where try await self.isPlaylist(output, length: length):
+        case .file where await self.isPlaylist(output, length: length):
             let data = try await self.readDocument(output, length: length) {}
             playlist = PlaylistDocument(url: remote.url, data: data)
             self.logger.info("Read a playlist", metadata: ["url": "\(remote.url)", "bytes": "\(data.count)"])
@@ -137,16 +137,18 @@ extension DownloadEngine {
     /// Whether the file is an HLS playlist, by what it holds (``PlaylistDocument/isPlaylist(prefix:)``), when
     /// ``DownloadConfiguration/followsPlaylists`` is set: then it is read, not saved. Its media type and name are not
     /// enough: an `.m3u8` or an `audio/mpegurl` answer may be an ordinary M3U list, which is saved.
-    private func isPlaylist(_ output: PreparedOutput, length: Int64) async throws(DownloadError) -> Bool {
+    /// A file that cannot be read here is taken for a file: the finish that follows says what is wrong with it.
+    private func isPlaylist(_ output: PreparedOutput, length: Int64) async -> Bool {
         guard self.request.configuration.followsPlaylists, length >= 7,
             length <= PlaylistDocument.maximumDocumentLength
         else { return false }
         let file = output.file
-        let prefix = try await BlockingIO.run { () throws(DownloadError) -> [UInt8] in
+        // Past the point of no return: a cancel must not leave the file open.
+        let prefix = try? await BlockingIO.runEvenIfCancelled { () throws(DownloadError) -> [UInt8] in
             let buffer = try file.read(count: Int(min(length, PlaylistDocument.prefixLength)), at: 0)
             return Array(buffer.readableBytesView)
         }
-        return PlaylistDocument.isPlaylist(prefix: prefix)
+        return prefix.map { PlaylistDocument.isPlaylist(prefix: $0) } ?? false
     }
 
     /// Reads a downloaded document (a Metalink, a playlist) into memory after `check` allows its length; the
@@ -162,7 +164,7 @@ extension DownloadEngine {
         do {
             try check()
             let file = output.file
-            data = try await BlockingIO.run { () throws(DownloadError) -> Data in
+            data = try await BlockingIO.runEvenIfCancelled { () throws(DownloadError) -> Data in
                 let buffer = try file.read(count: Int(length), at: 0)
                 return Data(buffer.readableBytesView)
             }

@@ -59,4 +59,11 @@ package final class AssembledFile: Sendable {
     ) async throws(DownloadError) -> T {
         try await BlockingIO.run(work)
     }
+
+    /// ``run(_:)``, even when the calling task is cancelled: the clean-up a cancel leaves to do.
+    package static func runEvenIfCancelled<T: Sendable>(
+        _ work: @escaping @Sendable () throws(DownloadError) -> T
+    ) async throws(DownloadError) -> T {
+        try await BlockingIO.runEvenIfCancelled(work)
+    }
 }

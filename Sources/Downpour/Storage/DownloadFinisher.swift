@@ -29,7 +29,8 @@ struct DownloadFinisher: Sendable {
     /// where they belong.
     func finish(truncatingTo length: Int64?, resumable: Bool) async throws(DownloadError) {
         let step = self
-        try await BlockingIO.run { () throws(DownloadError) in
+        // Past the point of no return a cancel comes too late: the file is finished (and closed) whatever happens.
+        try await BlockingIO.runEvenIfCancelled { () throws(DownloadError) in
             try step.conclude(step.syncAndMove(truncatingTo: length), resumable: resumable)
         }
     }

@@ -33,6 +33,8 @@ public struct Aria2DownloadSettings: Sendable, Hashable {
     public var mediaVideo: HLSVideoChoice
     /// With an HLS variant whose audio is a rendition of its own, fetch it too (`media-audio`).
     public var mediaAudio: Bool
+    /// With a live HLS playlist, record it for at most this long (`media-record-time`); `nil`: until it ends.
+    public var mediaRecordTime: Duration?
 
     public init(directory: String = ".", output: String? = nil, configuration: DownloadConfiguration = .init()) {
         self.directory = directory
@@ -43,6 +45,7 @@ public struct Aria2DownloadSettings: Sendable, Hashable {
         self.noCache = false
         self.mediaVideo = .best
         self.mediaAudio = true
+        self.mediaRecordTime = nil
     }
 
     /// Applies one option of a download (``Aria2Option/Scope/download``; ``Aria2Option/all`` has them).

@@ -614,6 +614,20 @@ extension Aria2Option {
         apply: { value, options in options.mediaAudio = value != "none" },
         read: { $0.mediaAudio ? "best" : "none" }
     )
+    public static let mediaRecordTime = Aria2Option(
+        "media-record-time",
+        .download,
+        .seconds(0...31_536_000),
+        isAria2s: false,
+        commands: .get,
+        help: "With a live HLS playlist (no EXT-X-ENDLIST): record it for at most these seconds (0: until it ends or "
+            + "Ctrl-C); what was recorded is saved either way.",
+        apply: { value, options in
+            let duration = Aria2Option.duration(value)
+            options.mediaRecordTime = duration > .zero ? duration : nil
+        },
+        read: { $0.mediaRecordTime.map { Aria2Option.format($0) } ?? "0" }
+    )
     public static let metalinkLocation = Aria2Option(
         "metalink-location",
         .download,
