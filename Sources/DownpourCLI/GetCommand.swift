@@ -44,7 +44,8 @@ struct GetCommand: AsyncParsableCommand {
             time, decrypted when the playlist uses AES-128, written in order to NAME.ts (or NAME.mp4 for fMP4) \
             through NAME.part; the segments wait in NAME.hls/ until then, so the same command run again fetches only \
             the missing ones. A separate audio rendition goes to NAME.audio.EXT unless --media-audio=none; \
-            --media=file saves the playlist itself. \
+            --media=file (or -o NAME.m3u8) saves the playlist itself. A live playlist (no #EXT-X-ENDLIST) is \
+            recorded until it ends, Ctrl-C or --media-record-time seconds, and what is whole is saved. \
             The exit status is 0 only when every download succeeded; otherwise it is the status of the first \
             failed entry, and the summary names each failure.
 

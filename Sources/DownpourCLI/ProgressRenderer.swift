@@ -43,19 +43,7 @@ final class ProgressRenderer: Sendable {
         case .resumed:
             self.printLine("Resumed.")
         case .progress(let progress):
-            if self.mode == .terminal {
-                self.write("\r\u{1B}[K" + Self.describe(progress))
-            } else {
-                let now = ContinuousClock.now
-                let due = self.lastLine.withLockedValue { last in
-                    guard let previous = last, now - previous < Self.lineInterval else {
-                        last = now
-                        return true
-                    }
-                    return false
-                }
-                if due { self.printLine(Self.describe(progress)) }
-            }
+            self.live(Self.describe(progress))
         case .restarted(let connection, let reason):
             self.clearLine()
             writeError("connection \(connection): \(reason)")
@@ -101,7 +89,12 @@ final class ProgressRenderer: Sendable {
         if speed > 0, let estimate = progress.estimatedLength, estimate > progress.bytes {
             parts.append("ETA " + Self.clock(.seconds(Double(estimate - progress.bytes) / speed)))
         }
-        let line = parts.joined(separator: "  ")
+        self.live(parts.joined(separator: "  "), always: progress.segmentsDone == progress.segmentsTotal)
+    }
+
+    /// A progress line: redrawn in place on a terminal; otherwise printed at most once a ``lineInterval`` (and
+    /// `always` when it is the last).
+    private func live(_ line: String, always: Bool = false) {
         if self.mode == .terminal {
             self.write("\r\u{1B}[K" + line)
             return
@@ -114,7 +107,7 @@ final class ProgressRenderer: Sendable {
             }
             return false
         }
-        if due || progress.segmentsDone == progress.segmentsTotal { self.printLine(line) }
+        if due || always { self.printLine(line) }
     }
 
     /// The line an HLS download ends with.
