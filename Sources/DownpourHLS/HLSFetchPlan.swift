@@ -105,6 +105,16 @@ struct HLSFetchPlan: Sendable, Hashable {
             return name
         }
 
+        // The decryption by `key` of what has `sequence`; the key is fetched once per URI.
+        func decryption(by key: HLSMediaPlaylist.Key, sequence: Int) -> Decryption {
+            let keyName = keyNames[key.url] ?? "key-\(keyNames.count)"
+            if keyNames[key.url] == nil {
+                keyNames[key.url] = keyName
+                fetches.append(Fetch(name: keyName, url: key.url, isShared: false))
+            }
+            return Decryption(keyName: keyName, keyURL: key.url, iv: key.iv(forSequence: sequence))
+        }
+
         var pieces: [Piece] = []
         var lastMap: HLSMediaPlaylist.Map?
         let count = media.segments.count
@@ -116,7 +126,7 @@ struct HLSFetchPlan: Sendable, Hashable {
                     Piece(
                         name: name,
                         range: map.byteRange,
-                        decryption: nil,
+                        decryption: map.key.map { decryption(by: $0, sequence: segment.sequence) },
                         checksTransportStream: false,
                         label: "the initialisation section before \(label)",
                         url: map.url
@@ -124,15 +134,7 @@ struct HLSFetchPlan: Sendable, Hashable {
                 )
             }
             lastMap = segment.map
-            var decryption: Decryption?
-            if let key = segment.key {
-                let keyName = keyNames[key.url] ?? "key-\(keyNames.count)"
-                if keyNames[key.url] == nil {
-                    keyNames[key.url] = keyName
-                    fetches.append(Fetch(name: keyName, url: key.url, isShared: false))
-                }
-                decryption = Decryption(keyName: keyName, keyURL: key.url, iv: key.iv(forSequence: segment.sequence))
-            }
+            let decryption = segment.key.map { decryption(by: $0, sequence: segment.sequence) }
             let name: String
             if let range = segment.byteRange {
                 name = shared(segment.url, range)

@@ -116,11 +116,16 @@ struct HLSParser {
             let attributes = Self.attributes(value)
             guard let uri = attributes["URI"] else { throw self.malformed("EXT-X-MAP has no URI") }
             let url = try self.resolve(uri)
+            let key = self.keyInForce
+            if let key, key.method == .aes128, key.iv == nil {
+                throw self.malformed("an EXT-X-MAP encrypted with AES-128 needs the IV of its EXT-X-KEY")
+            }
             self.map = HLSMediaPlaylist.Map(
                 url: url,
                 byteRange: try attributes["BYTERANGE"].map { text throws(DownloadError) in
                     try self.range(text, of: url)
-                }
+                },
+                key: key
             )
         case "#EXT-X-STREAM-INF":
             self.streamInfo = Self.attributes(value)
@@ -167,11 +172,7 @@ struct HLSParser {
         if let range = byteRange { self.rangeEnds[url] = range.upperBound }
         let (sequence, overflow) = self.mediaSequence.addingReportingOverflow(self.segments.count)
         guard !overflow else { throw self.malformed("the media sequence numbers pass 2^63") }
-        // Of the formats offered, the one Downpour reads (`identity`: the key's bytes), else the first, named in
-        // the refusal.
-        let key =
-            self.keys.first { $0.method == .aes128 && ($0.keyFormat ?? "identity") == "identity" }
-            ?? self.keys.first
+        let key = self.keyInForce
         self.keysHaveSegment = true
         self.segments.append(
             HLSMediaPlaylist.Segment(
@@ -187,6 +188,12 @@ struct HLSParser {
         self.duration = nil
         self.byteRange = nil
         self.discontinuity = false
+    }
+
+    /// The key of what comes next: of the formats offered, the one Downpour reads (`identity`: the key's bytes),
+    /// else the first, named in the refusal.
+    private var keyInForce: HLSMediaPlaylist.Key? {
+        self.keys.first { $0.method == .aes128 && ($0.keyFormat ?? "identity") == "identity" } ?? self.keys.first
     }
 
     private func key(_ attributes: [String: String]) throws(DownloadError) -> HLSMediaPlaylist.Key? {

@@ -186,6 +186,9 @@ public struct HLSMediaPlaylist: Sendable, Hashable {
     public struct Map: Sendable, Hashable {
         public var url: URL
         public var byteRange: ByteRange?
+        /// The key in force where the section is declared (RFC 8216, 4.3.2.5); `nil`: not encrypted. An AES-128 key
+        /// here always has its IV.
+        public var key: Key? = nil
     }
 
     public struct Segment: Sendable, Hashable {

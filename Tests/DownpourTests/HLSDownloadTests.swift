@@ -201,6 +201,43 @@ import _CryptoExtras
         }
     }
 
+    @Test("fMP4 under AES-128: the initialisation section is decrypted too, with its key's IV")
+    func encryptedInitialisationSection() async throws {
+        try await RangeTestServer.withServer(content: []) { server in
+            let directory = try ScratchDirectory()
+            defer { directory.remove() }
+            let key = Array(makeTestContent(count: 16, seed: 12))
+            let iv = [UInt8](repeating: 0x2A, count: 16)
+            let initSection = makeTestContent(count: 1_000, seed: 13)
+            let fragments = (0..<3).map { makeTestContent(count: 20_000 + $0, seed: 14 + UInt64($0)) }
+            server.serve("/e/key.bin", .init(key))
+            server.serve("/e/init.mp4", .init(try Self.encrypted(initSection, key: key, iv: iv)))
+            for (index, bytes) in fragments.enumerated() {
+                server.serve("/e/f\(index).m4s", .init(try Self.encrypted(bytes, key: key, iv: iv)))
+            }
+            let keyLine = "#EXT-X-KEY:METHOD=AES-128,URI=\"key.bin\",IV=0x" + String(repeating: "2a", count: 16)
+            let playlist = Self.mediaPlaylist(
+                (0..<3).map { "f\($0).m4s" },
+                header: [keyLine, "#EXT-X-MAP:URI=\"init.mp4\""]
+            )
+            server.serve("/e/movie.m3u8", .init(text: playlist, contentType: Self.mpegURL))
+            let result = try await Self.fetchVideo(server, "/e/movie.m3u8", into: directory)
+            #expect(
+                try [UInt8](Data(contentsOf: URL(fileURLWithPath: result.path)))
+                    == initSection + fragments.flatMap { $0 }
+            )
+            #expect(Self.gets(server, "/e/key.bin") == 1)
+
+            // Without an IV, an encrypted section cannot be decrypted (RFC 8216, 4.3.2.5): refused, naming why.
+            let noIV = playlist.replacingOccurrences(of: ",IV=0x" + String(repeating: "2a", count: 16), with: "")
+            server.serve("/e/no-iv.m3u8", .init(text: noIV, contentType: Self.mpegURL))
+            let error = await #expect(throws: DownloadError.self) {
+                try await Self.fetchVideo(server, "/e/no-iv.m3u8", into: directory)
+            }
+            #expect(error?.message.contains("needs the IV") == true, "\(error?.message ?? "")")
+        }
+    }
+
     @Test("AES-128: the key fetched once, the IV from the playlist or the sequence number")
     func aes128() async throws {
         try await RangeTestServer.withServer(content: []) { server in
