@@ -114,7 +114,7 @@ let package = Package(
             name: "DownpourQueue",
             dependencies: [
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                "Downpour", "DownpourAria2", "DownpourJSON",
+                "Downpour", "DownpourAria2", "DownpourHLS", "DownpourJSON",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -229,7 +229,7 @@ let package = Package(
         .testTarget(
             name: "DownpourQueueTests",
             dependencies: [
-                "Downpour", "DownpourAria2", "DownpourQueue", "DownpourTestSupport",
+                "Downpour", "DownpourAria2", "DownpourHLS", "DownpourQueue", "DownpourTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),

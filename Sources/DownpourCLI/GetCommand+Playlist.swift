@@ -4,19 +4,6 @@ import DownpourHLS
 import Foundation
 import Logging
 
-extension Aria2DownloadSettings {
-    /// What to fetch of an HLS playlist: `--media-video`, `--media-audio`, `--media-record-time`, and `-x` segments at
-    /// once.
-    var playlistOptions: HLSDownload.Options {
-        HLSDownload.Options(
-            video: self.mediaVideo,
-            audio: self.mediaAudio,
-            concurrentSegments: max(1, self.configuration.connections),
-            recordTime: self.mediaRecordTime
-        )
-    }
-}
-
 extension GetPlan {
     /// The video of the HLS playlist `request` answered with (`document`), with a live progress line: `document`
     /// with the video's path and length. Cancelled (Ctrl-C), it stops with every whole segment kept for the same

@@ -268,7 +268,7 @@ public struct FleetQueue: Sendable {
         let path: String?
         let length: Int64?
         switch outcome {
-        case .complete(let finalPath, let finalLength):
+        case .complete(let finalPath, let finalLength, _):
             (state, code, message, path, length) = (
                 "complete", Aria2ErrorCode.finished.rawValue, nil, finalPath, finalLength
             )

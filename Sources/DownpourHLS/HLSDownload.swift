@@ -48,6 +48,11 @@ public struct HLSDownload: Sendable {
 
     /// How far it is.
     public struct Progress: Sendable, Hashable {
+        /// Where the output goes (``Result/path``), and its audio rendition (``Result/audioPath``).
+        public var path: String
+        public var audioPath: String?
+        /// A live playlist, being recorded.
+        public var isLive: Bool
         /// Segments on disk, of all renditions.
         public var segmentsDone: Int
         public var segmentsTotal: Int
@@ -67,6 +72,8 @@ public struct HLSDownload: Sendable {
         public var length: Int64
         /// The separate audio rendition, when there was one and ``Options/audio`` asked for it.
         public var audioPath: String?
+        /// The audio rendition's length; 0 without one.
+        public var audioLength: Int64 = 0
         public var segments: Int
         /// Bytes fetched in this run (the rest were on disk).
         public var downloadedBytes: Int64
@@ -98,11 +105,18 @@ public struct HLSDownload: Sendable {
 
     /// Fetches the segments and writes the output.
     ///
-    /// - Parameter progress: called as segments arrive.
+    /// - Parameters:
+    ///   - progress: called once the outputs' names are known, then as segments arrive.
+    ///   - finishing: called once every segment is on disk, before the outputs are written (from there on, the run
+    ///     ends with its outputs named even when cancelled); `false` stops it as cancelled instead, every segment kept.
+    ///     A live recording does not ask: what it recorded is saved whatever stopped it.
     /// - Throws: ``DownloadError``: the playlist's own errors (not a playlist, live, encrypted with what Downpour
     ///   cannot decrypt, no variant), a segment's error naming it, ``DownloadError/Code/outputExists`` when the
     ///   output is there and ``DownloadConfiguration/overwrite`` is not set, a local I/O error.
-    public func run(progress: @escaping @Sendable (Progress) -> Void = { _ in }) async throws(DownloadError) -> Result {
+    public func run(
+        progress: @escaping @Sendable (Progress) -> Void = { _ in },
+        finishing: @escaping @Sendable () -> Bool = { true }
+    ) async throws(DownloadError) -> Result {
         let names = try self.names()
         var media: HLSMediaPlaylist
         var mediaURL = self.document.url
@@ -148,13 +162,19 @@ public struct HLSDownload: Sendable {
             try AssembledFile(locking: videoPath + ".part")
         }
         var audioFile: AssembledFile?
-        do {
+        do throws(DownloadError) {
             if let audioPath {
                 audioFile = try await AssembledFile.run { () throws(DownloadError) in
                     try AssembledFile(locking: audioPath + ".part")
                 }
             }
-            let tally = Tally(total: video.segmentCount + (audioPlan?.segmentCount ?? 0), report: progress)
+            let tally = Tally(
+                total: video.segmentCount + (audioPlan?.segmentCount ?? 0),
+                path: videoPath,
+                audioPath: audioPath,
+                isLive: false,
+                report: progress
+            )
             let renditions =
                 [(video, names.work + "/video", videoFile)]
                 + (audioPlan.flatMap { plan in
@@ -164,23 +184,33 @@ public struct HLSDownload: Sendable {
                 try await self.prepareWork(work, fingerprint: plan.fingerprint)
                 try await self.fetchAll(plan, work: work, tally: tally)
             }
-            var length: Int64 = 0
-            for (plan, work, file) in renditions {
-                let written = try await self.assemble(plan, work: work, into: file)
-                if file === videoFile { length = written }
+            guard !Task.isCancelled, finishing() else {
+                throw DownloadError(code: .cancelled, message: "The download was cancelled.")
             }
-            // Both named only once both are whole.
+            // Past the point of no return: a cancel from here on does not stop the outputs being written.
             let replacing = self.request.configuration.overwrite
-            try await AssembledFile.run { [audioFile] () throws(DownloadError) in
-                try videoFile.commit(to: videoPath, replacing: replacing)
-                if let audioFile, let audioPath { try audioFile.commit(to: audioPath, replacing: replacing) }
+            let (length, audioLength) = try await Self.uncancelled {
+                [audioFile] () async throws(DownloadError) -> (Int64, Int64) in
+                var length: Int64 = 0
+                var audioLength: Int64 = 0
+                for (plan, work, file) in renditions {
+                    let written = try await self.assemble(plan, work: work, into: file)
+                    if file === videoFile { length = written } else { audioLength = written }
+                }
+                // Both named only once both are whole.
+                try await AssembledFile.run { () throws(DownloadError) in
+                    try videoFile.commit(to: videoPath, replacing: replacing)
+                    if let audioFile, let audioPath { try audioFile.commit(to: audioPath, replacing: replacing) }
+                }
+                await Self.removeWork(names.work)
+                return (length, audioLength)
             }
-            await Self.removeWork(names.work)
             let counts = tally.counts
             return Result(
                 path: videoPath,
                 length: length,
                 audioPath: audioPath,
+                audioLength: audioLength,
                 segments: counts.total,
                 downloadedBytes: counts.fetched
             )
@@ -207,7 +237,7 @@ public struct HLSDownload: Sendable {
         let file = try await AssembledFile.run { () throws(DownloadError) in try AssembledFile(locking: path + ".part")
         }
         let work = names.work + "/live"
-        let tally = Tally(total: 0, report: progress)
+        let tally = Tally(total: 0, path: path, audioPath: nil, isLive: true, report: progress)
         let deadline = self.options.recordTime.map { ContinuousClock.now + $0 }
         self.logger.info("Recording a live playlist", metadata: ["url": "\(url)"])
         do {
@@ -316,6 +346,21 @@ public struct HLSDownload: Sendable {
         var fixed: Bool
         var work: String
 
+        /// The output at `path` (`-o`, or a queue's download run again under the name it had): the work directory is
+        /// named without its extension, as for the output the URL names, so both find the same segments.
+        init(fixed path: String) {
+            self.base = path
+            self.fixed = true
+            let work = (path as NSString).deletingPathExtension + ".hls"
+            self.work = work == path ? path + ".hls" : work
+        }
+
+        init(base: String, fixed: Bool, work: String) {
+            self.base = base
+            self.fixed = fixed
+            self.work = work
+        }
+
         func output(fragmentedMP4: Bool) -> String {
             self.fixed ? self.base : self.base + (fragmentedMP4 ? ".mp4" : ".ts")
         }
@@ -330,10 +375,9 @@ public struct HLSDownload: Sendable {
     func names() throws(DownloadError) -> Names {
         switch self.request.destination {
         case .file(let path):
-            return Names(base: path, fixed: true, work: path + ".hls")
+            return Names(fixed: path)
         case .named(let name, let directory):
-            let path = (directory.hasSuffix("/") ? directory : directory + "/") + name
-            return Names(base: path, fixed: true, work: path + ".hls")
+            return Names(fixed: (directory.hasSuffix("/") ? directory : directory + "/") + name)
         case .directory(let directory):
             var stem = self.request.url.lastPathComponent
             if stem.lowercased().hasSuffix(".m3u8") { stem = String(stem.dropLast(5)) }
@@ -482,6 +526,22 @@ public struct HLSDownload: Sendable {
 
     /// Removes the work directory once the output is named: the renditions' directories (Downpour's own), then the
     /// directory itself when nothing else is in it. Even when cancelled.
+    /// Removes what a stopped run left for the outputs at `path` and `audioPath` (``Progress/path``): their `.part`
+    /// files and the segments in the work directory beside them (only Downpour's own). For a download given up.
+    /// Without `audioPath`, the audio's `.part` is looked for under each name it could have.
+    public static func removeLeftovers(path: String, audioPath: String?) async {
+        let names = Names(fixed: path)
+        let audio =
+            audioPath.map { [$0] }
+            ?? ["ts", "aac", "m4a"].map { (path as NSString).deletingPathExtension + ".audio." + $0 }
+        try? await AssembledFile.runEvenIfCancelled {
+            for output in [path] + audio {
+                try? FileManager.default.removeItem(atPath: output + ".part")
+            }
+        }
+        await Self.removeWork(names.work)
+    }
+
     private static func removeWork(_ work: String) async {
         try? await AssembledFile.runEvenIfCancelled {
             let manager = FileManager.default
@@ -667,11 +727,36 @@ private final class Tally: Sendable {
     }
 
     private let state: NIOLockedValueBox<Counts>
+    private let path: String
+    private let audioPath: String?
+    private let isLive: Bool
     private let report: @Sendable (HLSDownload.Progress) -> Void
 
-    init(total: Int, report: @escaping @Sendable (HLSDownload.Progress) -> Void) {
+    /// Reports the outputs' names at once, with nothing on disk yet.
+    init(
+        total: Int,
+        path: String,
+        audioPath: String?,
+        isLive: Bool,
+        report: @escaping @Sendable (HLSDownload.Progress) -> Void
+    ) {
         self.state = NIOLockedValueBox(Counts(total: total))
+        self.path = path
+        self.audioPath = audioPath
+        self.isLive = isLive
         self.report = report
+        report(
+            HLSDownload.Progress(
+                path: path,
+                audioPath: audioPath,
+                isLive: isLive,
+                segmentsDone: 0,
+                segmentsTotal: total,
+                bytes: 0,
+                downloadedBytes: 0,
+                estimatedLength: nil
+            )
+        )
     }
 
     var counts: Counts { self.state.withLockedValue { $0 } }
@@ -695,6 +780,9 @@ private final class Tally: Sendable {
                 ? counts.bytes - counts.segmentBytes + counts.segmentBytes / Int64(counts.segmentsDone)
                     * Int64(counts.total) : nil
             return HLSDownload.Progress(
+                path: self.path,
+                audioPath: self.audioPath,
+                isLive: self.isLive,
                 segmentsDone: counts.segmentsDone,
                 segmentsTotal: counts.total,
                 bytes: counts.bytes,

@@ -1,5 +1,6 @@
 import Downpour
 import DownpourAria2
+import DownpourHLS
 import Testing
 
 @testable import DownpourQueue
@@ -114,11 +115,16 @@ struct OptionResolverTests {
         }
     }
 
-    @Test("get's own options (media, media-video) are ignored by the daemon, as aria2 ignores a name it does not know")
-    func getOnlyOptions() throws {
-        let resolver = OptionResolver(base: Self.base, globals: [Self.option("media", "hls")])
-        // A bad value of an option the daemon does not have is no error either.
-        let options = try resolver.requestOptions([Self.option("media-video", "not a choice")])
-        #expect(!options.configuration.followsPlaylists)
+    @Test("the HLS options are the daemon's too: media=file saves a playlist, a bad media-video names itself")
+    func playlistOptions() throws {
+        let resolver = OptionResolver(base: Self.base, globals: [Self.option("media", "file")])
+        #expect(try !resolver.requestOptions([]).configuration.followsPlaylists)
+        #expect(try resolver.requestOptions([Self.option("media", "auto")]).configuration.followsPlaylists)
+        #expect(try resolver.requestOptions([Self.option("media-video", "720p")]).mediaVideo == HLSVideoChoice("720p"))
+        #expect {
+            _ = try resolver.requestOptions([Self.option("media-video", "not a choice")])
+        } throws: { error in
+            (error as? QueueError)?.option == "media-video" && (error as? QueueError)?.reason == .invalidRequest
+        }
     }
 }

@@ -87,12 +87,15 @@ struct QueueStoreTests {
         _ = try queue.removeResult(Self.gid(3))
         _ = try queue.unpause(Self.gid(4))
         _ = try queue.changePosition(Self.gid(1), by: 0, from: .end)
-        _ = queue.finish(Self.gid(5), outcome: .complete(path: "/downloads/five.bin", length: 5))
+        // An HLS video with its audio: the second file comes back too.
+        let audio = AudioFile(path: "/downloads/five.audio.ts", length: 2)
+        _ = queue.finish(Self.gid(5), outcome: .complete(path: "/downloads/five.ts", length: 5, audio: audio))
         try reopened.save(queue, options: [QueueOption(name: "max-download-result", value: "10")])
         let loaded = try QueueStore(directory: directory.path).load()
         Self.expectSame(loaded, as: queue)
         #expect(loaded.stopped.map(\.gid) == [Self.gid(2), Self.gid(6), Self.gid(5)])
         #expect(loaded.stoppedTotal == 4)
+        #expect(loaded.stopped.last?.audio == audio)
     }
 
     @Test("a database of the first schema is migrated and keeps its rows")
@@ -127,9 +130,8 @@ struct QueueStoreTests {
         #expect(download.entry.following == nil && download.entry.followedBy.isEmpty)
         #expect(loaded.stoppedTotal == 7)
         let applied = try DatabaseQueue(path: path).read { db in try QueueStore.migrator.appliedMigrations(db) }
-        #expect(
-            applied == ["v1-queue", "v2-entry-completed-length", "v3-entry-sparse-position", "v4-followed-metalink"]
-        )
+        // Every migration ran, in order, up to the last one.
+        #expect(applied == QueueStore.migrator.migrations && applied.last == "v5-hls-audio")
     }
 
     @Test("a followed Metalink's links (followedBy, following) are stored row by row and whole")

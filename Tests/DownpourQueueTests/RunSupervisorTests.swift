@@ -14,7 +14,15 @@ struct RunSupervisorTests {
     static func run(_ supervisor: inout RunSupervisor, _ gid: DownloadID) throws -> Int {
         let download = Self.downloader.download(try DownloadRequest(url: "http://127.0.0.1:1/\(gid)"), id: gid)
         let token = supervisor.nextToken()
-        supervisor.started(gid, RunSupervisor.Run(download: download, task: Task {}, token: token))
+        supervisor.started(
+            gid,
+            RunSupervisor.Run(
+                download: download,
+                playlist: PlaylistStage(concurrentSegments: 1),
+                task: Task {},
+                token: token
+            )
+        )
         return token
     }
 

@@ -642,4 +642,43 @@ import Testing
         )
         #expect(StatusStruct.make(file)["followedBy"] == nil)
     }
+
+    @Test("an HLS video with its audio rendition: files[0] the video, files[1] the audio, each with its own length")
+    func videoAndAudioFiles() {
+        let complete = DownloadStatus(
+            gid: DownloadID(value: 1),
+            status: .complete,
+            uris: ["http://a/show.m3u8"],
+            options: [],
+            directory: "/d",
+            path: "/d/show.ts",
+            totalLength: 1000,
+            completedLength: 1000,
+            audio: AudioFile(path: "/d/show.audio.ts", length: 300)
+        )
+        let files = StatusStruct.make(complete, keys: ["files"])["files"]
+        #expect(files?[0]?["path"] == "/d/show.ts")
+        #expect(files?[0]?["length"] == "700" && files?[0]?["completedLength"] == "700")
+        #expect(files?[1]?["index"] == "2" && files?[1]?["path"] == "/d/show.audio.ts")
+        #expect(files?[1]?["length"] == "300" && files?[1]?["completedLength"] == "300")
+        // While its segments come, the audio's length is not known apart: the video's entry counts both.
+        var active = complete
+        active.status = .active
+        active.completedLength = 400
+        active.audio = AudioFile(path: "/d/show.audio.ts", length: 0)
+        let running = StatusStruct.make(active, keys: ["files"])["files"]
+        #expect(running?[0]?["length"] == "1000" && running?[0]?["completedLength"] == "400")
+        #expect(running?[1]?["length"] == "0" && running?[1]?["completedLength"] == "0")
+        #expect(
+            StatusStruct.make(
+                DownloadStatus(
+                    gid: DownloadID(value: 2),
+                    status: .active,
+                    uris: [],
+                    options: [],
+                    directory: "/d"
+                )
+            )["files"]?[1] == nil
+        )
+    }
 }

@@ -81,11 +81,10 @@ struct Aria2CommandLineTests {
     func namesAreUnique() {
         let names = Aria2Option.commandLineNames
         #expect(Set(names).count == names.count, "\(names.filter { name in names.filter { $0 == name }.count > 1 })")
-        // Each command takes the download options, but the HLS ones (get's, until the daemon fetches playlists); the
-        // server's are the daemon's, the cookie files get's.
-        let getOnly = [Aria2Option.media, .mediaVideo, .mediaAudio, .mediaRecordTime].map(\.name)
+        // Each command takes the download options (the HLS ones too); the server's are the daemon's, the cookie
+        // files get's.
         for option in Aria2Option.all where option.scope == .download {
-            #expect(option.commands == (getOnly.contains(option.name) ? .get : .both), "\(option)")
+            #expect(option.commands == .both, "\(option)")
         }
         #expect(Aria2Option.rpcListenPort.commands == .daemon)
         #expect(Aria2Option.loadCookies.commands == .get)

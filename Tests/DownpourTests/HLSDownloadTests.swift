@@ -10,41 +10,8 @@ import _CryptoExtras
 /// ``HLSDownload`` against the test server: playlists made here, segments of known bytes, the output compared byte
 /// for byte, and the server's request log read for what was fetched and how often.
 @Suite struct HLSDownloadTests {
-    static let mpegURL = "application/vnd.apple.mpegurl"
-
-    /// `count` MPEG-TS packets: the sync byte, then bytes of `seed`.
-    static func transportStream(packets count: Int, seed: UInt64) -> [UInt8] {
-        let filler = makeTestContent(count: count * 187, seed: seed)
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(count * 188)
-        for packet in 0..<count {
-            bytes.append(0x47)
-            bytes.append(contentsOf: filler[(packet * 187)..<((packet + 1) * 187)])
-        }
-        return bytes
-    }
-
     static func encrypted(_ plain: [UInt8], key: [UInt8], iv: [UInt8]) throws -> [UInt8] {
         [UInt8](try AES._CBC.encrypt(plain, using: SymmetricKey(data: key), iv: AES._CBC.IV(ivBytes: iv)))
-    }
-
-    /// A media playlist of `segments` (their paths), each two seconds long, with `header` lines after the version.
-    static func mediaPlaylist(_ segments: [String], header: [String] = [], end: Bool = true) -> String {
-        var lines = ["#EXTM3U", "#EXT-X-VERSION:7", "#EXT-X-TARGETDURATION:2", "#EXT-X-MEDIA-SEQUENCE:0"] + header
-        for segment in segments { lines += ["#EXTINF:2.0,", segment] }
-        if end { lines.append("#EXT-X-ENDLIST") }
-        return lines.joined(separator: "\n") + "\n"
-    }
-
-    /// Serves `count` TS segments at `/PREFIX-N.ts` and a playlist of them at `/PREFIX.m3u8`; returns the segments.
-    static func serveSegments(_ server: RangeTestServer, prefix: String, count: Int, seed: UInt64 = 1) -> [[UInt8]] {
-        let segments = (0..<count).map { transportStream(packets: 40 + $0, seed: seed + UInt64($0)) }
-        for (index, bytes) in segments.enumerated() { server.serve("/\(prefix)-\(index).ts", .init(bytes)) }
-        server.serve(
-            "/\(prefix).m3u8",
-            .init(text: mediaPlaylist((0..<count).map { "\(prefix)-\($0).ts" }), contentType: mpegURL)
-        )
-        return segments
     }
 
     /// Reads the playlist at `path` as the engine does, then fetches its video into `directory`.
@@ -77,7 +44,7 @@ import _CryptoExtras
         try await RangeTestServer.withServer(content: []) { server in
             let directory = try ScratchDirectory()
             defer { directory.remove() }
-            let segments = Self.serveSegments(server, prefix: "clip", count: 12)
+            let segments = HLSTestStream.serveSegments(server, prefix: "clip", count: 12)
             let result = try await Self.fetchVideo(
                 server,
                 "/clip.m3u8",
@@ -101,7 +68,7 @@ import _CryptoExtras
         try await RangeTestServer.withServer(content: []) { server in
             let directory = try ScratchDirectory()
             defer { directory.remove() }
-            let text = Self.mediaPlaylist(["a.ts"])
+            let text = HLSTestStream.mediaPlaylist(["a.ts"])
             server.serve("/by-type", .init(text: text, contentType: "application/x-mpegURL; charset=utf-8"))
             server.serve("/by-path.m3u8", .init(text: text, contentType: "application/octet-stream"))
             server.serve("/by-body", .init(text: text, contentType: "text/plain"))
@@ -146,9 +113,9 @@ import _CryptoExtras
         try await RangeTestServer.withServer(content: []) { server in
             let directory = try ScratchDirectory()
             defer { directory.remove() }
-            let high = Self.serveSegments(server, prefix: "high", count: 3, seed: 10)
-            let low = Self.serveSegments(server, prefix: "low", count: 3, seed: 20)
-            let audio = Self.serveSegments(server, prefix: "audio", count: 3, seed: 30)
+            let high = HLSTestStream.serveSegments(server, prefix: "high", count: 3, seed: 10)
+            let low = HLSTestStream.serveSegments(server, prefix: "low", count: 3, seed: 20)
+            let audio = HLSTestStream.serveSegments(server, prefix: "audio", count: 3, seed: 30)
             let master = """
                 #EXTM3U
                 #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aac",NAME="English",LANGUAGE="en",DEFAULT=YES,URI="audio.m3u8"
@@ -158,7 +125,7 @@ import _CryptoExtras
                 high.m3u8
 
                 """
-            server.serve("/show.m3u8", .init(text: master, contentType: Self.mpegURL))
+            server.serve("/show.m3u8", .init(text: master, contentType: HLSTestStream.mpegURL))
             let best = try await Self.fetchVideo(server, "/show.m3u8", into: directory)
             #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: best.path))) == high.flatMap { $0 })
             let audioPath = try #require(best.audioPath)
@@ -189,8 +156,11 @@ import _CryptoExtras
             let fragments = (0..<4).map { makeTestContent(count: 30_000 + $0, seed: 50 + UInt64($0)) }
             server.serve("/v/init.mp4", .init(initSection))
             for (index, bytes) in fragments.enumerated() { server.serve("/v/f\(index).m4s", .init(bytes)) }
-            let playlist = Self.mediaPlaylist((0..<4).map { "f\($0).m4s" }, header: ["#EXT-X-MAP:URI=\"init.mp4\""])
-            server.serve("/v/movie.m3u8", .init(text: playlist, contentType: Self.mpegURL))
+            let playlist = HLSTestStream.mediaPlaylist(
+                (0..<4).map { "f\($0).m4s" },
+                header: ["#EXT-X-MAP:URI=\"init.mp4\""]
+            )
+            server.serve("/v/movie.m3u8", .init(text: playlist, contentType: HLSTestStream.mpegURL))
             let result = try await Self.fetchVideo(server, "/v/movie.m3u8", into: directory)
             #expect(result.path == directory.file("movie.mp4"))
             #expect(
@@ -216,11 +186,11 @@ import _CryptoExtras
                 server.serve("/e/f\(index).m4s", .init(try Self.encrypted(bytes, key: key, iv: iv)))
             }
             let keyLine = "#EXT-X-KEY:METHOD=AES-128,URI=\"key.bin\",IV=0x" + String(repeating: "2a", count: 16)
-            let playlist = Self.mediaPlaylist(
+            let playlist = HLSTestStream.mediaPlaylist(
                 (0..<3).map { "f\($0).m4s" },
                 header: [keyLine, "#EXT-X-MAP:URI=\"init.mp4\""]
             )
-            server.serve("/e/movie.m3u8", .init(text: playlist, contentType: Self.mpegURL))
+            server.serve("/e/movie.m3u8", .init(text: playlist, contentType: HLSTestStream.mpegURL))
             let result = try await Self.fetchVideo(server, "/e/movie.m3u8", into: directory)
             #expect(
                 try [UInt8](Data(contentsOf: URL(fileURLWithPath: result.path)))
@@ -230,7 +200,7 @@ import _CryptoExtras
 
             // Without an IV, an encrypted section cannot be decrypted (RFC 8216, 4.3.2.5): refused, naming why.
             let noIV = playlist.replacingOccurrences(of: ",IV=0x" + String(repeating: "2a", count: 16), with: "")
-            server.serve("/e/no-iv.m3u8", .init(text: noIV, contentType: Self.mpegURL))
+            server.serve("/e/no-iv.m3u8", .init(text: noIV, contentType: HLSTestStream.mpegURL))
             let error = await #expect(throws: DownloadError.self) {
                 try await Self.fetchVideo(server, "/e/no-iv.m3u8", into: directory)
             }
@@ -247,7 +217,7 @@ import _CryptoExtras
             let explicitIV: [UInt8] = Array(0x30..<0x40)
             server.serve("/k/key.bin", .init(key))
             for (name, iv) in [("explicit", explicitIV as [UInt8]?), ("sequence", nil)] {
-                let plain = (0..<4).map { Self.transportStream(packets: 30 + $0, seed: 70 + UInt64($0)) }
+                let plain = (0..<4).map { HLSTestStream.transportStream(packets: 30 + $0, seed: 70 + UInt64($0)) }
                 for (index, bytes) in plain.enumerated() {
                     let ivBytes =
                         iv
@@ -258,9 +228,9 @@ import _CryptoExtras
                 let keyLine =
                     "#EXT-X-KEY:METHOD=AES-128,URI=\"key.bin\""
                     + (iv.map { ",IV=0x" + $0.map { String(format: "%02x", $0) }.joined() } ?? "")
-                let text = Self.mediaPlaylist((0..<4).map { "\(name)-\($0).ts" }, header: [keyLine])
+                let text = HLSTestStream.mediaPlaylist((0..<4).map { "\(name)-\($0).ts" }, header: [keyLine])
                     .replacingOccurrences(of: "#EXT-X-MEDIA-SEQUENCE:0", with: "#EXT-X-MEDIA-SEQUENCE:100")
-                server.serve("/k/\(name).m3u8", .init(text: text, contentType: Self.mpegURL))
+                server.serve("/k/\(name).m3u8", .init(text: text, contentType: HLSTestStream.mpegURL))
                 let result = try await Self.fetchVideo(server, "/k/\(name).m3u8", into: directory)
                 #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: result.path))) == plain.flatMap { $0 })
             }
@@ -279,11 +249,11 @@ import _CryptoExtras
             // Packets of zeros after the sync byte, so that a wrong key's padding check alone may not catch it.
             let plain: [UInt8] = (0..<32).flatMap { _ in [0x47] + [UInt8](repeating: 0, count: 187) }
             server.serve("/w-0.ts", .init(try Self.encrypted(plain, key: key, iv: [UInt8](repeating: 0, count: 16))))
-            let text = Self.mediaPlaylist(
+            let text = HLSTestStream.mediaPlaylist(
                 ["w-0.ts"],
                 header: ["#EXT-X-KEY:METHOD=AES-128,URI=\"key.bin\",IV=0x" + String(repeating: "0", count: 32)]
             )
-            server.serve("/w.m3u8", .init(text: text, contentType: Self.mpegURL))
+            server.serve("/w.m3u8", .init(text: text, contentType: HLSTestStream.mpegURL))
             let error = await #expect(throws: DownloadError.self) {
                 try await Self.fetchVideo(server, "/w.m3u8", into: directory)
             }
@@ -312,22 +282,22 @@ import _CryptoExtras
                 server.serve("/a/s\(index).aac", .init(try Self.encrypted(bytes, key: key, iv: iv)))
             }
             let ivText = ",IV=0x" + String(repeating: "07", count: 16)
-            let audioList = Self.mediaPlaylist(
+            let audioList = HLSTestStream.mediaPlaylist(
                 (0..<3).map { "s\($0).aac" },
                 header: ["#EXT-X-KEY:METHOD=AES-128,URI=\"key.bin\"" + ivText]
             )
-            server.serve("/a/audio.m3u8", .init(text: audioList, contentType: Self.mpegURL))
+            server.serve("/a/audio.m3u8", .init(text: audioList, contentType: HLSTestStream.mpegURL))
             let sound = try await Self.fetchVideo(server, "/a/audio.m3u8", into: directory)
             #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: sound.path))) == audio.flatMap { $0 })
 
             // 2.5 chunks of MPEG-TS: decrypted chunk by chunk, each chunk's IV the last block of the one before.
-            let long = Self.transportStream(packets: (HLSDownload.chunkSize * 5 / 2) / 188, seed: 9)
+            let long = HLSTestStream.transportStream(packets: (HLSDownload.chunkSize * 5 / 2) / 188, seed: 9)
             server.serve("/a/long.ts", .init(try Self.encrypted(long, key: key, iv: iv)))
-            let longList = Self.mediaPlaylist(
+            let longList = HLSTestStream.mediaPlaylist(
                 ["long.ts"],
                 header: ["#EXT-X-KEY:METHOD=AES-128,URI=\"key.bin\"" + ivText]
             )
-            server.serve("/a/long.m3u8", .init(text: longList, contentType: Self.mpegURL))
+            server.serve("/a/long.m3u8", .init(text: longList, contentType: HLSTestStream.mpegURL))
             let video = try await Self.fetchVideo(server, "/a/long.m3u8", into: directory)
             #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: video.path))) == long)
         }
@@ -342,17 +312,17 @@ import _CryptoExtras
                 let key = Array(makeTestContent(count: 16, seed: 4))
                 let iv = [UInt8](repeating: 1, count: 16)
                 other.serve("/key.bin", .init(key))
-                let segments = (0..<2).map { Self.transportStream(packets: 20, seed: 40 + UInt64($0)) }
+                let segments = (0..<2).map { HLSTestStream.transportStream(packets: 20, seed: 40 + UInt64($0)) }
                 home.serve("/s0.ts", .init(try Self.encrypted(segments[0], key: key, iv: iv)))
                 other.serve("/s1.ts", .init(try Self.encrypted(segments[1], key: key, iv: iv)))
-                let list = Self.mediaPlaylist(
+                let list = HLSTestStream.mediaPlaylist(
                     ["s0.ts", other.url("/s1.ts")],
                     header: [
                         "#EXT-X-KEY:METHOD=AES-128,URI=\"\(other.url("/key.bin"))\",IV=0x"
                             + String(repeating: "01", count: 16)
                     ]
                 )
-                home.serve("/show.m3u8", .init(text: list, contentType: Self.mpegURL))
+                home.serve("/show.m3u8", .init(text: list, contentType: HLSTestStream.mpegURL))
                 let result = try await Self.fetchVideo(home, "/show.m3u8", into: directory) { configuration in
                     configuration.credentials = Credentials(user: "alice", password: "secret")
                     configuration.headers = [
@@ -372,7 +342,10 @@ import _CryptoExtras
                 #expect(segment.header("Cookie") == "session=1")
 
                 // A playlist redirected to the other host: its segments there get no credentials either.
-                other.serve("/moved.m3u8", .init(text: Self.mediaPlaylist(["s1.ts"]), contentType: Self.mpegURL))
+                other.serve(
+                    "/moved.m3u8",
+                    .init(text: HLSTestStream.mediaPlaylist(["s1.ts"]), contentType: HLSTestStream.mpegURL)
+                )
                 let before = other.statistics().requests.count
                 let target = other.url("/moved.m3u8").addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
                 let moved = try await Self.fetchVideo(home, "/redirect-to?url=\(target)", into: directory) {
@@ -397,7 +370,7 @@ import _CryptoExtras
         try await RangeTestServer.withServer(content: []) { server in
             let directory = try ScratchDirectory()
             defer { directory.remove() }
-            _ = Self.serveSegments(server, prefix: "index", count: 2)
+            _ = HLSTestStream.serveSegments(server, prefix: "index", count: 2)
             // Another run holds the output's .part file.
             let holder = try AssembledFile(locking: directory.file("index.ts.part"))
             defer { holder.close() }
@@ -431,13 +404,13 @@ import _CryptoExtras
                 #EXT-X-ENDLIST
 
                 """
-            server.serve("/r/ranged.m3u8", .init(text: ranged, contentType: Self.mpegURL))
+            server.serve("/r/ranged.m3u8", .init(text: ranged, contentType: HLSTestStream.mpegURL))
             let result = try await Self.fetchVideo(server, "/r/ranged.m3u8", into: directory)
             #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: result.path))) == whole)
             #expect(server.statistics().bodyBytesSent(for: "/r/all.mp4") == whole.count)
 
             let gap = ranged.replacingOccurrences(of: "40000@1000", with: "40000@2000")
-            server.serve("/r/gap.m3u8", .init(text: gap, contentType: Self.mpegURL))
+            server.serve("/r/gap.m3u8", .init(text: gap, contentType: HLSTestStream.mpegURL))
             let error = await #expect(throws: DownloadError.self) {
                 try await Self.fetchVideo(server, "/r/gap.m3u8", into: directory)
             }
@@ -451,14 +424,14 @@ import _CryptoExtras
         try await RangeTestServer.withServer(content: []) { server in
             let directory = try ScratchDirectory()
             defer { directory.remove() }
-            let segments = Self.serveSegments(server, prefix: "flaky", count: 4)
+            let segments = HLSTestStream.serveSegments(server, prefix: "flaky", count: 4)
             server.serve("/flaky-2.ts", .init(segments[2], failures: 2))
             let result = try await Self.fetchVideo(server, "/flaky.m3u8", into: directory)
             #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: result.path))) == segments.flatMap { $0 })
             #expect(Self.gets(server, "/flaky-2.ts") == 3)
 
-            let text = Self.mediaPlaylist(["flaky-0.ts", "flaky-1.ts", "status/404", "flaky-3.ts"])
-            server.serve("/missing.m3u8", .init(text: text, contentType: Self.mpegURL))
+            let text = HLSTestStream.mediaPlaylist(["flaky-0.ts", "flaky-1.ts", "status/404", "flaky-3.ts"])
+            server.serve("/missing.m3u8", .init(text: text, contentType: HLSTestStream.mpegURL))
             let error = await #expect(throws: DownloadError.self) {
                 try await Self.fetchVideo(server, "/missing.m3u8", into: directory)
             }
@@ -474,7 +447,7 @@ import _CryptoExtras
         try await RangeTestServer.withServer(content: []) { server in
             let directory = try ScratchDirectory()
             defer { directory.remove() }
-            let segments = Self.serveSegments(server, prefix: "part", count: 6)
+            let segments = HLSTestStream.serveSegments(server, prefix: "part", count: 6)
             server.serve("/part-4.ts", .init(segments[4], failures: 100))
             // One segment at a time: the four before the failing one are whole on disk when it fails.
             let oneByOne = HLSDownload.Options(concurrentSegments: 1)
@@ -504,11 +477,11 @@ import _CryptoExtras
                 }
             }
             #expect(FileManager.default.fileExists(atPath: directory.file("part.hls/video/segment-4")))
-            let other = Self.transportStream(packets: 10, seed: 444)
+            let other = HLSTestStream.transportStream(packets: 10, seed: 444)
             server.serve("/part-5.ts", .init(segments[5]))
             server.serve("/other.ts", .init(other))
-            let changed = Self.mediaPlaylist((0..<5).map { "part-\($0).ts" } + ["other.ts"])
-            server.serve("/part.m3u8", .init(text: changed, contentType: Self.mpegURL))
+            let changed = HLSTestStream.mediaPlaylist((0..<5).map { "part-\($0).ts" } + ["other.ts"])
+            server.serve("/part.m3u8", .init(text: changed, contentType: HLSTestStream.mpegURL))
             let second = (0..<5).map { Self.gets(server, "/part-\($0).ts") }
             let restarted = try await Self.fetchVideo(server, "/part.m3u8", into: directory)
             #expect(
@@ -524,18 +497,18 @@ import _CryptoExtras
         try await RangeTestServer.withServer(content: []) { server in
             let directory = try ScratchDirectory()
             defer { directory.remove() }
-            let segments = (0..<5).map { Self.transportStream(packets: 20 + $0, seed: 60 + UInt64($0)) }
+            let segments = (0..<5).map { HLSTestStream.transportStream(packets: 20 + $0, seed: 60 + UInt64($0)) }
             for (index, bytes) in segments.enumerated() { server.serve("/live-\(index).ts", .init(bytes)) }
             let names = (0..<5).map { "live-\($0).ts" }
             func playlist(_ count: Int, end: Bool) -> String {
-                Self.mediaPlaylist(Array(names.prefix(count)), end: end)
+                HLSTestStream.mediaPlaylist(Array(names.prefix(count)), end: end)
                     .replacingOccurrences(of: "#EXT-X-TARGETDURATION:2", with: "#EXT-X-TARGETDURATION:1")
             }
-            server.serve("/live.m3u8", .init(text: playlist(3, end: false), contentType: Self.mpegURL))
+            server.serve("/live.m3u8", .init(text: playlist(3, end: false), contentType: HLSTestStream.mpegURL))
             async let recording = Self.fetchVideo(server, "/live.m3u8", into: directory)
             // Once the first three are in, the stream grows by two and ends.
             try await waitUntil("the first three segments fetched") { Self.gets(server, "/live-2.ts") == 1 }
-            server.serve("/live.m3u8", .init(text: playlist(5, end: true), contentType: Self.mpegURL))
+            server.serve("/live.m3u8", .init(text: playlist(5, end: true), contentType: HLSTestStream.mpegURL))
             let result = try await recording
             #expect(result.segments == 5)
             #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: result.path))) == segments.flatMap { $0 })
@@ -549,10 +522,13 @@ import _CryptoExtras
         try await RangeTestServer.withServer(content: []) { server in
             let directory = try ScratchDirectory()
             defer { directory.remove() }
-            let segments = Self.serveSegments(server, prefix: "s", count: 2)
+            let segments = HLSTestStream.serveSegments(server, prefix: "s", count: 2)
             server.serve(
                 "/on-air.m3u8",
-                .init(text: Self.mediaPlaylist(["s-0.ts", "s-1.ts"], end: false), contentType: Self.mpegURL)
+                .init(
+                    text: HLSTestStream.mediaPlaylist(["s-0.ts", "s-1.ts"], end: false),
+                    contentType: HLSTestStream.mpegURL
+                )
             )
             // No time at all: the segments listed at the start, and no second look at the playlist.
             let result = try await Self.fetchVideo(
@@ -571,9 +547,9 @@ import _CryptoExtras
         try await RangeTestServer.withServer(content: []) { server in
             let directory = try ScratchDirectory()
             defer { directory.remove() }
-            _ = Self.serveSegments(server, prefix: "s", count: 2)
-            let sample = Self.mediaPlaylist(["s-0.ts"], header: ["#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"k\""])
-            server.serve("/sample.m3u8", .init(text: sample, contentType: Self.mpegURL))
+            _ = HLSTestStream.serveSegments(server, prefix: "s", count: 2)
+            let sample = HLSTestStream.mediaPlaylist(["s-0.ts"], header: ["#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"k\""])
+            server.serve("/sample.m3u8", .init(text: sample, contentType: HLSTestStream.mpegURL))
             let refused = await #expect(throws: DownloadError.self) {
                 try await Self.fetchVideo(server, "/sample.m3u8", into: directory)
             }

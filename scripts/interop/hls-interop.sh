@@ -3,7 +3,9 @@
 # AES-128, and a multivariant playlist of two variants with a separate audio rendition), served by a real nginx on
 # 127.0.0.1. `downpour get URL` must save each as one file that ffprobe reads whole and that is, byte for byte, the
 # segments in playlist order (decrypted by openssl for AES-128); --media=file must save the playlist itself; and a
-# download killed with -9 must go on without fetching again a segment it had whole.
+# download killed with -9 must go on without fetching again a segment it had whole. Through `downpour daemon`, driven
+# by aria2p (a real aria2 client), the multivariant playlist must be one download whose files[0] is the video and
+# files[1] the audio.
 #
 # Usage: scripts/interop/hls-interop.sh [BINARY]     (default: .build/release/downpour)
 #
@@ -21,10 +23,12 @@ done
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/downpour-hls-interop.XXXXXX")
 NGINX_PID=""
 GET_PID=""
+DAEMON_PID=""
 LOG="$WORK/case.log"
 cleanup() {
     local rc=$?
     [[ -z $GET_PID ]] || kill -9 "$GET_PID" 2>/dev/null || true
+    stop_pid "$DAEMON_PID" daemon
     stop_pid "$NGINX_PID" nginx
     rm -rf -- "$WORK"
     exit "$rc"
@@ -180,6 +184,62 @@ elif get "kill -9, then again" "$RESUME" -x 4 "$BASE/slow/ts.m3u8"; then
         fail "kill -9: whole segments were fetched again: ${twice[*]}"
     fi
     if [[ -e $RESUME/ts.hls ]]; then fail "kill -9: $RESUME/ts.hls was left behind"; fi
+fi
+
+# The daemon: aria2.addUri of the multivariant playlist is one download; tellStatus lists the video and the audio.
+DAEMON_OUT="$WORK/daemon-out"
+mkdir -p "$DAEMON_OUT" "$WORK/state"
+SECRET="hls-$RANDOM$RANDOM"
+"$BIN" daemon --rpc-listen-port 0 --rpc-secret "$SECRET" --state-dir "$WORK/state" -d "$DAEMON_OUT" \
+    >"$WORK/daemon.out" 2>"$WORK/daemon.err" </dev/null &
+DAEMON_PID=$!
+RPC_PORT=""
+for ((i = 0; i < 100; i++)); do
+    RPC_PORT=$(sed -n 's|.*http://127\.0\.0\.1:\([0-9]*\)/jsonrpc.*|\1|p' "$WORK/daemon.out" | head -n 1)
+    [[ -n $RPC_PORT ]] && break
+    kill -0 "$DAEMON_PID" 2>/dev/null || break
+    sleep 0.1
+done
+if [[ -z $RPC_PORT ]]; then
+    cp "$WORK/daemon.err" "$LOG"
+    fail "daemon: it did not say where it listens"
+elif ! python3 -c 'import aria2p' 2>/dev/null; then
+    fail "daemon: aria2p is not installed (pip install aria2p)"
+else
+    # One line: status, then each file as path|length|completedLength, then the error message.
+    timeout -k 5 "$CASE_TIMEOUT" python3 - "$RPC_PORT" "$SECRET" "$BASE/master/master.m3u8" >"$LOG" 2>&1 <<'PY' || true
+import sys, time
+import aria2p
+
+port, secret, url = sys.argv[1], sys.argv[2], sys.argv[3]
+api = aria2p.API(aria2p.Client(host="http://127.0.0.1", port=int(port), secret=secret))
+download = api.add_uris([url])
+deadline = time.monotonic() + 100
+while time.monotonic() < deadline:
+    download.update()
+    if download.status in ("complete", "error", "removed"):
+        break
+    time.sleep(0.1)
+files = " ".join(f"{f.path}|{f.length}|{f.completed_length}" for f in download.files)
+print(download.status, download.total_length, files, download.error_message or "")
+PY
+    read -r status total video audio _ <"$LOG" || true
+    if [[ $status != complete ]]; then
+        fail "daemon: the playlist's download ended $status"
+    else
+        check_file "daemon: files[0], the highest bandwidth" "${video%%|*}" "$WORK/high.expected"
+        expected_video="$DAEMON_OUT/master.ts|$(stat -c %s "$WORK/high.expected")"
+        expected_audio="$DAEMON_OUT/master.audio.ts|$(stat -c %s "$WORK/audio.expected")"
+        if [[ ${video%|*} == "$expected_video" && ${audio%|*} == "$expected_audio" ]] \
+            && cmp -s "$DAEMON_OUT/master.audio.ts" "$WORK/audio.expected" \
+            && [[ $total -eq $(($(stat -c %s "$WORK/high.expected") + $(stat -c %s "$WORK/audio.expected"))) ]]; then
+            pass "daemon: one download, files[0] the video and files[1] the audio, $total bytes in all"
+        else
+            fail "daemon: tellStatus says $total bytes, files $video $audio"
+        fi
+        leftovers=$(find "$DAEMON_OUT" -mindepth 1 ! -name master.ts ! -name master.audio.ts -printf '%f ' || true)
+        if [[ -z $leftovers ]]; then pass "daemon: nothing else left"; else fail "daemon: left behind: $leftovers"; fi
+    fi
 fi
 
 echo "hls-interop: $PASSED passed, $FAILED failed"

@@ -98,3 +98,16 @@ public struct Aria2DownloadSettings: Sendable, Hashable {
         return request
     }
 }
+
+extension Aria2DownloadSettings {
+    /// What to fetch of an HLS playlist: `media-video`, `media-audio`, `media-record-time`, and `-x` segments at
+    /// once.
+    public var playlistOptions: HLSDownload.Options {
+        HLSDownload.Options(
+            video: self.mediaVideo,
+            audio: self.mediaAudio,
+            concurrentSegments: max(1, self.configuration.connections),
+            recordTime: self.mediaRecordTime
+        )
+    }
+}

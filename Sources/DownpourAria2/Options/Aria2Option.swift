@@ -577,7 +577,6 @@ extension Aria2Option {
         .download,
         .choice(["auto", "hls", "file"]),
         isAria2s: false,
-        commands: .get,
         help: "A URL that is an HLS playlist (.m3u8): fetch its segments into one video file (auto, hls) or save the "
             + "playlist itself (file).",
         apply: { value, options in options.configuration.followsPlaylists = value != "file" },
@@ -589,7 +588,6 @@ extension Aria2Option {
         .text,
         valueName: "choice",
         isAria2s: false,
-        commands: .get,
         help: "With an HLS playlist of several variants, the one to fetch: best (the highest bandwidth), worst, a "
             + "height (720p), or the best up to a bandwidth (3000000, 3000k, 3M).",
         apply: { value, options throws(DownloadError) in
@@ -608,7 +606,6 @@ extension Aria2Option {
         .download,
         .choice(["best", "none"]),
         isAria2s: false,
-        commands: .get,
         help: "With an HLS variant whose audio is a rendition of its own: fetch it into a file beside the video "
             + "(best) or not (none).",
         apply: { value, options in options.mediaAudio = value != "none" },
@@ -619,9 +616,9 @@ extension Aria2Option {
         .download,
         .seconds(0...31_536_000),
         isAria2s: false,
-        commands: .get,
-        help: "With a live HLS playlist (no EXT-X-ENDLIST): record it for at most these seconds (0: until it ends or "
-            + "Ctrl-C); what was recorded is saved either way.",
+        help:
+            "With a live HLS playlist (no EXT-X-ENDLIST): record it for at most these seconds (0: until it ends, Ctrl-C "
+            + "or a pause); what was recorded is saved either way.",
         apply: { value, options in
             let duration = Aria2Option.duration(value)
             options.mediaRecordTime = duration > .zero ? duration : nil

@@ -25,10 +25,12 @@ extension DownloadManager {
             self.options = options
         }
 
-        /// A ``DownloadConfiguration`` with its defaults, but following Metalinks as aria2 does.
+        /// A ``DownloadConfiguration`` with its defaults, but following Metalinks as aria2 does, and HLS playlists
+        /// as `get` does (`media=auto`).
         public static var configuration: DownloadConfiguration {
             var configuration = DownloadConfiguration()
             configuration.followsMetalink = true
+            configuration.followsPlaylists = true
             return configuration
         }
     }

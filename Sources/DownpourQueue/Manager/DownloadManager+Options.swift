@@ -1,5 +1,6 @@
 import Downpour
 import DownpourAria2
+import DownpourHLS
 import Foundation
 
 /// The options: the defaults, the global options clients changed and a download's own, resolved through the table
@@ -11,9 +12,25 @@ extension DownloadManager {
     }
 
     /// The request for a download: the defaults, then the global options, then its own; the path its last run
-    /// resolved, if any, so that a new run continues the same `.part`.
+    /// resolved, if any, so that a new run continues the same `.part` (or, for an HLS playlist, the same segments).
     func makeRequest(for download: QueuedDownload) throws(QueueError) -> DownloadRequest {
+        try self.makeRun(for: download).request
+    }
+
+    /// ``makeRequest(for:)``, and what to fetch should the URL answer with an HLS playlist.
+    func makeRun(
+        for download: QueuedDownload
+    ) throws(QueueError) -> (
+        request: DownloadRequest, playlist: HLSDownload.Options
+    ) {
         let options = try self.resolver.requestOptions(download.entry.options)
+        return (try self.makeRequest(for: download, options: options), options.playlistOptions)
+    }
+
+    private func makeRequest(
+        for download: QueuedDownload,
+        options: Aria2DownloadSettings
+    ) throws(QueueError) -> DownloadRequest {
         do {
             // Every URI of the entry: the first is the request's URL, the others its mirrors.
             var request = try options.request(uris: download.entry.uris)

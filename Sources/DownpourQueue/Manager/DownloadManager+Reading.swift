@@ -1,5 +1,6 @@
 import Downpour
 import DownpourAria2
+import DownpourHLS
 
 extension DownloadManager {
     /// The manager's state at one moment, read the way aria2 shows it (``QueueReader``). Made for one read and
@@ -38,7 +39,7 @@ extension DownloadManager {
 
         func globalStat() -> GlobalStat {
             let speed = self.queue.active.reduce(Int64(0)) { total, gid in
-                total + Int64(self.runs[gid]?.download.progress.bytesPerSecond ?? 0)
+                total + (self.runs[gid]?.bytesPerSecond ?? 0)
             }
             return GlobalStat(
                 downloadSpeed: speed,
@@ -100,7 +101,18 @@ extension DownloadManager {
                 following: download.entry.following
             )
             // Before its probe is done a run knows nothing yet: what was recorded stands until then.
-            if state == .active, let run = self.runs[gid], run.download.state != .queued, run.download.state != .probing
+            if state == .active, let run = self.runs[gid], let segments = run.playlist.snapshot() {
+                // An HLS playlist's segments: the length is estimated from those in, and sharpened as they come.
+                let progress = segments.progress
+                status.path = progress.path
+                status.audio = progress.audioPath.map { AudioFile(path: $0, length: 0) }
+                status.totalLength = progress.estimatedLength ?? 0
+                status.completedLength = progress.bytes
+                status.downloadSpeed = segments.bytesPerSecond
+                status.connections = segments.connections
+                status.completedRanges = progress.bytes > 0 ? [0..<progress.bytes] : []
+            } else if state == .active, let run = self.runs[gid], run.download.state != .queued,
+                run.download.state != .probing
             {
                 let progress = run.download.progress
                 status.totalLength = progress.totalBytes ?? download.totalLength
@@ -127,7 +139,8 @@ extension DownloadManager {
                 errorCode: result.errorCode,
                 errorMessage: result.errorMessage,
                 following: result.entry.following,
-                followedBy: result.entry.followedBy
+                followedBy: result.entry.followedBy,
+                audio: result.audio
             )
         }
     }

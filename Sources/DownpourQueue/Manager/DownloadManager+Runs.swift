@@ -1,5 +1,7 @@
 import Downpour
 import DownpourAria2
+import DownpourHLS
+import Foundation
 import Logging
 
 /// The supervision of runs: each active download runs as a ``Download`` in a task of its own, kept in the
@@ -21,9 +23,10 @@ extension DownloadManager {
 
     private func startRun(_ gid: DownloadID) {
         guard let queued = self.ledger.queue.downloads[gid] else { return }
-        let request: DownloadRequest
+        var request: DownloadRequest
+        let playlistOptions: HLSDownload.Options
         do {
-            request = try self.makeRequest(for: queued)
+            (request, playlistOptions) = try self.makeRun(for: queued)
         } catch {
             // The options were good when set; a global default changed since. It cannot run as it is.
             self.logger.info("Download cannot start", metadata: ["gid": "\(gid)", "error": "\(error.message)"])
@@ -37,12 +40,22 @@ extension DownloadManager {
         logger[metadataKey: "gid"] = "\(gid)"
         var willFinish: (@Sendable () async -> Void)?
         if let runFinishing = self.runFinishing { willFinish = { await runFinishing(gid) } }
-        let download =
-            if let permit = self.writePermit?(gid) {
-                self.downloader.download(request, id: gid, logger: logger, writePermit: permit)
-            } else {
-                self.downloader.download(request, id: gid, logger: logger, willFinish: willFinish)
-            }
+        let download: Download
+        if let permit = self.writePermit?(gid) {
+            // A fleet's node fetches a playlist's segments under no lease of its own: it saves the playlist.
+            request.configuration.followsPlaylists = false
+            download = self.downloader.download(request, id: gid, logger: logger, writePermit: permit)
+        } else {
+            download = self.downloader.download(request, id: gid, logger: logger, willFinish: willFinish)
+        }
+        let playlist = PlaylistStage(concurrentSegments: playlistOptions.concurrentSegments)
+        let segments = PlaylistRun(
+            stage: playlist,
+            request: request,
+            options: playlistOptions,
+            downloader: self.downloader,
+            logger: logger
+        )
         let task = Task {
             // A run stopped for a pause or a restart must let go of the file before the next one takes it.
             await previous?.value
@@ -51,9 +64,12 @@ extension DownloadManager {
                 self.forgetRun(gid, token: token)
                 return
             }
-            await Self.execute(download, token: token, manager: self)
+            await Self.execute(download, segments, token: token, manager: self)
         }
-        self.supervisor.started(gid, RunSupervisor.Run(download: download, task: task, token: token))
+        self.supervisor.started(
+            gid,
+            RunSupervisor.Run(download: download, playlist: playlist, task: task, token: token)
+        )
         logger.info("Download started", metadata: ["url": "\(request.url)"])
     }
 
@@ -63,15 +79,20 @@ extension DownloadManager {
         guard let run = self.supervisor[gid] else { return }
         switch reason {
         case .remove:
-            run.download.cancel(keepingPartialFile: false)
+            _ = run.stop(keepingPartialFile: false)
         case .pause, .shutdown, .restart:
-            run.download.cancel(keepingPartialFile: true)
+            _ = run.stop(keepingPartialFile: true)
             run.task.cancel()
         }
         self.logger.info("Download stopping", metadata: ["gid": "\(gid)", "reason": "\(reason)"])
     }
 
-    private nonisolated static func execute(_ download: Download, token: Int, manager: DownloadManager) async {
+    private nonisolated static func execute(
+        _ download: Download,
+        _ segments: PlaylistRun,
+        token: Int,
+        manager: DownloadManager
+    ) async {
         let events = download.events
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
@@ -81,9 +102,15 @@ extension DownloadManager {
                     }
                 }
             }
-            let outcome: Result<DownloadResult, DownloadError>
+            let outcome: Result<PlaylistRun.Outcome, DownloadError>
             do throws(DownloadError) {
-                outcome = .success(try await download.run())
+                let result = try await download.run()
+                outcome = .success(
+                    try await segments.run(after: result) { progress in
+                        // Where the video goes, once: tellStatus and a run started again use that name.
+                        Task { await manager.runNamed(download.id, token: token, progress: progress) }
+                    }
+                )
             } catch {
                 outcome = .failure(error)
             }
@@ -108,7 +135,7 @@ extension DownloadManager {
             var finishing: RunSupervisor.Run?
             for id in ids() {
                 guard let run = self.supervisor[id], !run.stopRequested else { continue }
-                guard run.download.cancel(keepingPartialFile: true) else {
+                guard run.stop(keepingPartialFile: true) else {
                     finishing = run
                     break
                 }
@@ -164,7 +191,21 @@ extension DownloadManager {
         self.scheduleRecord()
     }
 
-    private func runEnded(_ gid: DownloadID, token: Int, outcome: Result<DownloadResult, DownloadError>) async {
+    /// A run fetching an HLS playlist's segments named its video: the queue records that path, as
+    /// ``runStarted(_:token:start:)`` records a file's. A run started again asks for that name, and finds the segments.
+    private func runNamed(_ gid: DownloadID, token: Int, progress: HLSDownload.Progress) async {
+        await self.gate.enter()
+        defer { self.gate.leave() }
+        guard self.supervisor.isCurrent(gid, token: token), self.ledger.queue.downloads[gid] != nil else { return }
+        self.logger.info(
+            "Download is an HLS playlist: fetching its segments",
+            metadata: ["gid": "\(gid)", "path": "\(progress.path)", "live": "\(progress.isLive)"]
+        )
+        self.ledger.queue.record(gid, path: progress.path, totalLength: 0, completedLength: 0)
+        self.scheduleRecord()
+    }
+
+    private func runEnded(_ gid: DownloadID, token: Int, outcome: Result<PlaylistRun.Outcome, DownloadError>) async {
         await self.selfMadeTransaction { () async -> Void in
             guard let run = self.supervisor.ended(gid, token: token) else { return }
             let actions: [QueueAction]
@@ -177,17 +218,13 @@ extension DownloadManager {
                 } else {
                     actions = self.ledger.queue.finish(
                         gid,
-                        outcome: .complete(path: result.path, length: result.length)
+                        outcome: .complete(path: result.path, length: result.length, audio: result.audio)
                     )
                     self.logger.info("Download complete", metadata: ["gid": "\(gid)", "path": "\(result.path)"])
                 }
             case .failure(let error):
-                let progress = run.download.progress
-                self.ledger.queue.record(
-                    gid,
-                    totalLength: progress.totalBytes,
-                    completedLength: progress.completedBytes
-                )
+                let lengths = run.lengths
+                self.ledger.queue.record(gid, totalLength: lengths.total, completedLength: lengths.completed)
                 if error.code == .superseded {
                     // Its download is another writer's now: the owner drops it (``orphans()``).
                     self.supervisor.supersede(gid)
@@ -245,8 +282,8 @@ extension DownloadManager {
     /// Records the bytes an active download has on disk, before a change stops it.
     func noteProgress(of gid: DownloadID, in queue: inout DownloadQueue) {
         guard let run = self.supervisor[gid] else { return }
-        let progress = run.download.progress
-        queue.record(gid, totalLength: progress.totalBytes, completedLength: progress.completedBytes)
+        let lengths = run.lengths
+        queue.record(gid, totalLength: lengths.total, completedLength: lengths.completed)
     }
 
     /// Removes the `.part` file and the journal of a download removed while waiting or paused (aria2 leaves them;
@@ -258,6 +295,10 @@ extension DownloadManager {
         let remove: @Sendable () async -> Void = {
             for file in await PartialFiles.remove(forDestination: path) {
                 logger.debug("Partial file removed", metadata: ["gid": "\(gid)", "path": "\(file)"])
+            }
+            // An HLS video's segments, waiting beside it.
+            if ["ts", "mp4"].contains(URL(fileURLWithPath: path).pathExtension.lowercased()) {
+                await HLSDownload.removeLeftovers(path: path, audioPath: nil)
             }
         }
         if let previous = self.supervisor[gid]?.task {

@@ -1,4 +1,5 @@
 import Downpour
+import DownpourHLS
 
 /// The runs of a queue's active downloads: which ``Download`` runs each, in which task, under which token, whether it
 /// was asked to stop, and which downloads lost their run to another writer. The manager's one home for runs, a value
@@ -11,10 +12,41 @@ import Downpour
 struct RunSupervisor: Sendable {
     struct Run: Sendable {
         var download: Download
+        /// The segments, when ``download`` turned out to be an HLS playlist.
+        var playlist: PlaylistStage
         var task: Task<Void, Never>
         var token: Int
         /// Asked to stop (a pause, a removal, a restart, the shutdown): its end is not the download's end.
         var stopRequested = false
+
+        /// The bytes it has on disk, of how many (`nil` while unknown): its segments' once it fetches an HLS
+        /// playlist's, else its download's.
+        var lengths: (total: Int64?, completed: Int64) {
+            if let segments = self.playlist.snapshot() {
+                return (segments.progress.estimatedLength, segments.progress.bytes)
+            }
+            let progress = self.download.progress
+            return (progress.totalBytes, progress.completedBytes)
+        }
+
+        var bytesPerSecond: Int64 {
+            self.playlist.snapshot()?.bytesPerSecond ?? Int64(self.download.progress.bytesPerSecond)
+        }
+
+        /// Asks the run to stop, keeping what is on disk or not; `false` when it is past its point of no return (it
+        /// completes: its file is being finished, or a live recording ends with what it recorded).
+        func stop(keepingPartialFile: Bool) -> Bool {
+            switch self.playlist.stop(keepingSegments: keepingPartialFile) {
+            case .download:
+                return self.download.cancel(keepingPartialFile: keepingPartialFile)
+            case .stopped:
+                self.task.cancel()
+                return true
+            case .finishing(let recordingEnds):
+                if recordingEnds { self.task.cancel() }
+                return false
+            }
+        }
     }
 
     /// The run of each download that has one.

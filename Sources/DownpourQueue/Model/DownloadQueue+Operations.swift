@@ -161,7 +161,7 @@ extension DownloadQueue {
         let event: QueueEvent
         let result: StoppedResult
         switch outcome {
-        case .complete(let path, let length):
+        case .complete(let path, let length, let audio):
             download.path = path
             event = .completed(gid)
             result = StoppedResult(
@@ -169,7 +169,8 @@ extension DownloadQueue {
                 errorCode: Aria2ErrorCode.finished.rawValue,
                 path: path,
                 totalLength: length,
-                completedLength: length
+                completedLength: length,
+                audio: audio
             )
         case .failed(let code, let message):
             event = .failed(gid)

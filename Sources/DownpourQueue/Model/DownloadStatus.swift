@@ -49,6 +49,9 @@ public struct DownloadStatus: Sendable, Hashable {
     public var followedBy: [DownloadID]
     /// In a fleet, the node that runs this download (active ones only); `nil` outside a fleet.
     public var node: String?
+    /// The second file of an HLS video whose audio is a rendition of its own (its length 0 until it is written; the
+    /// lengths above count both files).
+    public var audio: AudioFile?
 
     public init(
         gid: DownloadID,
@@ -67,7 +70,8 @@ public struct DownloadStatus: Sendable, Hashable {
         errorMessage: String? = nil,
         following: DownloadID? = nil,
         followedBy: [DownloadID] = [],
-        node: String? = nil
+        node: String? = nil,
+        audio: AudioFile? = nil
     ) {
         self.gid = gid
         self.status = status
@@ -86,6 +90,7 @@ public struct DownloadStatus: Sendable, Hashable {
         self.following = following
         self.followedBy = followedBy
         self.node = node
+        self.audio = audio
     }
 }
 

@@ -9,8 +9,11 @@ public struct StoppedResult: Sendable, Hashable {
     public var errorMessage: String
     /// The file's path, when it was known.
     public var path: String?
+    /// Every file's bytes: the video's and, for an HLS video with a separate audio rendition, the audio's.
     public var totalLength: Int64
     public var completedLength: Int64
+    /// The audio of an HLS video that had a rendition of its own, when complete.
+    public var audio: AudioFile?
 
     public init(
         entry: QueueEntry,
@@ -18,7 +21,8 @@ public struct StoppedResult: Sendable, Hashable {
         errorMessage: String = "",
         path: String? = nil,
         totalLength: Int64 = 0,
-        completedLength: Int64 = 0
+        completedLength: Int64 = 0,
+        audio: AudioFile? = nil
     ) {
         self.entry = entry
         self.errorCode = errorCode
@@ -26,6 +30,7 @@ public struct StoppedResult: Sendable, Hashable {
         self.path = path
         self.totalLength = totalLength
         self.completedLength = completedLength
+        self.audio = audio
     }
 
     public var gid: DownloadID { self.entry.gid }

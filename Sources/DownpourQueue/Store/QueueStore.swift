@@ -202,6 +202,15 @@ public final class QueueStore: Sendable {
                     """
             )
         }
+        migrator.registerMigration("v5-hls-audio") { db in
+            // The audio of an HLS video with a rendition of its own: its path (NULL without one) and length.
+            try db.execute(
+                sql: """
+                    ALTER TABLE result ADD COLUMN audioPath TEXT;
+                    ALTER TABLE result ADD COLUMN audioLength INTEGER NOT NULL DEFAULT 0;
+                    """
+            )
+        }
         return migrator
     }
 
@@ -249,7 +258,8 @@ public final class QueueStore: Sendable {
                         errorMessage: row["errorMessage"],
                         path: row["path"],
                         totalLength: row["totalLength"],
-                        completedLength: row["completedLength"]
+                        completedLength: row["completedLength"],
+                        audio: (row["audioPath"] as String?).map { AudioFile(path: $0, length: row["audioLength"]) }
                     )
                 }
                 let options = try Row.fetchAll(db, sql: "SELECT name, value FROM queueOption ORDER BY position").map {
@@ -308,19 +318,7 @@ public final class QueueStore: Sendable {
                 }
                 let storedSet = Set(stored)
                 for result in queue.stopped where !storedSet.contains(result.gid.description) {
-                    try db.execute(
-                        sql: """
-                            INSERT INTO result (gid, uris, options, status, errorCode, errorMessage, path, totalLength,
-                                completedLength, following, followedBy)
-                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                            """,
-                        arguments: [
-                            result.gid.description, Self.encode(result.entry.uris),
-                            Self.encode(result.entry.options), result.status.rawValue, result.errorCode,
-                            result.errorMessage, result.path, result.totalLength, result.completedLength,
-                            result.entry.following?.description, Self.encodeFollowedBy(result.entry),
-                        ]
-                    )
+                    try Self.insert(result, in: db)
                 }
                 try db.execute(
                     sql: "UPDATE counter SET value = ? WHERE name = 'stoppedTotal'",
@@ -450,17 +448,7 @@ public final class QueueStore: Sendable {
             try db.cachedStatement(sql: "DELETE FROM entry WHERE gid = ?").execute(arguments: [gid.description])
         case .appendResult(let result):
             try db.cachedStatement(sql: "DELETE FROM result WHERE gid = ?").execute(arguments: [result.gid.description])
-            try db.cachedStatement(
-                sql: """
-                    INSERT INTO result (gid, uris, options, status, errorCode, errorMessage, path, totalLength,
-                        completedLength, following, followedBy)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """
-            ).execute(arguments: [
-                result.gid.description, Self.encode(result.entry.uris), Self.encode(result.entry.options),
-                result.status.rawValue, result.errorCode, result.errorMessage, result.path, result.totalLength,
-                result.completedLength, result.entry.following?.description, Self.encodeFollowedBy(result.entry),
-            ])
+            try Self.insert(result, in: db)
         case .deleteResult(let gid):
             try db.cachedStatement(sql: "DELETE FROM result WHERE gid = ?").execute(arguments: [gid.description])
         case .deleteAllResults:
@@ -479,6 +467,22 @@ public final class QueueStore: Sendable {
                 arguments: [position, option.name, option.value]
             )
         }
+    }
+
+    /// Adds `result` to the `result` table.
+    private static func insert(_ result: StoppedResult, in db: Database) throws {
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO result (gid, uris, options, status, errorCode, errorMessage, path, totalLength,
+                    completedLength, following, followedBy, audioPath, audioLength)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """
+        ).execute(arguments: [
+            result.gid.description, Self.encode(result.entry.uris), Self.encode(result.entry.options),
+            result.status.rawValue, result.errorCode, result.errorMessage, result.path, result.totalLength,
+            result.completedLength, result.entry.following?.description, Self.encodeFollowedBy(result.entry),
+            result.audio?.path, result.audio?.length ?? 0,
+        ])
     }
 
     /// `followedBy` as stored: `NULL` when empty, else a JSON array of GIDs.

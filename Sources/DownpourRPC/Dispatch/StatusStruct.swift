@@ -93,17 +93,29 @@ enum StatusStruct {
         totalLength <= 0 ? 0 : (totalLength - 1) / Self.pieceLength + 1
     }
 
-    /// `files`: the one file of a download.
+    /// `files`: the one file of a download; for an HLS video with a separate audio rendition, the video and then
+    /// the audio, whose length is the video's part of the whole.
     static func files(_ status: DownloadStatus) -> JSONValue {
-        let file: JSONValue = [
+        let audio = status.audio
+        let audioLength = audio?.length ?? 0
+        let video: JSONValue = [
             "index": "1",
             "path": .string(status.path ?? ""),
-            "length": Self.number(status.totalLength),
-            "completedLength": Self.number(status.completedLength),
+            "length": Self.number(status.totalLength - audioLength),
+            "completedLength": Self.number(max(0, status.completedLength - audioLength)),
             "selected": "true",
             "uris": .array(Self.uris(status)),
         ]
-        return [file]
+        guard let audio else { return [video] }
+        let second: JSONValue = [
+            "index": "2",
+            "path": .string(audio.path),
+            "length": Self.number(audio.length),
+            "completedLength": Self.number(status.status == .complete ? audio.length : 0),
+            "selected": "true",
+            "uris": [],
+        ]
+        return [video, second]
     }
 
     /// The URIs with aria2's status: an active download uses all of them (they are mirrors of one file, and its

@@ -1,0 +1,157 @@
+import Downpour
+import DownpourTestSupport
+import Foundation
+import Testing
+
+@testable import DownpourQueue
+
+/// An HLS playlist added to the queue by its URL: one download whose file is the video (and, with a separate audio
+/// rendition, a second file), against ``RangeTestServer``. The tests wait for events and read the server's log.
+@Suite("DownloadManager: HLS playlists", .timeLimit(.minutes(5)))
+struct DownloadManagerPlaylistTests {
+    /// The daemon's own defaults for following documents (``DownloadManager/Defaults/configuration``), over the
+    /// manager tests' timings.
+    static var configuration: DownloadConfiguration {
+        var configuration = managerTestConfiguration()
+        configuration.followsMetalink = DownloadManager.Defaults.configuration.followsMetalink
+        configuration.followsPlaylists = DownloadManager.Defaults.configuration.followsPlaylists
+        return configuration
+    }
+
+    static func gets(_ server: RangeTestServer, _ path: String) -> Int {
+        server.statistics().requests.filter { $0.method == "GET" && $0.uri == path }.count
+    }
+
+    static func bytes(at path: String) throws -> [UInt8] {
+        [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+    }
+
+    @Test("a multivariant playlist is one download: the best variant's video and its audio, files[0] and files[1]")
+    func videoAndAudio() async throws {
+        try await withManager(content: [], configuration: Self.configuration) { fixture in
+            let (manager, server, log, directory) = (fixture.manager, fixture.server, fixture.events, fixture.directory)
+            let low = HLSTestStream.serveSegments(server, prefix: "low", count: 3, seed: 10)
+            let high = HLSTestStream.serveSegments(server, prefix: "high", count: 4, seed: 20)
+            let audio = HLSTestStream.serveSegments(server, prefix: "aud", count: 4, packets: 10, seed: 30)
+            let master = """
+                #EXTM3U
+                #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="en",DEFAULT=YES,URI="aud.m3u8"
+                #EXT-X-STREAM-INF:BANDWIDTH=800000,RESOLUTION=640x360,AUDIO="a"
+                low.m3u8
+                #EXT-X-STREAM-INF:BANDWIDTH=2400000,RESOLUTION=1280x720,AUDIO="a"
+                high.m3u8
+
+                """
+            server.serve("/show.m3u8", .init(text: master, contentType: HLSTestStream.mpegURL))
+
+            let gid = try await manager.add(uris: [server.url("/show.m3u8")], options: [], position: nil)
+            try await log.wait(for: .completed(gid))
+
+            let video = high.flatMap { $0 }
+            let sound = audio.flatMap { $0 }
+            #expect(try Self.bytes(at: directory.file("show.ts")) == video)
+            #expect(try Self.bytes(at: directory.file("show.audio.ts")) == sound)
+            #expect(directory.contents() == ["show.audio.ts", "show.ts"])
+            let status = try await manager.status(of: gid.description)
+            #expect(status.status == .complete && status.errorCode == 0)
+            #expect(status.path == directory.file("show.ts"))
+            #expect(status.audio == AudioFile(path: directory.file("show.audio.ts"), length: Int64(sound.count)))
+            #expect(status.totalLength == Int64(video.count + sound.count))
+            #expect(status.completedLength == status.totalLength)
+            // Each segment once; the other variant not at all.
+            for index in 0..<4 {
+                #expect(Self.gets(server, "/high-\(index).ts") == 1)
+                #expect(Self.gets(server, "/aud-\(index).ts") == 1)
+            }
+            #expect((0..<low.count).allSatisfy { Self.gets(server, "/low-\($0).ts") == 0 })
+            #expect(log.count(of: .started(gid)) == 1)
+        }
+    }
+
+    @Test("media=file saves the playlist itself, as a file")
+    func savedAsFile() async throws {
+        try await withManager(content: [], configuration: Self.configuration) { fixture in
+            let (manager, server, log, directory) = (fixture.manager, fixture.server, fixture.events, fixture.directory)
+            HLSTestStream.serveSegments(server, prefix: "v", count: 2)
+            let gid = try await manager.add(
+                uris: [server.url("/v.m3u8")],
+                options: [QueueOption(name: "media", value: "file")],
+                position: nil
+            )
+            try await log.wait(for: .completed(gid))
+            #expect(directory.contents() == ["v.m3u8"])
+            #expect(Self.gets(server, "/v-0.ts") == 0)
+            #expect(try await manager.status(of: gid.description).audio == nil)
+        }
+    }
+
+    @Test("pause while the segments come, unpause: the segments on disk are not fetched again, the video is whole")
+    func pauseThenUnpause() async throws {
+        try await withManager(content: [], configuration: Self.configuration) { fixture in
+            let (manager, server, log, directory) = (fixture.manager, fixture.server, fixture.events, fixture.directory)
+            let segments = HLSTestStream.serveSegments(server, prefix: "p", count: 6, packets: 60)
+            let playlist = HLSTestStream.mediaPlaylist((0..<6).map { "p-\($0).ts" })
+            // The playlist and three whole segments go out, then nothing more until released.
+            let firstThree = segments[0..<3].reduce(0) { $0 + $1.count }
+            server.holdBodies(afterSending: playlist.utf8.count + firstThree + 100)
+            // One segment at a time: the three are whole on disk when the bodies stop.
+            let gid = try await manager.add(
+                uris: [server.url("/p.m3u8")],
+                options: [QueueOption(name: "split", value: "1")],
+                position: nil
+            )
+            try await waitUntil("three segments on disk") {
+                try await manager.status(of: gid.description).completedLength >= Int64(firstThree)
+            }
+            let running = try await manager.status(of: gid.description)
+            #expect(running.path == directory.file("p.ts"))
+            #expect(running.status == .active)
+            #expect(try await manager.pause(gid.description, force: false) == gid)
+            try await log.wait(for: .paused(gid))
+            // The run ends: the segment in flight is cancelled (the server's keep-alive connections may stay).
+            try await waitUntil("the run ended") { await manager.supervisor[gid] == nil }
+            let paused = try await manager.status(of: gid.description)
+            #expect(paused.status == .paused)
+            #expect(paused.path == directory.file("p.ts"))
+            #expect(paused.completedLength >= Int64(firstThree))
+            #expect(!directory.contents().contains("p.ts"))
+            #expect(FileManager.default.fileExists(atPath: directory.file("p.hls/video/segment-2")))
+
+            server.releaseBodies()
+            #expect(try await manager.unpause(gid.description) == gid)
+            try await log.wait(for: .completed(gid))
+            #expect(try Self.bytes(at: directory.file("p.ts")) == segments.flatMap { $0 })
+            #expect(directory.contents() == ["p.ts"])
+            // The three whole ones once; the one cut by the pause twice at most; the rest once.
+            #expect((0..<3).map { Self.gets(server, "/p-\($0).ts") } == [1, 1, 1])
+            #expect(Self.gets(server, "/p-3.ts") <= 2)
+            #expect((4..<6).map { Self.gets(server, "/p-\($0).ts") } == [1, 1])
+            #expect(Self.gets(server, "/p.m3u8") == 2)
+            let done = try await manager.status(of: gid.description)
+            #expect(done.status == .complete && done.path == directory.file("p.ts") && done.audio == nil)
+        }
+    }
+
+    @Test("remove while the segments come: a removed result, and nothing of it left on disk")
+    func removeActive() async throws {
+        try await withManager(content: [], configuration: Self.configuration) { fixture in
+            let (manager, server, log, directory) = (fixture.manager, fixture.server, fixture.events, fixture.directory)
+            let segments = HLSTestStream.serveSegments(server, prefix: "r", count: 5, packets: 60)
+            let playlist = HLSTestStream.mediaPlaylist((0..<5).map { "r-\($0).ts" })
+            server.holdBodies(afterSending: playlist.utf8.count + segments[0].count + segments[1].count + 100)
+            let gid = try await manager.add(
+                uris: [server.url("/r.m3u8")],
+                options: [QueueOption(name: "split", value: "1")],
+                position: nil
+            )
+            try await waitUntil("a segment on disk") {
+                FileManager.default.fileExists(atPath: directory.file("r.hls/video/segment-1"))
+            }
+            #expect(try await manager.remove(gid.description, force: false) == gid)
+            try await log.wait(for: .stopped(gid))
+            #expect(try await manager.status(of: gid.description).status == .removed)
+            try await waitUntil("nothing left: \(directory.contents())") { directory.contents().isEmpty }
+            server.releaseBodies()
+        }
+    }
+}
