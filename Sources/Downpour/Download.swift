@@ -86,7 +86,8 @@ public final class Download: Sendable, Identifiable {
         downloader: Downloader,
         logger: Logger,
         willFinish: (@Sendable () async -> Void)? = nil,
-        writePermit: (@Sendable () async -> Bool)? = nil
+        writePermit: (@Sendable () async -> Bool)? = nil,
+        limiter: BandwidthLimiter? = nil
     ) {
         self.request = request
         self.willFinish = willFinish
@@ -96,7 +97,7 @@ public final class Download: Sendable, Identifiable {
         var logger = logger
         logger[metadataKey: "download"] = "\(id)"
         self.logger = logger
-        self.limiter = BandwidthLimiter(rate: request.configuration.maximumRate)
+        self.limiter = limiter ?? BandwidthLimiter(rate: request.configuration.maximumRate)
         self.cookieStore = request.configuration.cookies.map(CookieStore.init)
     }
 

@@ -63,6 +63,26 @@ public struct HLSDownload: Sendable {
         /// The whole, estimated from the segments on disk (their mean length times the count); sharpened as they
         /// arrive. `nil` until one is in.
         public var estimatedLength: Int64?
+
+        public init(
+            path: String,
+            audioPath: String?,
+            isLive: Bool,
+            segmentsDone: Int,
+            segmentsTotal: Int,
+            bytes: Int64,
+            downloadedBytes: Int64,
+            estimatedLength: Int64?
+        ) {
+            self.path = path
+            self.audioPath = audioPath
+            self.isLive = isLive
+            self.segmentsDone = segmentsDone
+            self.segmentsTotal = segmentsTotal
+            self.bytes = bytes
+            self.downloadedBytes = downloadedBytes
+            self.estimatedLength = estimatedLength
+        }
     }
 
     /// What a finished run made.
@@ -84,6 +104,9 @@ public struct HLSDownload: Sendable {
     let downloader: Downloader
     let options: Options
     let logger: Logger
+    /// The request's rate limit (`--max-download-limit`), shared by every fetch of the run: the segments fetched at
+    /// once stay under it together.
+    let limiter: BandwidthLimiter
 
     /// - Parameters:
     ///   - document: the playlist the request answered with (``DownloadResult/playlist``).
@@ -96,20 +119,40 @@ public struct HLSDownload: Sendable {
         options: Options = Options(),
         logger: Logger = Logger(label: "downpour.hls", factory: { _ in SwiftLogNoOpLogHandler() })
     ) {
+        self.init(
+            document,
+            request: request,
+            downloader: downloader,
+            options: options,
+            logger: logger,
+            limiter: BandwidthLimiter(rate: request.configuration.maximumRate)
+        )
+    }
+
+    /// With the rate limit `limiter`, which its owner may change while it runs (a daemon's `max-download-limit`).
+    package init(
+        _ document: PlaylistDocument,
+        request: DownloadRequest,
+        downloader: Downloader,
+        options: Options,
+        logger: Logger,
+        limiter: BandwidthLimiter
+    ) {
         self.document = document
         self.request = request
         self.downloader = downloader
         self.options = options
         self.logger = logger
+        self.limiter = limiter
     }
 
     /// Fetches the segments and writes the output.
     ///
     /// - Parameters:
     ///   - progress: called once the outputs' names are known, then as segments arrive.
-    ///   - finishing: called once every segment is on disk, before the outputs are written (from there on, the run
-    ///     ends with its outputs named even when cancelled); `false` stops it as cancelled instead, every segment kept.
-    ///     A live recording does not ask: what it recorded is saved whatever stopped it.
+    ///   - finishing: called once every segment is on disk (a live recording: once it stopped), before the outputs
+    ///     are written (from there on, the run ends with its outputs named even when cancelled); `false` stops it as
+    ///     cancelled instead, every segment kept.
     /// - Throws: ``DownloadError``: the playlist's own errors (not a playlist, live, encrypted with what Downpour
     ///   cannot decrypt, no variant), a segment's error naming it, ``DownloadError/Code/outputExists`` when the
     ///   output is there and ``DownloadConfiguration/overwrite`` is not set, a local I/O error.
@@ -117,7 +160,7 @@ public struct HLSDownload: Sendable {
         progress: @escaping @Sendable (Progress) -> Void = { _ in },
         finishing: @escaping @Sendable () -> Bool = { true }
     ) async throws(DownloadError) -> Result {
-        let names = try self.names()
+        let names = self.names()
         var media: HLSMediaPlaylist
         var mediaURL = self.document.url
         var audio: (playlist: HLSMediaPlaylist, url: URL)?
@@ -144,7 +187,9 @@ public struct HLSDownload: Sendable {
             }
         }
 
-        guard media.hasEnd else { return try await self.record(media, url: mediaURL, names: names, progress: progress) }
+        guard media.hasEnd else {
+            return try await self.record(media, url: mediaURL, names: names, progress: progress, finishing: finishing)
+        }
         let video = try HLSFetchPlan(media, url: mediaURL)
         let audioPlan = try audio.map { audio throws(DownloadError) in try HLSFetchPlan(audio.playlist, url: audio.url)
         }
@@ -175,10 +220,11 @@ public struct HLSDownload: Sendable {
                 isLive: false,
                 report: progress
             )
+            let work = Self.workDirectory(for: videoPath)
             let renditions =
-                [(video, names.work + "/video", videoFile)]
+                [(video, work + "/video", videoFile)]
                 + (audioPlan.flatMap { plan in
-                    audioFile.map { [(plan, names.work + "/audio", $0)] }
+                    audioFile.map { [(plan, work + "/audio", $0)] }
                 } ?? [])
             for (plan, work, _) in renditions {
                 try await self.prepareWork(work, fingerprint: plan.fingerprint)
@@ -189,6 +235,7 @@ public struct HLSDownload: Sendable {
             }
             // Past the point of no return: a cancel from here on does not stop the outputs being written.
             let replacing = self.request.configuration.overwrite
+            let mark = Self.finishMark(of: self.request)
             let (length, audioLength) = try await Self.uncancelled {
                 [audioFile] () async throws(DownloadError) -> (Int64, Int64) in
                 var length: Int64 = 0
@@ -199,10 +246,10 @@ public struct HLSDownload: Sendable {
                 }
                 // Both named only once both are whole.
                 try await AssembledFile.run { () throws(DownloadError) in
-                    try videoFile.commit(to: videoPath, replacing: replacing)
                     if let audioFile, let audioPath { try audioFile.commit(to: audioPath, replacing: replacing) }
+                    try videoFile.commit(to: videoPath, replacing: replacing, mark: mark)
                 }
-                await Self.removeWork(names.work)
+                await Self.removeWork(work)
                 return (length, audioLength)
             }
             let counts = tally.counts
@@ -230,17 +277,18 @@ public struct HLSDownload: Sendable {
         _ first: HLSMediaPlaylist,
         url: URL,
         names: Names,
-        progress: @escaping @Sendable (Progress) -> Void
+        progress: @escaping @Sendable (Progress) -> Void,
+        finishing: @escaping @Sendable () -> Bool
     ) async throws(DownloadError) -> Result {
         let path = names.output(fragmentedMP4: first.segments.contains { $0.map != nil })
         try await self.checkFree(path)
         let file = try await AssembledFile.run { () throws(DownloadError) in try AssembledFile(locking: path + ".part")
         }
-        let work = names.work + "/live"
+        let work = Self.workDirectory(for: path) + "/live"
         let tally = Tally(total: 0, path: path, audioPath: nil, isLive: true, report: progress)
         let deadline = self.options.recordTime.map { ContinuousClock.now + $0 }
         self.logger.info("Recording a live playlist", metadata: ["url": "\(url)"])
-        do {
+        do throws(DownloadError) {
             // A recording is never resumed: the stream went on meanwhile.
             try await self.prepareWork(work, fingerprint: "live \(UUID().uuidString)")
             var media = first
@@ -270,8 +318,11 @@ public struct HLSDownload: Sendable {
                     break
                 }
             }
-            // What is whole is saved, whatever stopped the recording: in a task of its own, so that the cancel that
-            // stopped it does not stop this.
+            // What is whole is saved, whatever stopped the recording (unless `finishing` says it was given up): in a
+            // task of its own, so that the cancel that stopped it does not stop this.
+            guard finishing() else {
+                throw DownloadError(code: .cancelled, message: "The recording was stopped; nothing was saved.")
+            }
             let (plan, segments) = try await Self.uncancelled { [recorded] () async throws(DownloadError) in
                 try await self.wholeSegments(of: recorded, url: url, work: work)
             }
@@ -279,9 +330,9 @@ public struct HLSDownload: Sendable {
             let length = try await Self.uncancelled { () async throws(DownloadError) -> Int64 in
                 let length = try await self.assemble(plan, work: work, into: file)
                 try await AssembledFile.run { () throws(DownloadError) in
-                    try file.commit(to: path, replacing: replacing)
+                    try file.commit(to: path, replacing: replacing, mark: Self.finishMark(of: self.request))
                 }
-                await Self.removeWork(names.work)
+                await Self.removeWork(Self.workDirectory(for: path))
                 return length
             }
             return Result(
@@ -339,26 +390,29 @@ public struct HLSDownload: Sendable {
 
     // MARK: - Names
 
-    /// Where the output goes, and the work directory beside it.
+    /// Where the outputs go: the segments wait in `OUTPUT.hls/` beside the video (``workDirectory(for:)``).
     struct Names: Sendable {
         /// The output's path without its extension (a directory destination), or the path itself (`-o`).
         var base: String
         var fixed: Bool
-        var work: String
 
-        /// The output at `path` (`-o`, or a queue's download run again under the name it had): the work directory is
-        /// named without its extension, as for the output the URL names, so both find the same segments.
+        /// The output at `path` (`-o`, or a queue's download run again under the name it had). A playlist's own name
+        /// (`.m3u8`, `.m3u`, which a queue records before it knows it is a playlist) names the video without that
+        /// extension, as a URL's does.
         init(fixed path: String) {
-            self.base = path
-            self.fixed = true
-            let work = (path as NSString).deletingPathExtension + ".hls"
-            self.work = work == path ? path + ".hls" : work
+            let ext = (path as NSString).pathExtension.lowercased()
+            if ext == "m3u8" || ext == "m3u" {
+                self.base = (path as NSString).deletingPathExtension
+                self.fixed = false
+            } else {
+                self.base = path
+                self.fixed = true
+            }
         }
 
-        init(base: String, fixed: Bool, work: String) {
+        init(base: String, fixed: Bool) {
             self.base = base
             self.fixed = fixed
-            self.work = work
         }
 
         func output(fragmentedMP4: Bool) -> String {
@@ -372,18 +426,50 @@ public struct HLSDownload: Sendable {
         }
     }
 
-    func names() throws(DownloadError) -> Names {
-        switch self.request.destination {
+    /// The mark the video takes when the request has a ``DownloadRequest/finishMark`` (a queue's download): its own,
+    /// so that the engine never takes a video for the playlist's file.
+    static func finishMark(of request: DownloadRequest) -> String? {
+        request.finishMark.map { $0 + " hls" }
+    }
+
+    /// The video a run of `request` (with a ``DownloadRequest/finishMark``, under a name: a queue's download run
+    /// again) wrote and named before it could be recorded: a kill came between the two. `nil` when there is none.
+    public static func finishedEarlier(_ request: DownloadRequest) async -> Result? {
+        guard let mark = Self.finishMark(of: request) else { return nil }
+        let names = Self.names(of: request)
+        let found = try? await AssembledFile.run { () -> (String, Int64)? in
+            for path in Set([false, true].map(names.output(fragmentedMP4:))).sorted() {
+                if let length = AssembledFile.committed(path, mark: mark) { return (path, length) }
+            }
+            return nil
+        }
+        guard let (path, length) = found ?? nil else { return nil }
+        return Result(path: path, length: length, audioPath: nil, segments: 0, downloadedBytes: 0)
+    }
+
+    /// The directory the segments of the video at `output` wait in: one per output, so two downloads of the same
+    /// stem (`a.ts`, `a.mp4`) never share segments.
+    static func workDirectory(for output: String) -> String {
+        output + ".hls"
+    }
+
+    func names() -> Names {
+        Self.names(of: self.request)
+    }
+
+    static func names(of request: DownloadRequest) -> Names {
+        switch request.destination {
         case .file(let path):
             return Names(fixed: path)
         case .named(let name, let directory):
             return Names(fixed: (directory.hasSuffix("/") ? directory : directory + "/") + name)
         case .directory(let directory):
-            var stem = self.request.url.lastPathComponent
-            if stem.lowercased().hasSuffix(".m3u8") { stem = String(stem.dropLast(5)) }
+            var stem = request.url.lastPathComponent
+            for ext in [".m3u8", ".m3u"] where stem.lowercased().hasSuffix(ext) {
+                stem = String(stem.dropLast(ext.count))
+            }
             let name = SafeFileName.sanitize(stem) ?? "video"
-            let base = (directory.hasSuffix("/") ? directory : directory + "/") + name
-            return Names(base: base, fixed: false, work: base + ".hls")
+            return Names(base: (directory.hasSuffix("/") ? directory : directory + "/") + name, fixed: false)
         }
     }
 
@@ -400,7 +486,7 @@ public struct HLSDownload: Sendable {
         configuration.followsPlaylists = true
         configuration.overwrite = false
         let request = try DownloadRequest(url: url, destination: .file(path), configuration: configuration)
-        let result = try await self.downloader.download(request, logger: self.logger).run()
+        let result = try await self.downloader.download(request, logger: self.logger, limiter: self.limiter).run()
         guard let document = result.playlist else {
             try? await AssembledFile.run { try? FileManager.default.removeItem(atPath: result.path) }
             throw DownloadError(
@@ -500,7 +586,7 @@ public struct HLSDownload: Sendable {
             destination: .file(work + "/" + fetch.name),
             configuration: configuration
         )
-        let result = try await self.downloader.download(request, logger: self.logger).run()
+        let result = try await self.downloader.download(request, logger: self.logger, limiter: self.limiter).run()
         return (result.length, result.downloadedBytes)
     }
 
@@ -524,24 +610,19 @@ public struct HLSDownload: Sendable {
 
     // MARK: - Disk
 
-    /// Removes the work directory once the output is named: the renditions' directories (Downpour's own), then the
-    /// directory itself when nothing else is in it. Even when cancelled.
     /// Removes what a stopped run left for the outputs at `path` and `audioPath` (``Progress/path``): their `.part`
-    /// files and the segments in the work directory beside them (only Downpour's own). For a download given up.
-    /// Without `audioPath`, the audio's `.part` is looked for under each name it could have.
+    /// files and the segments in the work directory beside the video (only Downpour's own). For a download given up.
     public static func removeLeftovers(path: String, audioPath: String?) async {
-        let names = Names(fixed: path)
-        let audio =
-            audioPath.map { [$0] }
-            ?? ["ts", "aac", "m4a"].map { (path as NSString).deletingPathExtension + ".audio." + $0 }
         try? await AssembledFile.runEvenIfCancelled {
-            for output in [path] + audio {
+            for output in [path] + (audioPath.map { [$0] } ?? []) {
                 try? FileManager.default.removeItem(atPath: output + ".part")
             }
         }
-        await Self.removeWork(names.work)
+        await Self.removeWork(Self.workDirectory(for: path))
     }
 
+    /// Removes the work directory once the output is named: the renditions' directories (Downpour's own), then the
+    /// directory itself when nothing else is in it. Even when cancelled.
     private static func removeWork(_ work: String) async {
         try? await AssembledFile.runEvenIfCancelled {
             let manager = FileManager.default

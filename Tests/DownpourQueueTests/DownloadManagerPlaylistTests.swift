@@ -1,6 +1,7 @@
 import Downpour
 import DownpourTestSupport
 import Foundation
+import Logging
 import Testing
 
 @testable import DownpourQueue
@@ -115,7 +116,7 @@ struct DownloadManagerPlaylistTests {
             #expect(paused.path == directory.file("p.ts"))
             #expect(paused.completedLength >= Int64(firstThree))
             #expect(!directory.contents().contains("p.ts"))
-            #expect(FileManager.default.fileExists(atPath: directory.file("p.hls/video/segment-2")))
+            #expect(FileManager.default.fileExists(atPath: directory.file("p.ts.hls/video/segment-2")))
 
             server.releaseBodies()
             #expect(try await manager.unpause(gid.description) == gid)
@@ -145,7 +146,7 @@ struct DownloadManagerPlaylistTests {
                 position: nil
             )
             try await waitUntil("a segment on disk") {
-                FileManager.default.fileExists(atPath: directory.file("r.hls/video/segment-1"))
+                FileManager.default.fileExists(atPath: directory.file("r.ts.hls/video/segment-1"))
             }
             #expect(try await manager.remove(gid.description, force: false) == gid)
             try await log.wait(for: .stopped(gid))
@@ -153,5 +154,65 @@ struct DownloadManagerPlaylistTests {
             try await waitUntil("nothing left: \(directory.contents())") { directory.contents().isEmpty }
             server.releaseBodies()
         }
+    }
+
+    @Test("killed between the video's rename and the stored completion: run again, the video is taken as it is")
+    func killedAfterTheVideoWasNamed() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let downloader = makeTestDownloader()
+        let (holding, holdingSignal) = AsyncStream<DownloadID>.makeStream()
+        let (release, releaseSignal) = AsyncStream<Void>.makeStream()
+        let defaults = DownloadManager.Defaults(directory: directory.path, configuration: Self.configuration)
+        try await RangeTestServer.withServer(content: []) { server in
+            let segments = HLSTestStream.serveSegments(server, prefix: "k", count: 3)
+            let first = DownloadManager(
+                downloader: downloader,
+                store: try QueueStore(directory: directory.stateDirectory),
+                defaults: defaults,
+                logger: Logger(label: "first", factory: { _ in SwiftLogNoOpLogHandler() }),
+                recordDelay: .milliseconds(100),
+                runEnding: { gid in
+                    holdingSignal.yield(gid)
+                    for await _ in release { break }
+                }
+            )
+            try await first.start()
+            let gid = try await first.add(uris: [server.url("/k.m3u8")], options: [], position: nil)
+            var holds = holding.makeAsyncIterator()
+            #expect(await holds.next() == gid)
+            #expect(try Self.bytes(at: directory.file("k.ts")) == segments.flatMap { $0 })
+            // What kill -9 leaves now: the store as it is on disk, which the next daemon finds.
+            let restarted = directory.file("restarted-state")
+            try FileManager.default.createDirectory(atPath: restarted, withIntermediateDirectories: true)
+            for name in try FileManager.default.contentsOfDirectory(atPath: directory.stateDirectory)
+            where name.hasPrefix("downpour.sqlite") && !name.hasSuffix("-shm") {
+                try FileManager.default.copyItem(
+                    atPath: directory.stateDirectory + "/" + name,
+                    toPath: restarted + "/" + name
+                )
+            }
+            let requestsBefore = server.statistics().requests.count
+            let second = DownloadManager(
+                downloader: downloader,
+                store: try QueueStore(directory: restarted),
+                defaults: defaults,
+                logger: Logger(label: "second", factory: { _ in SwiftLogNoOpLogHandler() })
+            )
+            let log = EventLog(second.events)
+            try await second.start()
+            try await log.wait(for: .completed(gid))
+            let status = try await second.status(of: gid.description)
+            #expect(status.status == .complete && status.path == directory.file("k.ts"), "\(status)")
+            #expect(status.totalLength == Int64(segments.flatMap { $0 }.count))
+            #expect(try Self.bytes(at: directory.file("k.ts")) == segments.flatMap { $0 })
+            // Nothing was asked for again, not even the playlist.
+            #expect(server.statistics().requests.count == requestsBefore)
+            #expect(!directory.contents().contains { $0.hasSuffix(".part") || $0.hasPrefix("k.1") })
+            await second.shutdown()
+            releaseSignal.finish()
+            await first.shutdown()
+        }
+        await downloader.shutdown()
     }
 }

@@ -18,7 +18,7 @@ struct RunSupervisorTests {
             gid,
             RunSupervisor.Run(
                 download: download,
-                playlist: PlaylistStage(concurrentSegments: 1),
+                playlist: PlaylistStage(concurrentSegments: 1, maximumRate: nil),
                 task: Task {},
                 token: token
             )

@@ -379,7 +379,7 @@ import _CryptoExtras
             }
             #expect(error?.code == .alreadyRunning)
             #expect(Self.gets(server, "/index-0.ts") == 0)
-            #expect(!FileManager.default.fileExists(atPath: directory.file("index.hls")))
+            #expect(!FileManager.default.fileExists(atPath: directory.file("index.ts.hls")))
         }
     }
 
@@ -442,6 +442,18 @@ import _CryptoExtras
         }
     }
 
+    @Test("the names: a playlist's own name gives the video's stem; each output has a work directory of its own")
+    func names() {
+        let recorded = HLSDownload.Names(fixed: "/d/show.m3u8")
+        #expect(recorded.output(fragmentedMP4: false) == "/d/show.ts")
+        #expect(HLSDownload.Names(fixed: "/d/show.ts").output(fragmentedMP4: true) == "/d/show.ts")
+        #expect(
+            HLSDownload.Names(fixed: "/d/clip").audioOutput(fragmentedMP4: true, url: URL(string: "http://a/x")!)
+                == "/d/clip.audio.m4a"
+        )
+        #expect(HLSDownload.workDirectory(for: "/d/a.ts") != HLSDownload.workDirectory(for: "/d/a.mp4"))
+    }
+
     @Test("a run started again fetches only the missing segments; a changed playlist starts over")
     func resume() async throws {
         try await RangeTestServer.withServer(content: []) { server in
@@ -457,7 +469,7 @@ import _CryptoExtras
                 }
             }
             #expect(!FileManager.default.fileExists(atPath: directory.file("part.ts")))
-            #expect(FileManager.default.fileExists(atPath: directory.file("part.hls/video/segment-0")))
+            #expect(FileManager.default.fileExists(atPath: directory.file("part.ts.hls/video/segment-0")))
 
             server.serve("/part-4.ts", .init(segments[4]))
             let before = (0..<6).map { Self.gets(server, "/part-\($0).ts") }
@@ -476,7 +488,7 @@ import _CryptoExtras
                     $0.retry.maximumTries = 1
                 }
             }
-            #expect(FileManager.default.fileExists(atPath: directory.file("part.hls/video/segment-4")))
+            #expect(FileManager.default.fileExists(atPath: directory.file("part.ts.hls/video/segment-4")))
             let other = HLSTestStream.transportStream(packets: 10, seed: 444)
             server.serve("/part-5.ts", .init(segments[5]))
             server.serve("/other.ts", .init(other))

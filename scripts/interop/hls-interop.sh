@@ -158,7 +158,7 @@ mkdir -p "$RESUME"
 GET_PID=$!
 whole=()
 for ((i = 0; i < 600; i++)); do
-    mapfile -t whole < <(find "$RESUME/ts.hls/video" -maxdepth 1 -name 'segment-*' ! -name '*.part*' \
+    mapfile -t whole < <(find "$RESUME/ts.ts.hls/video" -maxdepth 1 -name 'segment-*' ! -name '*.part*' \
         -printf '%f\n' 2>/dev/null)
     [[ ${#whole[@]} -lt 4 ]] || break
     kill -0 "$GET_PID" 2>/dev/null || break
@@ -183,7 +183,7 @@ elif get "kill -9, then again" "$RESUME" -x 4 "$BASE/slow/ts.m3u8"; then
     else
         fail "kill -9: whole segments were fetched again: ${twice[*]}"
     fi
-    if [[ -e $RESUME/ts.hls ]]; then fail "kill -9: $RESUME/ts.hls was left behind"; fi
+    if [[ -e $RESUME/ts.ts.hls ]]; then fail "kill -9: $RESUME/ts.ts.hls was left behind"; fi
 fi
 
 # The daemon: aria2.addUri of the multivariant playlist is one download; tellStatus lists the video and the audio.

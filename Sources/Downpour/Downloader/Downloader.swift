@@ -202,6 +202,12 @@ public final class Downloader: Sendable {
         Download(request, id: id, downloader: self, logger: logger ?? self.logger, willFinish: willFinish)
     }
 
+    /// ``download(_:id:logger:)``, paced by `limiter` together with the other downloads given it (the segments of
+    /// one HLS video share its rate limit), not by a limiter of its own.
+    package func download(_ request: DownloadRequest, logger: Logger?, limiter: BandwidthLimiter) -> Download {
+        Download(request, id: DownloadID(), downloader: self, logger: logger ?? self.logger, limiter: limiter)
+    }
+
     /// The transport for one download, starting it on the next loop in turn.
     func transport(for configuration: DownloadConfiguration, logger: Logger) throws(DownloadError) -> HTTPTransport {
         try self.clientPool.check(configuration)

@@ -2,7 +2,7 @@ import NIOConcurrencyHelpers
 
 /// A ``TokenBucket`` shared by the connections it paces, on a monotonic clock: each connection reports the bytes
 /// it read and waits the delay it gets back before reading more. Its rate can change at any time.
-final class BandwidthLimiter: Sendable {
+package final class BandwidthLimiter: Sendable {
     private let bucket: NIOLockedValueBox<TokenBucket>
     /// Seconds on a monotonic clock.
     private let clock: @Sendable () -> Double
@@ -10,7 +10,7 @@ final class BandwidthLimiter: Sendable {
     /// - Parameters:
     ///   - rate: bytes per second; `nil` for no limit.
     ///   - clock: seconds on a monotonic clock (tests give their own); by default the continuous clock's since now.
-    init(rate: Int64?, clock: (@Sendable () -> Double)? = nil) {
+    package init(rate: Int64?, clock: (@Sendable () -> Double)? = nil) {
         let start = ContinuousClock.now
         let clock = clock ?? { (ContinuousClock.now - start).inSeconds }
         self.clock = clock
@@ -21,11 +21,11 @@ final class BandwidthLimiter: Sendable {
         self.clock()
     }
 
-    var rate: Int64? {
+    package var rate: Int64? {
         self.bucket.withLockedValue { $0.rate }
     }
 
-    func setRate(_ rate: Int64?) {
+    package func setRate(_ rate: Int64?) {
         let now = self.now
         self.bucket.withLockedValue { $0.setRate(rate, now: now) }
     }

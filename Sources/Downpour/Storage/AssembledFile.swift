@@ -37,15 +37,24 @@ package final class AssembledFile: Sendable {
     package var count: Int64 { self.length.withLockedValue { $0 } }
 
     /// Syncs the file, gives it the name `path` and syncs the directory; then closes it. Without `replacing`, a file
-    /// at `path` stays as it is and the call fails.
+    /// at `path` stays as it is and the call fails. With `mark`, the file carries it (as a download's carries its
+    /// ``DownloadRequest/finishMark``): a run started again after a kill before its owner recorded the end knows it.
     ///
     /// - Throws: ``DownloadError/Code/outputExists`` when `path` exists and `replacing` is false; a local I/O error
     ///   when the file cannot be synced or renamed.
-    package func commit(to path: String, replacing: Bool) throws(DownloadError) {
+    package func commit(to path: String, replacing: Bool, mark: String? = nil) throws(DownloadError) {
+        if let mark { self.file.setFinishMark(mark) }
         try self.file.sync()
         try FileOperations.move(self.path, to: path, replacing: replacing)
         JournalStore.syncDirectory(of: path)
         self.file.close()
+    }
+
+    /// The length of the file at `path` when it was committed with `mark` (``commit(to:replacing:mark:)``) and no
+    /// `.part` of it is there; `nil` otherwise. Blocks.
+    package static func committed(_ path: String, mark: String) -> Int64? {
+        guard FinishMark.mark(of: path) == mark, !FileOperations.exists(path + ".part") else { return nil }
+        return FileOperations.sizeAndModificationTime(path)?.size
     }
 
     /// Closes the file (releasing its lock) and leaves it as it is. Later calls do nothing.

@@ -357,13 +357,13 @@ final class OutputFile: Sendable {
         #endif
     }
 
-    /// Forces written data to the storage device.
     /// Gives the file its ``FinishMark``; `false` when the file system takes none.
     @discardableResult
     func setFinishMark(_ mark: String) -> Bool {
         FinishMark.set(mark, descriptor: self.descriptor)
     }
 
+    /// Forces written data to the storage device.
     func sync() throws(DownloadError) {
         #if canImport(Darwin)
         let result = fsync(self.descriptor)

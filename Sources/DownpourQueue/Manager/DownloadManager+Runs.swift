@@ -1,7 +1,6 @@
 import Downpour
 import DownpourAria2
 import DownpourHLS
-import Foundation
 import Logging
 
 /// The supervision of runs: each active download runs as a ``Download`` in a task of its own, kept in the
@@ -48,7 +47,10 @@ extension DownloadManager {
         } else {
             download = self.downloader.download(request, id: gid, logger: logger, willFinish: willFinish)
         }
-        let playlist = PlaylistStage(concurrentSegments: playlistOptions.concurrentSegments)
+        let playlist = PlaylistStage(
+            concurrentSegments: playlistOptions.concurrentSegments,
+            maximumRate: request.configuration.maximumRate
+        )
         let segments = PlaylistRun(
             stage: playlist,
             request: request,
@@ -104,9 +106,8 @@ extension DownloadManager {
             }
             let outcome: Result<PlaylistRun.Outcome, DownloadError>
             do throws(DownloadError) {
-                let result = try await download.run()
                 outcome = .success(
-                    try await segments.run(after: result) { progress in
+                    try await segments.run(download) { progress in
                         // Where the video goes, once: tellStatus and a run started again use that name.
                         Task { await manager.runNamed(download.id, token: token, progress: progress) }
                     }
@@ -224,12 +225,17 @@ extension DownloadManager {
                 }
             case .failure(let error):
                 let lengths = run.lengths
-                self.ledger.queue.record(gid, totalLength: lengths.total, completedLength: lengths.completed)
+                self.ledger.queue.record(
+                    gid,
+                    path: run.playlist.snapshot()?.progress.path,
+                    totalLength: lengths.total,
+                    completedLength: lengths.completed
+                )
                 if error.code == .superseded {
                     // Its download is another writer's now: the owner drops it (``orphans()``).
                     self.supervisor.supersede(gid)
                     actions = []
-                } else if run.stopRequested {
+                } else if run.stopRequested || run.playlist.stopRequested {
                     actions = []
                 } else {
                     let code = Aria2ErrorCode(error)
@@ -283,7 +289,12 @@ extension DownloadManager {
     func noteProgress(of gid: DownloadID, in queue: inout DownloadQueue) {
         guard let run = self.supervisor[gid] else { return }
         let lengths = run.lengths
-        queue.record(gid, totalLength: lengths.total, completedLength: lengths.completed)
+        queue.record(
+            gid,
+            path: run.playlist.snapshot()?.progress.path,
+            totalLength: lengths.total,
+            completedLength: lengths.completed
+        )
     }
 
     /// Removes the `.part` file and the journal of a download removed while waiting or paused (aria2 leaves them;
@@ -296,10 +307,8 @@ extension DownloadManager {
             for file in await PartialFiles.remove(forDestination: path) {
                 logger.debug("Partial file removed", metadata: ["gid": "\(gid)", "path": "\(file)"])
             }
-            // An HLS video's segments, waiting beside it.
-            if ["ts", "mp4"].contains(URL(fileURLWithPath: path).pathExtension.lowercased()) {
-                await HLSDownload.removeLeftovers(path: path, audioPath: nil)
-            }
+            // An HLS video's segments, waiting beside it (`PATH.hls/`, only what Downpour fetched there).
+            await HLSDownload.removeLeftovers(path: path, audioPath: nil)
         }
         if let previous = self.supervisor[gid]?.task {
             Task {

@@ -487,6 +487,7 @@ public actor DownloadManager: DownloadQueueService {
                 let limit = Self.lastValue(.maxDownloadLimit, in: changes), let rate = ByteCount.parse(limit)
             {
                 run.download.setMaximumRate(rate == 0 ? nil : rate)
+                run.playlist.limiter.setRate(rate == 0 ? nil : rate)
             }
             self.perform(actions)
         }

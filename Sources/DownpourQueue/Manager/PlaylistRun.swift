@@ -22,26 +22,40 @@ struct PlaylistRun: Sendable {
     let downloader: Downloader
     let logger: Logger
 
-    /// `result`, or the video of the playlist it is. `named` hears the outputs' names once they are known.
+    /// Runs `download`, then, when it was an HLS playlist, fetches the video. `named` hears the outputs' names once
+    /// they are known. A video an earlier run wrote and named, killed before the queue recorded its end, is taken as
+    /// it is.
     func run(
-        after result: DownloadResult,
+        _ download: Download,
         named: @escaping @Sendable (HLSDownload.Progress) -> Void
     ) async throws(DownloadError) -> Outcome {
+        if self.request.configuration.followsPlaylists, let video = await HLSDownload.finishedEarlier(self.request) {
+            download.cancel(keepingPartialFile: true)
+            self.logger.notice(
+                "The HLS video is on disk already: an earlier run finished it",
+                metadata: ["path": "\(video.path)"]
+            )
+            return Outcome(path: video.path, length: video.length)
+        }
+        let result = try await download.run()
         guard let document = result.playlist else {
             return Outcome(path: result.path, length: result.length, metalink: result.metalink)
         }
-        self.stage.begin()
         let stage = self.stage
-        let download = HLSDownload(
+        guard stage.begin() else {
+            throw DownloadError(code: .cancelled, message: "The download was stopped before its segments.")
+        }
+        let segments = HLSDownload(
             document,
             request: self.request,
             downloader: self.downloader,
             options: self.options,
-            logger: self.logger
+            logger: self.logger,
+            limiter: stage.limiter
         )
         let unnamed = NIOLockedValueBox(true)
         do {
-            let video = try await download.run(
+            let video = try await segments.run(
                 progress: { progress in
                     stage.report(progress)
                     if unnamed.withLockedValue({ first in

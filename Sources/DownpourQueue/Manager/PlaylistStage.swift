@@ -38,6 +38,8 @@ final class PlaylistStage: Sendable {
 
     private struct State {
         var phase = Phase.download
+        /// A stop was asked for: a run that then ends without its outputs ended as asked, not in error.
+        var stopRequested = false
         var progress: HLSDownload.Progress?
         /// The bytes fetched in this run, when: the speed is the slope over the last ``window``.
         var samples: [(at: ContinuousClock.Instant, bytes: Int64)] = []
@@ -47,17 +49,34 @@ final class PlaylistStage: Sendable {
     private let state = NIOLockedValueBox(State())
     /// Segments fetched at once (``HLSDownload/Options/concurrentSegments``): the connections it shows.
     let concurrentSegments: Int
+    /// The download's rate limit, shared by the segments: `max-download-limit` changes it while they come.
+    let limiter: BandwidthLimiter
 
-    init(concurrentSegments: Int) {
+    init(concurrentSegments: Int, maximumRate: Int64?) {
         self.concurrentSegments = concurrentSegments
+        self.limiter = BandwidthLimiter(rate: maximumRate)
     }
 
     var phase: Phase { self.state.withLockedValue { $0.phase } }
 
-    /// The run handed over a playlist: from now on it fetches segments.
-    func begin() {
+    var stopRequested: Bool { self.state.withLockedValue { $0.stopRequested } }
+
+    /// The run handed over a playlist: from now on it fetches segments. `false` when it was asked to stop meanwhile
+    /// (``stopBeforeSegments(keepingSegments:)``): it stops instead.
+    func begin() -> Bool {
         self.state.withLockedValue { state in
-            if state.phase == .download { state.phase = .segments }
+            guard state.phase == .download else { return false }
+            state.phase = .segments
+            return true
+        }
+    }
+
+    /// A stop came while the run's ``Download`` was past its point of no return: should that download turn out to be
+    /// a playlist, its segments are not fetched (``begin()``).
+    func stopBeforeSegments(keepingSegments: Bool) {
+        self.state.withLockedValue { state in
+            state.stopRequested = true
+            if state.phase == .download { state.phase = .stopped(keepingSegments: keepingSegments) }
         }
     }
 
@@ -78,9 +97,13 @@ final class PlaylistStage: Sendable {
     /// with what was recorded saved.
     func stop(keepingSegments: Bool) -> StopAnswer {
         self.state.withLockedValue { state in
+            if state.phase != .download { state.stopRequested = true }
             switch state.phase {
             case .download:
                 return .download
+            case .stopped(let keeping):
+                state.phase = .stopped(keepingSegments: keeping && keepingSegments)
+                return .stopped
             case .segments where keepingSegments && state.progress?.isLive == true:
                 return .finishing(recordingEnds: true)
             case .segments:
@@ -88,9 +111,6 @@ final class PlaylistStage: Sendable {
                 return .stopped
             case .finishing:
                 return .finishing(recordingEnds: false)
-            case .stopped(let keeping):
-                state.phase = .stopped(keepingSegments: keeping && keepingSegments)
-                return .stopped
             }
         }
     }
@@ -109,7 +129,7 @@ final class PlaylistStage: Sendable {
         self.state.withLockedValue { state in
             guard let progress = state.progress else { return nil }
             var speed: Int64 = 0
-            if let first = state.samples.first, let last = state.samples.last {
+            if let first = state.samples.first, let last = state.samples.last, now - last.at <= Self.window {
                 let span = now - first.at
                 let seconds = Double(span.components.seconds) + Double(span.components.attoseconds) / 1e18
                 if seconds > 0 { speed = Int64(Double(last.bytes - first.bytes) / max(seconds, 1)) }

@@ -38,7 +38,10 @@ struct RunSupervisor: Sendable {
         func stop(keepingPartialFile: Bool) -> Bool {
             switch self.playlist.stop(keepingSegments: keepingPartialFile) {
             case .download:
-                return self.download.cancel(keepingPartialFile: keepingPartialFile)
+                if self.download.cancel(keepingPartialFile: keepingPartialFile) { return true }
+                // Its download is finishing: should it be a playlist, the segments are not fetched.
+                self.playlist.stopBeforeSegments(keepingSegments: keepingPartialFile)
+                return false
             case .stopped:
                 self.task.cancel()
                 return true
