@@ -38,12 +38,12 @@ struct GetCommand: AsyncParsableCommand {
             such a document too: it is read (at most 4 MiB), not saved, and its files are downloaded as with -M, \
             unless --follow-metalink=false; in a -i FILE its files join the batch (inside the entry's dir) unless \
             the entry says follow-metalink=false. \
-            A URL that answers with an HLS playlist (a path ending in .m3u8, Content-Type \
-            application/vnd.apple.mpegurl or application/x-mpegURL, or a body that starts with #EXTM3U) is fetched \
-            as one video: the variant --media-video names (the highest bandwidth by default), its segments -x at a \
+            A URL that answers with an HLS playlist (a body that starts with #EXTM3U and has an #EXT-X- tag) is \
+            fetched as one video: the variant --media-video names (the highest bandwidth by default), its segments -x at a \
             time, decrypted when the playlist uses AES-128, written in order to NAME.ts (or NAME.mp4 for fMP4) \
             through NAME.part; the segments wait in NAME.hls/ until then, so the same command run again fetches only \
-            the missing ones. A separate audio rendition goes to NAME.audio.EXT unless --media-audio=none; \
+            the missing ones. A separate audio rendition goes to NAME.audio.EXT unless --media-audio=none, subtitles to \
+            NAME.LANGUAGE.vtt with --media-subtitles=LANGS|all; \
             --media=file (or -o NAME.m3u8) saves the playlist itself. A live playlist (no #EXT-X-ENDLIST) is \
             recorded until it ends, Ctrl-C or --media-record-time seconds, and what is whole is saved. \
             The exit status is 0 only when every download succeeded; otherwise it is the status of the first \

@@ -119,6 +119,7 @@ final class ProgressRenderer: Sendable {
         var line = "Saved \(result.path) (\(ByteCount.format(result.length)), \(result.segments) segments) in "
         line += "\(Self.seconds(elapsed)) s, \(ByteCount.formatRate(speed))"
         if let audio = result.audioPath { line += "; its audio in \(audio)" }
+        if !result.subtitlesPaths.isEmpty { line += "; subtitles in " + result.subtitlesPaths.joined(separator: ", ") }
         self.printLine(line + ".")
     }
 

@@ -27,6 +27,8 @@ public struct HLSDownload: Sendable {
         public var video: HLSVideoChoice
         /// Fetch the audio rendition the variant names (`EXT-X-MEDIA TYPE=AUDIO`), when it is separate.
         public var audio: Bool
+        /// The subtitles renditions the variant names to fetch, each into a WebVTT file beside the video.
+        public var subtitles: HLSSubtitleChoice
         /// Segments fetched at once; each is one connection.
         public var concurrentSegments: Int
         /// A live playlist (no `EXT-X-ENDLIST`) is recorded until it ends, until the run is cancelled, or for this
@@ -36,11 +38,13 @@ public struct HLSDownload: Sendable {
         public init(
             video: HLSVideoChoice = .best,
             audio: Bool = true,
+            subtitles: HLSSubtitleChoice = .none,
             concurrentSegments: Int = 8,
             recordTime: Duration? = nil
         ) {
             self.video = video
             self.audio = audio
+            self.subtitles = subtitles
             self.concurrentSegments = concurrentSegments
             self.recordTime = recordTime
         }
@@ -94,6 +98,8 @@ public struct HLSDownload: Sendable {
         public var audioPath: String?
         /// The audio rendition's length; 0 without one.
         public var audioLength: Int64 = 0
+        /// The subtitles renditions ``Options/subtitles`` asked for, each one WebVTT file.
+        public var subtitlesPaths: [String] = []
         public var segments: Int
         /// Bytes fetched in this run (the rest were on disk).
         public var downloadedBytes: Int64
@@ -164,6 +170,7 @@ public struct HLSDownload: Sendable {
         var media: HLSMediaPlaylist
         var mediaURL = self.document.url
         var audio: (playlist: HLSMediaPlaylist, url: URL)?
+        var subtitles: [(playlist: HLSMediaPlaylist, url: URL, language: String?)] = []
         switch try Self.parse(self.document) {
         case .media(let playlist):
             media = playlist
@@ -185,50 +192,111 @@ public struct HLSDownload: Sendable {
             {
                 audio = try await self.mediaPlaylist(url, at: names.base + ".audio.m3u8")
             }
+            let chosen = variant.subtitlesGroup.map { master.subtitles(self.options.subtitles, group: $0) } ?? []
+            for (index, rendition) in chosen.enumerated() {
+                guard let url = rendition.url else { continue }
+                let (playlist, at) = try await self.mediaPlaylist(url, at: names.base + ".subtitles-\(index).m3u8")
+                subtitles.append((playlist, at, rendition.language))
+            }
         }
 
         guard media.hasEnd else {
             return try await self.record(media, url: mediaURL, names: names, progress: progress, finishing: finishing)
         }
-        let video = try HLSFetchPlan(media, url: mediaURL)
-        let audioPlan = try audio.map { audio throws(DownloadError) in try HLSFetchPlan(audio.playlist, url: audio.url)
+        var outputs = [try Output(.video, HLSFetchPlan(media, url: mediaURL), names: names, url: mediaURL)]
+        if let audio {
+            outputs.append(
+                try Output(.audio, HLSFetchPlan(audio.playlist, url: audio.url), names: names, url: audio.url)
+            )
         }
-        let videoPath = names.output(fragmentedMP4: video.isFragmentedMP4)
-        let audioPath = audio.flatMap { audio in
-            audioPlan.map { names.audioOutput(fragmentedMP4: $0.isFragmentedMP4, url: audio.url) }
+        for (index, subtitle) in subtitles.enumerated() {
+            let plan = try HLSFetchPlan(subtitle.playlist, url: subtitle.url)
+            guard !plan.pieces.contains(where: { $0.decryption != nil }) else {
+                throw DownloadError(
+                    code: .invalidRequest,
+                    message: "The subtitles at \(subtitle.url.absoluteString) are encrypted, and Downpour does not "
+                        + "decrypt subtitles; fetch the video without them (--media-subtitles=none)."
+                )
+            }
+            var output = Output(
+                .subtitles,
+                plan,
+                path: names.subtitlesOutput(language: subtitle.language, index: index)
+            )
+            if outputs.contains(where: { $0.path == output.path }) {
+                output.path = names.subtitlesOutput(
+                    language: "\(subtitle.language ?? "subtitles")-\(index + 1)",
+                    index: index
+                )
+            }
+            outputs.append(output)
         }
-        for path in [videoPath] + (audioPath.map { [$0] } ?? []) {
-            try await self.checkFree(path)
+        for output in outputs { try await self.checkFree(output.path) }
+        return try await self.fetch(outputs, progress: progress, finishing: finishing)
+    }
+
+    /// One file a run writes: the video, its audio rendition, or a subtitles rendition.
+    struct Output: Sendable {
+        enum Kind: Sendable { case video, audio, subtitles }
+        var kind: Kind
+        var plan: HLSFetchPlan
+        var path: String
+
+        init(_ kind: Kind, _ plan: HLSFetchPlan, path: String) {
+            self.kind = kind
+            self.plan = plan
+            self.path = path
         }
 
+        init(_ kind: Kind, _ plan: HLSFetchPlan, names: Names, url: URL) {
+            let path =
+                kind == .video
+                ? names.output(fragmentedMP4: plan.isFragmentedMP4)
+                : names.audioOutput(fragmentedMP4: plan.isFragmentedMP4, url: url)
+            self.init(kind, plan, path: path)
+        }
+    }
+
+    /// Fetches the segments of `outputs` (the video first) and writes each, all named together once all are whole.
+    private func fetch(
+        _ outputs: [Output],
+        progress: @escaping @Sendable (Progress) -> Void,
+        finishing: @escaping @Sendable () -> Bool
+    ) async throws(DownloadError) -> Result {
+        let videoPath = outputs[0].path
+        let audio = outputs.first { $0.kind == .audio }
         // The outputs' `.part` files stay locked from here to the end: a second run of the same name (another
         // playlist called index.m3u8, say) stops at once instead of mixing its segments with these.
-        let videoFile = try await AssembledFile.run { () throws(DownloadError) in
-            try AssembledFile(locking: videoPath + ".part")
-        }
-        var audioFile: AssembledFile?
+        var files: [AssembledFile] = []
         do throws(DownloadError) {
-            if let audioPath {
-                audioFile = try await AssembledFile.run { () throws(DownloadError) in
-                    try AssembledFile(locking: audioPath + ".part")
-                }
+            for output in outputs {
+                files.append(
+                    try await AssembledFile.run { () throws(DownloadError) in
+                        try AssembledFile(locking: output.path + ".part")
+                    }
+                )
             }
             let tally = Tally(
-                total: video.segmentCount + (audioPlan?.segmentCount ?? 0),
+                total: outputs.reduce(0) { $0 + $1.plan.segmentCount },
                 path: videoPath,
-                audioPath: audioPath,
+                audioPath: audio?.path,
                 isLive: false,
                 report: progress
             )
             let work = Self.workDirectory(for: videoPath)
-            let renditions =
-                [(video, work + "/video", videoFile)]
-                + (audioPlan.flatMap { plan in
-                    audioFile.map { [(plan, work + "/audio", $0)] }
-                } ?? [])
-            for (plan, work, _) in renditions {
-                try await self.prepareWork(work, fingerprint: plan.fingerprint)
-                try await self.fetchAll(plan, work: work, tally: tally)
+            var subtitlesCount = 0
+            let works = outputs.map { output -> String in
+                switch output.kind {
+                case .video: return work + "/video"
+                case .audio: return work + "/audio"
+                case .subtitles:
+                    subtitlesCount += 1
+                    return work + "/subtitles-\(subtitlesCount)"
+                }
+            }
+            for (output, rendition) in zip(outputs, works) {
+                try await self.prepareWork(rendition, fingerprint: output.plan.fingerprint)
+                try await self.fetchAll(output.plan, work: rendition, tally: tally)
             }
             guard !Task.isCancelled, finishing() else {
                 throw DownloadError(code: .cancelled, message: "The download was cancelled.")
@@ -236,34 +304,38 @@ public struct HLSDownload: Sendable {
             // Past the point of no return: a cancel from here on does not stop the outputs being written.
             let replacing = self.request.configuration.overwrite
             let mark = Self.finishMark(of: self.request)
-            let (length, audioLength) = try await Self.uncancelled {
-                [audioFile] () async throws(DownloadError) -> (Int64, Int64) in
-                var length: Int64 = 0
-                var audioLength: Int64 = 0
-                for (plan, work, file) in renditions {
-                    let written = try await self.assemble(plan, work: work, into: file)
-                    if file === videoFile { length = written } else { audioLength = written }
+            let lengths = try await Self.uncancelled { [files] () async throws(DownloadError) -> [Int64] in
+                var lengths: [Int64] = []
+                for (index, output) in outputs.enumerated() {
+                    lengths.append(
+                        output.kind == .subtitles
+                            ? try await self.assembleSubtitles(output.plan, work: works[index], into: files[index])
+                            : try await self.assemble(output.plan, work: works[index], into: files[index])
+                    )
                 }
-                // Both named only once both are whole.
+                // All named only once all are whole; the video last, with the mark of a finished run.
                 try await AssembledFile.run { () throws(DownloadError) in
-                    if let audioFile, let audioPath { try audioFile.commit(to: audioPath, replacing: replacing) }
-                    try videoFile.commit(to: videoPath, replacing: replacing, mark: mark)
+                    for index in outputs.indices.dropFirst() {
+                        try files[index].commit(to: outputs[index].path, replacing: replacing)
+                    }
+                    try files[0].commit(to: videoPath, replacing: replacing, mark: mark)
                 }
                 await Self.removeWork(work)
-                return (length, audioLength)
+                return lengths
             }
             let counts = tally.counts
+            let audioIndex = outputs.firstIndex { $0.kind == .audio }
             return Result(
                 path: videoPath,
-                length: length,
-                audioPath: audioPath,
-                audioLength: audioLength,
+                length: lengths[0],
+                audioPath: audio?.path,
+                audioLength: audioIndex.map { lengths[$0] } ?? 0,
+                subtitlesPaths: outputs.filter { $0.kind == .subtitles }.map(\.path),
                 segments: counts.total,
                 downloadedBytes: counts.fetched
             )
         } catch {
-            videoFile.close()
-            audioFile?.close()
+            for file in files { file.close() }
             throw error
         }
     }
@@ -419,10 +491,21 @@ public struct HLSDownload: Sendable {
             self.fixed ? self.base : self.base + (fragmentedMP4 ? ".mp4" : ".ts")
         }
 
+        /// The output without its extension: what the audio and the subtitles are named after.
+        var stem: String {
+            self.fixed ? (self.base as NSString).deletingPathExtension : self.base
+        }
+
         func audioOutput(fragmentedMP4: Bool, url: URL) -> String {
-            let stem = self.fixed ? (self.base as NSString).deletingPathExtension : self.base
             let ext = fragmentedMP4 ? "m4a" : (url.pathExtension.lowercased() == "aac" ? "aac" : "ts")
-            return stem + ".audio." + ext
+            return self.stem + ".audio." + ext
+        }
+
+        /// `STEM.LANGUAGE.vtt` (the language reduced to letters, digits and `-`), or `STEM.subtitles-N.vtt`.
+        func subtitlesOutput(language: String?, index: Int) -> String {
+            let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
+            let tag = String((language ?? "").filter(allowed.contains).prefix(40))
+            return self.stem + "." + (tag.isEmpty ? "subtitles-\(index + 1)" : tag) + ".vtt"
         }
     }
 
@@ -626,7 +709,7 @@ public struct HLSDownload: Sendable {
     private static func removeWork(_ work: String) async {
         try? await AssembledFile.runEvenIfCancelled {
             let manager = FileManager.default
-            for rendition in ["video", "audio", "live"] {
+            for rendition in (try? manager.contentsOfDirectory(atPath: work)) ?? [] {
                 let path = work + "/" + rendition
                 if manager.fileExists(atPath: path + "/playlist.fingerprint") { try? manager.removeItem(atPath: path) }
             }
@@ -708,6 +791,37 @@ public struct HLSDownload: Sendable {
                     )
                 }
             }
+            return file.count
+        }
+    }
+
+    /// Writes the WebVTT segments of `plan`, found in `work`, as one WebVTT file (``WebVTTMerger``); returns its
+    /// length. A subtitles segment is a few kilobytes: each is read whole.
+    private func assembleSubtitles(
+        _ plan: HLSFetchPlan,
+        work: String,
+        into file: AssembledFile
+    ) async throws(DownloadError) -> Int64 {
+        try await AssembledFile.run { () throws(DownloadError) -> Int64 in
+            var texts: [String] = []
+            for piece in plan.pieces {
+                let path = work + "/" + piece.name
+                guard var data = FileManager.default.contents(atPath: path) else {
+                    throw DownloadError(code: .localIO, message: "Cannot read '\(path)'.")
+                }
+                if let range = piece.range {
+                    guard range.upperBound <= Int64(data.count) else {
+                        throw DownloadError(
+                            code: .remoteMisbehaved,
+                            message: "The HLS \(piece.label) is shorter than its byte range."
+                        )
+                    }
+                    data = data.subdata(in: Int(range.lowerBound)..<Int(range.upperBound))
+                }
+                texts.append(String(decoding: data, as: UTF8.self))
+            }
+            try file.startOver()
+            try file.append(Array(WebVTTMerger.merge(texts).utf8))
             return file.count
         }
     }

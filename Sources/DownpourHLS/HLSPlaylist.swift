@@ -154,6 +154,63 @@ public enum HLSVideoChoice: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+/// Which subtitles renditions of a multivariant playlist to fetch beside the video (`--media-subtitles`).
+public enum HLSSubtitleChoice: Sendable, Hashable, CustomStringConvertible {
+    /// None (the default).
+    case none
+    /// Every subtitles rendition the variant names.
+    case all
+    /// Those in these languages (`en`, `pt-BR`), in this order; `en` takes `en-US` too.
+    case languages([String])
+
+    /// `none`, `all`, or language tags separated by commas (`en,de`); `nil` for anything else.
+    public init?(_ text: String) {
+        let value = text.trimmingCharacters(in: .whitespaces).lowercased()
+        switch value {
+        case "none": self = .none
+        case "all": self = .all
+        default:
+            let tags = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789-")
+            guard !tags.isEmpty, tags.allSatisfy({ !$0.isEmpty && $0.count <= 35 && $0.allSatisfy(allowed.contains) })
+            else { return nil }
+            self = .languages(tags)
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .none: "none"
+        case .all: "all"
+        case .languages(let tags): tags.joined(separator: ",")
+        }
+    }
+}
+
+extension HLSMultivariantPlaylist {
+    /// The subtitles renditions of `group` that `choice` asks for, with a URI of their own: all of them in playlist
+    /// order, or per language asked for, the first whose `LANGUAGE` is it or starts with it (`en` takes `en-US`).
+    public func subtitles(_ choice: HLSSubtitleChoice, group: String) -> [Rendition] {
+        let candidates = self.renditions.filter { $0.kind == .subtitles && $0.groupID == group && $0.url != nil }
+        switch choice {
+        case .none:
+            return []
+        case .all:
+            return candidates
+        case .languages(let tags):
+            var chosen: [Rendition] = []
+            for tag in tags {
+                let match = candidates.first { rendition in
+                    guard let language = rendition.language?.lowercased() else { return false }
+                    return language == tag || language.hasPrefix(tag + "-")
+                }
+                if let match, !chosen.contains(match) { chosen.append(match) }
+            }
+            return chosen
+        }
+    }
+}
+
 /// A media playlist: the segments of one rendition, in order.
 public struct HLSMediaPlaylist: Sendable, Hashable {
     /// How a segment is encrypted (`EXT-X-KEY`).

@@ -1,5 +1,6 @@
 import Downpour
 import DownpourAria2
+import DownpourHLS
 import Testing
 
 @Suite("aria2's options on a command line, read through the table")
@@ -75,6 +76,23 @@ struct Aria2CommandLineTests {
             error?.message.contains(message ?? "one of downpour get, not of downpour daemon") == true,
             "\(error?.message ?? "")"
         )
+    }
+
+    @Test("every HLS option is on both command lines, and in the settings it sets", arguments: [true, false])
+    func hlsOptions(daemon: Bool) throws {
+        let words = [
+            "--media=hls", "--media-video=720p", "--media-audio=none", "--media-subtitles=en,de",
+            "--media-record-time=90", "URL",
+        ]
+        let line = try Aria2CommandLine(parsing: words, for: daemon ? .daemon : .get)
+        #expect(
+            line.options.map(\.option.name) == words.dropLast().map { String($0.dropFirst(2).prefix { $0 != "=" }) }
+        )
+        var settings = Aria2DownloadSettings()
+        for parsed in line.options { try parsed.option.apply(parsed.value, to: &settings) }
+        let playlist = settings.playlistOptions
+        #expect(playlist.video == HLSVideoChoice("720p") && !playlist.audio)
+        #expect(playlist.subtitles == .languages(["en", "de"]) && playlist.recordTime == .seconds(90))
     }
 
     @Test("every name on the command line (long, alias, short) belongs to one option")

@@ -147,6 +147,74 @@ import _CryptoExtras
         }
     }
 
+    @Test("subtitles: the languages asked for, each one WebVTT file beside the video; none unless asked")
+    func subtitles() async throws {
+        try await RangeTestServer.withServer(content: []) { server in
+            let directory = try ScratchDirectory()
+            defer { directory.remove() }
+            let video = HLSTestStream.serveSegments(server, prefix: "v", count: 2)
+            for language in ["en", "de"] {
+                for index in 0..<2 {
+                    let cue = "00:00:0\(index * 2).000 --> 00:00:0\(index * 2 + 1).500\n\(language) line \(index)"
+                    let text = "WEBVTT\nX-TIMESTAMP-MAP=MPEGTS:900000,LOCAL:00:00:00.000\n\n\(cue)\n"
+                    server.serve("/\(language)-\(index).vtt", .init(text: text, contentType: "text/vtt"))
+                }
+                server.serve(
+                    "/\(language).m3u8",
+                    .init(
+                        text: HLSTestStream.mediaPlaylist(["\(language)-0.vtt", "\(language)-1.vtt"]),
+                        contentType: HLSTestStream.mpegURL
+                    )
+                )
+            }
+            let master = """
+                #EXTM3U
+                #EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="subs",NAME="English",LANGUAGE="en",DEFAULT=YES,URI="en.m3u8"
+                #EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="subs",NAME="Deutsch",LANGUAGE="de-DE",URI="de.m3u8"
+                #EXT-X-STREAM-INF:BANDWIDTH=800000,RESOLUTION=640x360,SUBTITLES="subs"
+                v.m3u8
+
+                """
+            server.serve("/show.m3u8", .init(text: master, contentType: HLSTestStream.mpegURL))
+
+            let plain = try await Self.fetchVideo(server, "/show.m3u8", into: directory)
+            #expect(plain.subtitlesPaths.isEmpty)
+            #expect(Self.gets(server, "/en.m3u8") == 0 && Self.gets(server, "/de.m3u8") == 0)
+            try FileManager.default.removeItem(atPath: plain.path)
+
+            let german = try await Self.fetchVideo(
+                server,
+                "/show.m3u8",
+                into: directory,
+                options: .init(subtitles: .languages(["de"]))
+            )
+            #expect(german.subtitlesPaths == [directory.file("show.de-DE.vtt")])
+            let merged = try String(contentsOfFile: directory.file("show.de-DE.vtt"), encoding: .utf8)
+            #expect(
+                merged == """
+                    WEBVTT
+                    X-TIMESTAMP-MAP=MPEGTS:900000,LOCAL:00:00:00.000
+
+                    00:00:00.000 --> 00:00:01.500
+                    de line 0
+
+                    00:00:02.000 --> 00:00:03.500
+                    de line 1
+
+                    """
+            )
+            #expect(Self.gets(server, "/en-0.vtt") == 0)
+            #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: german.path))) == video.flatMap { $0 })
+            #expect(directory.contents() == ["show.de-DE.vtt", "show.ts"])
+            try FileManager.default.removeItem(atPath: german.path)
+            try FileManager.default.removeItem(atPath: german.subtitlesPaths[0])
+
+            let all = try await Self.fetchVideo(server, "/show.m3u8", into: directory, options: .init(subtitles: .all))
+            #expect(all.subtitlesPaths == [directory.file("show.en.vtt"), directory.file("show.de-DE.vtt")])
+            #expect(directory.contents() == ["show.de-DE.vtt", "show.en.vtt", "show.ts"])
+        }
+    }
+
     @Test("fMP4: the initialisation section first, then the fragments, into one .mp4 file")
     func fragmentedMP4() async throws {
         try await RangeTestServer.withServer(content: []) { server in

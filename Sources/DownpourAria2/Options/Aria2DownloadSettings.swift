@@ -33,6 +33,8 @@ public struct Aria2DownloadSettings: Sendable, Hashable {
     public var mediaVideo: HLSVideoChoice
     /// With an HLS variant whose audio is a rendition of its own, fetch it too (`media-audio`).
     public var mediaAudio: Bool
+    /// With an HLS variant that names subtitles renditions, the ones to fetch as WebVTT files (`media-subtitles`).
+    public var mediaSubtitles: HLSSubtitleChoice
     /// With a live HLS playlist, record it for at most this long (`media-record-time`); `nil`: until it ends.
     public var mediaRecordTime: Duration?
 
@@ -45,6 +47,7 @@ public struct Aria2DownloadSettings: Sendable, Hashable {
         self.noCache = false
         self.mediaVideo = .best
         self.mediaAudio = true
+        self.mediaSubtitles = .none
         self.mediaRecordTime = nil
     }
 
@@ -100,12 +103,13 @@ public struct Aria2DownloadSettings: Sendable, Hashable {
 }
 
 extension Aria2DownloadSettings {
-    /// What to fetch of an HLS playlist: `media-video`, `media-audio`, `media-record-time`, and `-x` segments at
-    /// once.
+    /// What to fetch of an HLS playlist: `media-video`, `media-audio`, `media-subtitles`, `media-record-time`, and
+    /// `-x` segments at once.
     public var playlistOptions: HLSDownload.Options {
         HLSDownload.Options(
             video: self.mediaVideo,
             audio: self.mediaAudio,
+            subtitles: self.mediaSubtitles,
             concurrentSegments: max(1, self.configuration.connections),
             recordTime: self.mediaRecordTime
         )

@@ -246,7 +246,7 @@ extension Aria2Option {
         .retryWait, .timeout, .connectTimeout, .lowestSpeedLimit, .allowOverwrite, .autoFileRenaming, .continue,
         .checkCertificate, .caCertificate, .httpUser, .httpPasswd, .noNetrc, .remoteTime, .conditionalGet, .allProxy,
         .httpProxy, .httpsProxy, .noProxy, .checksum, .followMetalink, .metalinkLocation, .media, .mediaVideo,
-        .mediaAudio,
+        .mediaAudio, .mediaSubtitles, .mediaRecordTime,
         .forceSave, .slowWindow,
         .noRestartSlow, .journalInterval, .autoSaveInterval, .httpNoCache, .gid, .pause, .maxConcurrentDownloads,
         .maxDownloadResult,
@@ -610,6 +610,26 @@ extension Aria2Option {
             + "(best) or not (none).",
         apply: { value, options in options.mediaAudio = value != "none" },
         read: { $0.mediaAudio ? "best" : "none" }
+    )
+    public static let mediaSubtitles = Aria2Option(
+        "media-subtitles",
+        .download,
+        .text,
+        valueName: "languages",
+        default: "none",
+        isAria2s: false,
+        help: "With an HLS variant that has subtitles: fetch them, each into a WebVTT file beside the video "
+            + "(NAME.LANGUAGE.vtt): none, all, or languages separated by commas (en,de).",
+        apply: { value, options throws(DownloadError) in
+            guard let choice = HLSSubtitleChoice(value) else {
+                throw .invalidRequest(
+                    "The option 'media-subtitles' takes none, all, or languages separated by commas (en,de), not "
+                        + "'\(value)'."
+                )
+            }
+            options.mediaSubtitles = choice
+        },
+        read: { $0.mediaSubtitles.description }
     )
     public static let mediaRecordTime = Aria2Option(
         "media-record-time",
