@@ -211,27 +211,27 @@ public struct HLSDownload: Sendable {
         }
         for (index, subtitle) in subtitles.enumerated() {
             let plan = try HLSFetchPlan(subtitle.playlist, url: subtitle.url)
-            guard !plan.pieces.contains(where: { $0.decryption != nil }) else {
+            let refusal: String? =
+                plan.pieces.contains(where: { $0.decryption != nil })
+                ? "are encrypted, and Downpour does not decrypt subtitles"
+                : plan.isFragmentedMP4 ? "are fragmented MP4 (IMSC), and Downpour saves WebVTT subtitles only" : nil
+            if let refusal {
                 throw DownloadError(
                     code: .invalidRequest,
-                    message: "The subtitles at \(subtitle.url.absoluteString) are encrypted, and Downpour does not "
-                        + "decrypt subtitles; fetch the video without them (--media-subtitles=none)."
+                    message: "The subtitles at \(subtitle.url.absoluteString) \(refusal); fetch the video without "
+                        + "them (--media-subtitles=none)."
                 )
             }
-            var output = Output(
-                .subtitles,
-                plan,
-                path: names.subtitlesOutput(language: subtitle.language, index: index)
-            )
-            if outputs.contains(where: { $0.path == output.path }) {
-                output.path = names.subtitlesOutput(
-                    language: "\(subtitle.language ?? "subtitles")-\(index + 1)",
-                    index: index
-                )
+            // A name of its own, whatever the languages say (compared as a case-insensitive file system would).
+            var path = names.subtitlesOutput(language: subtitle.language, index: index)
+            var attempt = 1
+            while outputs.contains(where: { $0.path.lowercased() == path.lowercased() }) {
+                attempt += 1
+                path = names.subtitlesOutput(language: "\(subtitle.language ?? "subtitles")-\(attempt)", index: index)
             }
-            outputs.append(output)
+            outputs.append(Output(.subtitles, plan, path: path))
         }
-        for output in outputs { try await self.checkFree(output.path) }
+        for index in outputs.indices { outputs[index].replaces = try await self.checkFree(outputs[index].path) }
         return try await self.fetch(outputs, progress: progress, finishing: finishing)
     }
 
@@ -241,6 +241,9 @@ public struct HLSDownload: Sendable {
         var kind: Kind
         var plan: HLSFetchPlan
         var path: String
+        /// A file at ``path`` may be replaced: overwriting is allowed, or it is this download's (a run killed while
+        /// naming its outputs left it).
+        var replaces = false
 
         init(_ kind: Kind, _ plan: HLSFetchPlan, path: String) {
             self.kind = kind
@@ -265,17 +268,13 @@ public struct HLSDownload: Sendable {
     ) async throws(DownloadError) -> Result {
         let videoPath = outputs[0].path
         let audio = outputs.first { $0.kind == .audio }
-        // The outputs' `.part` files stay locked from here to the end: a second run of the same name (another
-        // playlist called index.m3u8, say) stops at once instead of mixing its segments with these.
-        var files: [AssembledFile] = []
+        // The video's `.part` stays locked from here to the end: a second run of the same name (another playlist
+        // called index.m3u8, say) stops at once instead of mixing its segments with these. The other outputs'
+        // `.part` files are made only when they are written.
+        let videoFile = try await AssembledFile.run { () throws(DownloadError) in
+            try AssembledFile(locking: videoPath + ".part")
+        }
         do throws(DownloadError) {
-            for output in outputs {
-                files.append(
-                    try await AssembledFile.run { () throws(DownloadError) in
-                        try AssembledFile(locking: output.path + ".part")
-                    }
-                )
-            }
             let tally = Tally(
                 total: outputs.reduce(0) { $0 + $1.plan.segmentCount },
                 path: videoPath,
@@ -304,21 +303,37 @@ public struct HLSDownload: Sendable {
             // Past the point of no return: a cancel from here on does not stop the outputs being written.
             let replacing = self.request.configuration.overwrite
             let mark = Self.finishMark(of: self.request)
-            let lengths = try await Self.uncancelled { [files] () async throws(DownloadError) -> [Int64] in
+            let lengths = try await Self.uncancelled { () async throws(DownloadError) -> [Int64] in
+                var files = [videoFile]
                 var lengths: [Int64] = []
-                for (index, output) in outputs.enumerated() {
-                    lengths.append(
-                        output.kind == .subtitles
-                            ? try await self.assembleSubtitles(output.plan, work: works[index], into: files[index])
-                            : try await self.assemble(output.plan, work: works[index], into: files[index])
-                    )
-                }
-                // All named only once all are whole; the video last, with the mark of a finished run.
-                try await AssembledFile.run { () throws(DownloadError) in
-                    for index in outputs.indices.dropFirst() {
-                        try files[index].commit(to: outputs[index].path, replacing: replacing)
+                do throws(DownloadError) {
+                    for (index, output) in outputs.enumerated() {
+                        if index > 0 {
+                            files.append(
+                                try await AssembledFile.run { () throws(DownloadError) in
+                                    try AssembledFile(locking: output.path + ".part")
+                                }
+                            )
+                        }
+                        lengths.append(
+                            output.kind == .subtitles
+                                ? try await self.assembleSubtitles(output.plan, work: works[index], into: files[index])
+                                : try await self.assemble(output.plan, work: works[index], into: files[index])
+                        )
                     }
-                    try files[0].commit(to: videoPath, replacing: replacing, mark: mark)
+                    // All named only once all are whole, each with the mark of a finished run; the video last.
+                    try await AssembledFile.run { [files] () throws(DownloadError) in
+                        for index in outputs.indices.reversed() {
+                            try files[index].commit(
+                                to: outputs[index].path,
+                                replacing: replacing || outputs[index].replaces,
+                                mark: mark
+                            )
+                        }
+                    }
+                } catch {
+                    for file in files.dropFirst() { file.close() }
+                    throw error
                 }
                 await Self.removeWork(work)
                 return lengths
@@ -335,7 +350,7 @@ public struct HLSDownload: Sendable {
                 downloadedBytes: counts.fetched
             )
         } catch {
-            for file in files { file.close() }
+            videoFile.close()
             throw error
         }
     }
@@ -353,7 +368,7 @@ public struct HLSDownload: Sendable {
         finishing: @escaping @Sendable () -> Bool
     ) async throws(DownloadError) -> Result {
         let path = names.output(fragmentedMP4: first.segments.contains { $0.map != nil })
-        try await self.checkFree(path)
+        let replacesExisting = try await self.checkFree(path)
         let file = try await AssembledFile.run { () throws(DownloadError) in try AssembledFile(locking: path + ".part")
         }
         let work = Self.workDirectory(for: path) + "/live"
@@ -402,7 +417,11 @@ public struct HLSDownload: Sendable {
             let length = try await Self.uncancelled { () async throws(DownloadError) -> Int64 in
                 let length = try await self.assemble(plan, work: work, into: file)
                 try await AssembledFile.run { () throws(DownloadError) in
-                    try file.commit(to: path, replacing: replacing, mark: Self.finishMark(of: self.request))
+                    try file.commit(
+                        to: path,
+                        replacing: replacing || replacesExisting,
+                        mark: Self.finishMark(of: self.request)
+                    )
                 }
                 await Self.removeWork(Self.workDirectory(for: path))
                 return length
@@ -704,6 +723,15 @@ public struct HLSDownload: Sendable {
         await Self.removeWork(Self.workDirectory(for: path))
     }
 
+    /// ``removeLeftovers(path:audioPath:)`` for the video a run of `request` would write (as `.ts` or `.mp4`), before
+    /// its playlist said which.
+    public static func removeLeftovers(of request: DownloadRequest) async {
+        let names = Self.names(of: request)
+        for path in Set([false, true].map(names.output(fragmentedMP4:))) {
+            await Self.removeLeftovers(path: path, audioPath: nil)
+        }
+    }
+
     /// Removes the work directory once the output is named: the renditions' directories (Downpour's own), then the
     /// directory itself when nothing else is in it. Even when cancelled.
     private static func removeWork(_ work: String) async {
@@ -719,15 +747,26 @@ public struct HLSDownload: Sendable {
         }
     }
 
-    private func checkFree(_ path: String) async throws(DownloadError) {
-        guard !self.request.configuration.overwrite else { return }
-        let exists = try await AssembledFile.run { FileManager.default.fileExists(atPath: path) }
-        if exists {
+    /// Checks that an output may be written at `path`: `true` when a file there may be replaced (overwriting is
+    /// allowed, or it carries this download's mark: a run killed while naming its outputs left it).
+    ///
+    /// - Throws: ``DownloadError/Code/outputExists`` for anyone else's file.
+    private func checkFree(_ path: String) async throws(DownloadError) -> Bool {
+        guard !self.request.configuration.overwrite else { return true }
+        let mark = Self.finishMark(of: self.request)
+        let (exists, ours) = try await AssembledFile.run { () -> (Bool, Bool) in
+            (
+                FileManager.default.fileExists(atPath: path),
+                mark.flatMap { AssembledFile.committed(path, mark: $0) } != nil
+            )
+        }
+        if exists, !ours {
             throw DownloadError(
                 code: .outputExists,
                 message: "'\(path)' already exists; it was left as it is (remove it, or allow overwriting)."
             )
         }
+        return ours
     }
 
     /// Keeps what `work` holds when it was fetched for the same playlist; else empties it and records
@@ -806,25 +845,38 @@ public struct HLSDownload: Sendable {
             var texts: [String] = []
             for piece in plan.pieces {
                 let path = work + "/" + piece.name
-                guard var data = FileManager.default.contents(atPath: path) else {
-                    throw DownloadError(code: .localIO, message: "Cannot read '\(path)'.")
+                let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value
+                // A subtitles segment is text of a few kilobytes; one past the limit is no subtitles segment.
+                let refusal: String? =
+                    size.map { $0 > Self.longestSubtitlesSegment }
+                        == true ? "is \(size ?? 0) bytes long, too long for subtitles" : nil
+                var data = refusal == nil ? FileManager.default.contents(atPath: path) : nil
+                if let range = piece.range, let whole = data {
+                    data =
+                        range.upperBound <= Int64(whole.count)
+                        ? whole.subdata(in: Int(range.lowerBound)..<Int(range.upperBound)) : nil
                 }
-                if let range = piece.range {
-                    guard range.upperBound <= Int64(data.count) else {
-                        throw DownloadError(
-                            code: .remoteMisbehaved,
-                            message: "The HLS \(piece.label) is shorter than its byte range."
-                        )
-                    }
-                    data = data.subdata(in: Int(range.lowerBound)..<Int(range.upperBound))
+                let text = data.map { String(decoding: $0, as: UTF8.self) }
+                guard let text, text.drop(while: { $0 == "\u{FEFF}" }).hasPrefix("WEBVTT") else {
+                    // Fetched again on the next run: what is on disk is not that segment's WebVTT.
+                    try? FileManager.default.removeItem(atPath: path)
+                    throw DownloadError(
+                        code: .remoteMisbehaved,
+                        message: "The HLS subtitles \(piece.label) "
+                            + (refusal ?? (data == nil ? "is shorter than its byte range" : "is not WebVTT"))
+                            + " (\(piece.url.absoluteString))."
+                    )
                 }
-                texts.append(String(decoding: data, as: UTF8.self))
+                texts.append(text)
             }
             try file.startOver()
             try file.append(Array(WebVTTMerger.merge(texts).utf8))
             return file.count
         }
     }
+
+    /// The longest subtitles segment read: 16 MiB.
+    static let longestSubtitlesSegment: Int64 = 16 << 20
 
     /// The size of the parts a piece is copied (and decrypted) in: memory stays the same whatever a segment's length.
     static let chunkSize = 1 << 20

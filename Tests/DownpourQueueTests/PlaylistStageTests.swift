@@ -19,16 +19,37 @@ struct PlaylistStageTests {
         )
     }
 
-    @Test("before the playlist is in, the download answers; a stop it refused keeps the segments from starting")
-    func beforeSegments() {
+    typealias Answer = PlaylistStage.StopAnswer
+
+    @Test("before the playlist is in, the download answers: a cancel it takes stops the run, and nothing is taken")
+    func downloadCancelled() {
         let stage = PlaylistStage(concurrentSegments: 4, maximumRate: nil)
-        #expect(stage.stop(keepingSegments: true) == .download)
-        #expect(!stage.stopRequested)
-        stage.stopBeforeSegments(keepingSegments: true)
-        #expect(stage.stopRequested)
+        #expect(stage.stop(keepingSegments: true) { true } == Answer(accepted: true, cancelsTask: false))
+        #expect(!stage.begin() && stage.endsByRequest)
+        #expect(!stage.takeFinished())
+        #expect(!stage.removesLeftovers)
+
+        let removed = PlaylistStage(concurrentSegments: 4, maximumRate: nil)
+        #expect(removed.stop(keepingSegments: false) { true } == Answer(accepted: true, cancelsTask: false))
+        #expect(removed.removesLeftovers && !removed.begin())
+    }
+
+    @Test("a cancel the finishing download refuses: it completes, and should it be a playlist its segments wait")
+    func downloadFinishing() {
+        let stage = PlaylistStage(concurrentSegments: 4, maximumRate: nil)
+        #expect(stage.stop(keepingSegments: true) { false } == Answer(accepted: false, cancelsTask: false))
+        #expect(!stage.endsByRequest)
         #expect(!stage.begin())
+        #expect(stage.endsByRequest)
         #expect(stage.phase == .stopped(keepingSegments: true))
         #expect(!stage.finishing())
+    }
+
+    @Test("the video an earlier run wrote is taken unless a stop came first; a stop after it is refused")
+    func finishedEarlier() {
+        let stage = PlaylistStage(concurrentSegments: 4, maximumRate: nil)
+        #expect(stage.takeFinished())
+        #expect(stage.stop(keepingSegments: true) { true } == Answer(accepted: false, cancelsTask: false))
     }
 
     @Test("fetching segments: a pause keeps them, a removal after it does not; the outputs are not written")
@@ -36,21 +57,21 @@ struct PlaylistStageTests {
         let stage = PlaylistStage(concurrentSegments: 4, maximumRate: nil)
         #expect(stage.begin())
         stage.report(Self.progress(live: false))
-        #expect(stage.stop(keepingSegments: true) == .stopped)
-        #expect(stage.phase == .stopped(keepingSegments: true) && stage.stopRequested)
-        #expect(stage.stop(keepingSegments: false) == .stopped)
-        #expect(stage.phase == .stopped(keepingSegments: false))
+        #expect(stage.stop(keepingSegments: true) { false } == Answer(accepted: true, cancelsTask: true))
+        #expect(stage.phase == .stopped(keepingSegments: true) && stage.endsByRequest && !stage.removesLeftovers)
+        #expect(stage.stop(keepingSegments: false) { false } == Answer(accepted: true, cancelsTask: true))
+        #expect(stage.removesLeftovers)
         #expect(!stage.finishing())
     }
 
-    @Test("writing the outputs is past the point of no return: a stop is refused")
+    @Test("writing the outputs is past the point of no return: a stop is refused, and is no stop of the run's")
     func whileFinishing() {
         let stage = PlaylistStage(concurrentSegments: 4, maximumRate: nil)
         #expect(stage.begin())
         #expect(stage.finishing())
-        #expect(stage.stop(keepingSegments: true) == .finishing(recordingEnds: false))
-        #expect(stage.stop(keepingSegments: false) == .finishing(recordingEnds: false))
-        #expect(stage.phase == .finishing)
+        #expect(stage.stop(keepingSegments: true) { true } == Answer(accepted: false, cancelsTask: false))
+        #expect(stage.stop(keepingSegments: false) { true } == Answer(accepted: false, cancelsTask: false))
+        #expect(stage.phase == .finishing && !stage.endsByRequest)
     }
 
     @Test("a live recording: a pause ends it with what it recorded; a removal gives it up")
@@ -58,15 +79,15 @@ struct PlaylistStageTests {
         let paused = PlaylistStage(concurrentSegments: 4, maximumRate: nil)
         #expect(paused.begin())
         paused.report(Self.progress(live: true))
-        #expect(paused.stop(keepingSegments: true) == .finishing(recordingEnds: true))
-        #expect(paused.stopRequested)
+        #expect(paused.stop(keepingSegments: true) { false } == Answer(accepted: false, cancelsTask: true))
+        #expect(paused.endsByRequest)
         #expect(paused.finishing())
 
         let removed = PlaylistStage(concurrentSegments: 4, maximumRate: nil)
         #expect(removed.begin())
         removed.report(Self.progress(live: true))
-        #expect(removed.stop(keepingSegments: false) == .stopped)
-        #expect(!removed.finishing())
+        #expect(removed.stop(keepingSegments: false) { false } == Answer(accepted: true, cancelsTask: true))
+        #expect(!removed.finishing() && removed.removesLeftovers)
     }
 
     @Test("the status: the last report, the segments under way as connections, no speed without a recent report")

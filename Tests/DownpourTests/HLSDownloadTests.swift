@@ -522,6 +522,34 @@ import _CryptoExtras
         #expect(HLSDownload.workDirectory(for: "/d/a.ts") != HLSDownload.workDirectory(for: "/d/a.mp4"))
     }
 
+    @Test("a video is taken as finished only with its download's mark, and no .part beside it")
+    func finishedEarlier() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        var request = try DownloadRequest(
+            url: "http://127.0.0.1:1/show.m3u8",
+            destination: .named("show.ts", in: directory.path)
+        )
+        request.finishMark = "00000000000000aa"
+        // Someone's file of that name, without the mark: not the download's.
+        FileManager.default.createFile(atPath: directory.file("show.ts"), contents: Data("theirs".utf8))
+        #expect(await HLSDownload.finishedEarlier(request) == nil)
+        try FileManager.default.removeItem(atPath: directory.file("show.ts"))
+        // Another download's mark: not this one's either.
+        for (mark, taken) in [
+            ("00000000000000bb hls", false), ("00000000000000aa", false), ("00000000000000aa hls", true),
+        ] {
+            let file = try AssembledFile(locking: directory.file("show.ts.part"))
+            try file.append(Array("video".utf8))
+            try file.commit(to: directory.file("show.ts"), replacing: true, mark: mark)
+            let found = await HLSDownload.finishedEarlier(request)
+            #expect((found != nil) == taken, "\(mark)")
+            #expect(found.map { $0.length == 5 && $0.path == directory.file("show.ts") } ?? !taken)
+        }
+        FileManager.default.createFile(atPath: directory.file("show.ts.part"), contents: Data())
+        #expect(await HLSDownload.finishedEarlier(request) == nil)
+    }
+
     @Test("a run started again fetches only the missing segments; a changed playlist starts over")
     func resume() async throws {
         try await RangeTestServer.withServer(content: []) { server in

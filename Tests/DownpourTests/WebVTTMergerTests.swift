@@ -28,7 +28,7 @@ import Testing
     }
 
     @Test("a segment whose X-TIMESTAMP-MAP differs has its cues moved onto the first one's clock")
-    func timestampMaps() {
+    func timestampMaps() throws {
         let first = "WEBVTT\nX-TIMESTAMP-MAP=MPEGTS:900000,LOCAL:00:00:00.000\n\n00:00:01.000 --> 00:00:02.000\nA\n"
         // 90,000 ticks later on the MPEG-2 clock, the same local zero: its cues come one second later.
         let second =
@@ -47,9 +47,57 @@ import Testing
                 """
         )
         // The 33-bit clock wrapped between the two: still one second later, not 26 hours earlier.
-        let before = WebVTTMerger.TimestampMap(line: "X-TIMESTAMP-MAP=MPEGTS:8589924592,LOCAL:00:00:00.000")
-        let after = WebVTTMerger.TimestampMap(line: "X-TIMESTAMP-MAP=MPEGTS:80000,LOCAL:00:00:00.000")
+        let before = try #require(
+            WebVTTMerger.TimestampMap(line: "X-TIMESTAMP-MAP=MPEGTS:8589924592,LOCAL:00:00:00.000")
+        )
+        let after = try #require(WebVTTMerger.TimestampMap(line: "X-TIMESTAMP-MAP=MPEGTS:80000,LOCAL:00:00:00.000"))
         #expect(WebVTTMerger.shift(from: after, to: before) == 1000)
+        // A segment without a map is at MPEGTS:0, LOCAL:0 (RFC 8216, 3.5); 1 ms is rounded, not cut.
+        let rounded = try #require(WebVTTMerger.TimestampMap(line: "X-TIMESTAMP-MAP=MPEGTS:89,LOCAL:00:00:00.000"))
+        #expect(WebVTTMerger.shift(from: rounded, to: .zero) == 1)
+        #expect(WebVTTMerger.shift(from: .zero, to: before) == 111)
+    }
+
+    @Test("what a hostile server sends is refused or bounded, never a crash")
+    func hostile() {
+        // Overflowing numbers, negative ticks, fields that are not two digits: no map, no time.
+        #expect(WebVTTMerger.TimestampMap(line: "X-TIMESTAMP-MAP=MPEGTS:0,LOCAL:9999999999999:00:00.000") == nil)
+        #expect(WebVTTMerger.TimestampMap(line: "X-TIMESTAMP-MAP=MPEGTS:-5,LOCAL:00:00:00.000") == nil)
+        #expect(
+            WebVTTMerger.TimestampMap(line: "X-TIMESTAMP-MAP=MPEGTS:99999999999999999999999,LOCAL:00:00.000") == nil
+        )
+        #expect(
+            WebVTTMerger.TimestampMap(line: "X-TIMESTAMP-MAP=MPEGTS:9000000000000000000,LOCAL:00:00.000")?.mpegts
+                == 3_800_301_568
+        )  // 9,000,000,000,000,000,000 modulo 2^33
+        #expect(WebVTTMerger.milliseconds("1:2:3.456") == nil)
+        #expect(WebVTTMerger.milliseconds("+1:02.000") == nil)
+        #expect(WebVTTMerger.milliseconds("99999999:00:00.000") == nil)
+        let huge =
+            "WEBVTT\nX-TIMESTAMP-MAP=MPEGTS:9000000000000000000,LOCAL:9999999:59:59.999\n\n"
+            + "9999999:59:59.999 --> 9999999:59:59.999\nEnd\n"
+        let merged = WebVTTMerger.merge(["WEBVTT\n\n00:01.000 --> 00:02.000\nA\n", huge, "garbage", ""])
+        #expect(merged.hasPrefix("WEBVTT\n\n00:01.000 --> 00:02.000\nA\n"))
+    }
+
+    @Test("a cue identifier used by an earlier segment is dropped; tabs around the arrow are read")
+    func identifiers() {
+        let first = "WEBVTT\n\n1\n00:00:01.000 --> 00:00:02.000\nA\n"
+        let second =
+            "WEBVTT\nX-TIMESTAMP-MAP=MPEGTS:90000,LOCAL:00:00:00.000\n\n1\n00:00:01.000\t-->\t00:00:02.000\nB\n"
+        #expect(
+            WebVTTMerger.merge([first, second]) == """
+                WEBVTT
+
+                1
+                00:00:01.000 --> 00:00:02.000
+                A
+
+                00:00:02.000 --> 00:00:03.000
+                B
+
+                """
+        )
     }
 
     @Test("STYLE and NOTE blocks only from the first segment; times with hours, and long ones, read and written")

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # HLS interoperability test: streams that Debian's ffmpeg makes from a test pattern (MPEG-TS, fragmented MP4,
-# AES-128, and a multivariant playlist of two variants with a separate audio rendition), served by a real nginx on
-# 127.0.0.1. `downpour get URL` must save each as one file that ffprobe reads whole and that is, byte for byte, the
-# segments in playlist order (decrypted by openssl for AES-128); --media=file must save the playlist itself; and a
-# download killed with -9 must go on without fetching again a segment it had whole. Through `downpour daemon`, driven
-# by aria2p (a real aria2 client), the multivariant playlist must be one download whose files[0] is the video and
-# files[1] the audio.
+# AES-128, a multivariant playlist of two variants with a separate audio rendition, and a video with WebVTT
+# subtitles), served by a real nginx on 127.0.0.1. `downpour get URL` must save each as one file that ffprobe reads
+# whole and that is, byte for byte, the segments in playlist order (decrypted by openssl for AES-128), and the
+# subtitles as one WebVTT file ffprobe reads; --media=file must save the playlist itself; and a download killed
+# with -9 must go on without fetching again a segment it had whole. Through `downpour daemon`, driven by aria2p (a
+# real aria2 client), the multivariant playlist must be one download whose files[0] is the video and files[1] the
+# audio.
 #
 # Usage: scripts/interop/hls-interop.sh [BINARY]     (default: .build/release/downpour)
 #
@@ -38,7 +39,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 WWW="$WORK/www"
-mkdir -p "$WWW"/{ts,fmp4,aes,slow,master/low,master/high,master/audio}
+mkdir -p "$WWW"/{ts,fmp4,aes,slow,subs,master/low,master/high,master/audio}
 
 # ------------------------------------------------------------------ streams
 note "making the streams with ffmpeg"
@@ -69,6 +70,20 @@ cat >"$WWW/master/master.m3u8" <<'EOF'
 low/index.m3u8
 #EXT-X-STREAM-INF:BANDWIDTH=1200000,RESOLUTION=640x360,CODECS="avc1.42c01e,mp4a.40.2",AUDIO="aac"
 high/index.m3u8
+EOF
+
+# A video with English subtitles: ffmpeg segments an SRT file into WebVTT segments and their playlist.
+printf '1\n00:00:01,000 --> 00:00:02,500\nHello there\n\n2\n00:00:05,000 --> 00:00:06,000\nSecond line\n\n3\n00:00:13,000 --> 00:00:15,000\nThird line\n' \
+    >"$WORK/subs.srt"
+ff -f lavfi -i testsrc=size=320x180:rate=25 -i "$WORK/subs.srt" -t 20 -c:v libx264 -preset ultrafast -g 25 \
+    -c:s webvtt -map 0:v -map 1:s -f hls -hls_time 4 -hls_playlist_type vod \
+    -var_stream_map "v:0,s:0,sgroup:subs,language:en" -hls_segment_filename "$WWW/subs/v%v_%03d.ts" \
+    "$WWW/subs/out_%v.m3u8"
+cat >"$WWW/subs/master.m3u8" <<'EOF'
+#EXTM3U
+#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="subs",NAME="English",LANGUAGE="en",DEFAULT=YES,URI="out_0_vtt.m3u8"
+#EXT-X-STREAM-INF:BANDWIDTH=600000,RESOLUTION=320x180,CODECS="avc1.42c00d",SUBTITLES="subs"
+out_0.m3u8
 EOF
 
 # segments DIR PLAYLIST: the segment files of a media playlist, in its order, as paths.
@@ -140,6 +155,21 @@ if get "multivariant" "$OUT" "$BASE/master/master.m3u8"; then
         pass "multivariant: the audio rendition beside it, byte for byte"
     else
         fail "multivariant: $OUT/master.audio.ts is not the audio rendition's segments"
+    fi
+fi
+
+# shellcheck disable=SC2046
+cat $(segments "$WWW/subs" out_0.m3u8) >"$WORK/subs.expected"
+if get "subtitles" "$WORK/subs" --media-subtitles=en "$BASE/subs/master.m3u8"; then
+    check_file "subtitles: the video" "$WORK/subs/master.ts" "$WORK/subs.expected"
+    cues=$(ffprobe -v error -show_entries packet=pts_time -of csv=p=0 "$WORK/subs/master.en.vtt" 2>>"$LOG" \
+        | wc -l)
+    texts=$(grep -c -e '^Hello there$' -e '^Second line$' -e '^Third line$' "$WORK/subs/master.en.vtt" || true)
+    headers=$(grep -c '^WEBVTT' "$WORK/subs/master.en.vtt" || true)
+    if [[ $cues -eq 3 && $texts -eq 3 && $headers -eq 1 ]]; then
+        pass "subtitles: master.en.vtt is one WebVTT file, and ffprobe reads its 3 cues"
+    else
+        fail "subtitles: master.en.vtt has $headers headers, $texts of the 3 lines, ffprobe reads $cues cues"
     fi
 fi
 

@@ -235,7 +235,7 @@ extension DownloadManager {
                     // Its download is another writer's now: the owner drops it (``orphans()``).
                     self.supervisor.supersede(gid)
                     actions = []
-                } else if run.stopRequested || run.playlist.stopRequested {
+                } else if run.stopRequested || (run.playlist.endsByRequest && error.code == .cancelled) {
                     actions = []
                 } else {
                     let code = Aria2ErrorCode(error)

@@ -24,13 +24,36 @@ struct PlaylistRun: Sendable {
 
     /// Runs `download`, then, when it was an HLS playlist, fetches the video. `named` hears the outputs' names once
     /// they are known. A video an earlier run wrote and named, killed before the queue recorded its end, is taken as
-    /// it is.
+    /// it is. A removal takes what was fetched for the video with it; a pause, a restart or the shutdown leaves it
+    /// for the next run.
     func run(
         _ download: Download,
         named: @escaping @Sendable (HLSDownload.Progress) -> Void
     ) async throws(DownloadError) -> Outcome {
+        do {
+            return try await self.fetch(download, named: named)
+        } catch {
+            if self.stage.removesLeftovers {
+                if let progress = self.stage.snapshot()?.progress {
+                    await HLSDownload.removeLeftovers(path: progress.path, audioPath: progress.audioPath)
+                } else {
+                    await HLSDownload.removeLeftovers(of: self.request)
+                }
+            }
+            throw error
+        }
+    }
+
+    private func fetch(
+        _ download: Download,
+        named: @escaping @Sendable (HLSDownload.Progress) -> Void
+    ) async throws(DownloadError) -> Outcome {
+        let stage = self.stage
         if self.request.configuration.followsPlaylists, let video = await HLSDownload.finishedEarlier(self.request) {
             download.cancel(keepingPartialFile: true)
+            guard stage.takeFinished() else {
+                throw DownloadError(code: .cancelled, message: "The download was stopped.")
+            }
             self.logger.notice(
                 "The HLS video is on disk already: an earlier run finished it",
                 metadata: ["path": "\(video.path)"]
@@ -41,7 +64,6 @@ struct PlaylistRun: Sendable {
         guard let document = result.playlist else {
             return Outcome(path: result.path, length: result.length, metalink: result.metalink)
         }
-        let stage = self.stage
         guard stage.begin() else {
             throw DownloadError(code: .cancelled, message: "The download was stopped before its segments.")
         }
@@ -54,34 +76,26 @@ struct PlaylistRun: Sendable {
             limiter: stage.limiter
         )
         let unnamed = NIOLockedValueBox(true)
-        do {
-            let video = try await segments.run(
-                progress: { progress in
-                    stage.report(progress)
-                    if unnamed.withLockedValue({ first in
-                        defer { first = false }
-                        return first
-                    }) {
-                        named(progress)
-                    }
-                },
-                finishing: { stage.finishing() }
-            )
-            self.logger.info(
-                "HLS video written",
-                metadata: ["path": "\(video.path)", "segments": "\(video.segments)", "bytes": "\(video.length)"]
-            )
-            return Outcome(
-                path: video.path,
-                length: video.length + video.audioLength,
-                audio: video.audioPath.map { AudioFile(path: $0, length: video.audioLength) }
-            )
-        } catch {
-            // A removal takes the segments with it; a pause, a restart or the shutdown leaves them for the next run.
-            if stage.phase == .stopped(keepingSegments: false), let progress = stage.snapshot()?.progress {
-                await HLSDownload.removeLeftovers(path: progress.path, audioPath: progress.audioPath)
-            }
-            throw error
-        }
+        let video = try await segments.run(
+            progress: { progress in
+                stage.report(progress)
+                if unnamed.withLockedValue({ first in
+                    defer { first = false }
+                    return first
+                }) {
+                    named(progress)
+                }
+            },
+            finishing: { stage.finishing() }
+        )
+        self.logger.info(
+            "HLS video written",
+            metadata: ["path": "\(video.path)", "segments": "\(video.segments)", "bytes": "\(video.length)"]
+        )
+        return Outcome(
+            path: video.path,
+            length: video.length + video.audioLength,
+            audio: video.audioPath.map { AudioFile(path: $0, length: video.audioLength) }
+        )
     }
 }

@@ -11,21 +11,19 @@ final class PlaylistStage: Sendable {
         case download
         /// Fetching segments; recording them, for a live playlist.
         case segments
-        /// Writing the outputs: past the point of no return.
+        /// Writing the outputs (or taking those an earlier run wrote): past the point of no return.
         case finishing
-        /// Asked to stop while fetching segments: they stay for the next run unless `keepingSegments` is false.
+        /// Asked to stop: the segments stay for the next run unless `keepingSegments` is false.
         case stopped(keepingSegments: Bool)
     }
 
-    /// What ``stop(keepingSegments:)`` did.
-    enum StopAnswer: Sendable, Hashable {
-        /// Nothing: the run is still its ``Download``, which is to be cancelled instead.
-        case download
-        /// The run is to be cancelled; it ends without its outputs.
-        case stopped
-        /// The run is writing its outputs, or, `recordingEnds`, a live recording is to be cancelled, which ends it with
-        /// what it recorded: either way it completes.
-        case finishing(recordingEnds: Bool)
+    /// What ``stop(keepingSegments:cancellingDownload:)`` did.
+    struct StopAnswer: Sendable, Hashable {
+        /// The run ends without completing; `false`: it completes (its file is being finished, or a live recording
+        /// ends with what it recorded).
+        var accepted: Bool
+        /// The run's task is to be cancelled (which stops the segments, or ends a recording).
+        var cancelsTask: Bool
     }
 
     /// The progress the manager shows: the last report and the speed over the last few seconds.
@@ -38,8 +36,11 @@ final class PlaylistStage: Sendable {
 
     private struct State {
         var phase = Phase.download
-        /// A stop was asked for: a run that then ends without its outputs ended as asked, not in error.
-        var stopRequested = false
+        /// The run's ``Download`` accepted a cancel: it hands over nothing, and nothing an earlier run left is taken.
+        var downloadCancelled = false
+        /// The run was stopped as asked (its segments, or its recording): an end as cancelled is that stop's, not an
+        /// error.
+        var endsByRequest = false
         var progress: HLSDownload.Progress?
         /// The bytes fetched in this run, when: the speed is the slope over the last ``window``.
         var samples: [(at: ContinuousClock.Instant, bytes: Int64)] = []
@@ -59,24 +60,36 @@ final class PlaylistStage: Sendable {
 
     var phase: Phase { self.state.withLockedValue { $0.phase } }
 
-    var stopRequested: Bool { self.state.withLockedValue { $0.stopRequested } }
+    /// The run was stopped as asked: its end as cancelled is no error.
+    var endsByRequest: Bool { self.state.withLockedValue { $0.endsByRequest } }
 
-    /// The run handed over a playlist: from now on it fetches segments. `false` when it was asked to stop meanwhile
-    /// (``stopBeforeSegments(keepingSegments:)``): it stops instead.
+    /// Whether a removal (a stop that keeps nothing) reached the run.
+    var removesLeftovers: Bool {
+        self.state.withLockedValue { state in
+            if case .stopped(keepingSegments: false) = state.phase { return true }
+            return false
+        }
+    }
+
+    /// The run handed over a playlist: from now on it fetches segments. `false` when it was asked to stop first: it
+    /// stops instead.
     func begin() -> Bool {
         self.state.withLockedValue { state in
-            guard state.phase == .download else { return false }
+            guard state.phase == .download, !state.downloadCancelled else {
+                state.endsByRequest = true
+                return false
+            }
             state.phase = .segments
             return true
         }
     }
 
-    /// A stop came while the run's ``Download`` was past its point of no return: should that download turn out to be
-    /// a playlist, its segments are not fetched (``begin()``).
-    func stopBeforeSegments(keepingSegments: Bool) {
+    /// The video an earlier run wrote is there: `true` when the run may complete with it (it was not stopped first).
+    func takeFinished() -> Bool {
         self.state.withLockedValue { state in
-            state.stopRequested = true
-            if state.phase == .download { state.phase = .stopped(keepingSegments: keepingSegments) }
+            guard state.phase == .download, !state.downloadCancelled else { return false }
+            state.phase = .finishing
+            return true
         }
     }
 
@@ -93,24 +106,33 @@ final class PlaylistStage: Sendable {
         }
     }
 
-    /// Asks the stage to stop. A live recording asked to stop while keeping its work ends as `get`'s Ctrl-C ends it:
-    /// with what was recorded saved.
-    func stop(keepingSegments: Bool) -> StopAnswer {
+    /// Asks the run to stop, in one step with its phase: before the playlist is in, `cancellingDownload` cancels the
+    /// run's ``Download`` (its answer is the run's: a download past its point of no return completes, and should it
+    /// be a playlist, its segments are not fetched). A live recording asked to stop while keeping its work ends as
+    /// `get`'s Ctrl-C ends it: with what it recorded.
+    func stop(keepingSegments: Bool, cancellingDownload: () -> Bool) -> StopAnswer {
         self.state.withLockedValue { state in
-            if state.phase != .download { state.stopRequested = true }
             switch state.phase {
             case .download:
-                return .download
+                if cancellingDownload() {
+                    state.downloadCancelled = true
+                    if !keepingSegments { state.phase = .stopped(keepingSegments: false) }
+                    return StopAnswer(accepted: true, cancelsTask: false)
+                }
+                state.phase = .stopped(keepingSegments: keepingSegments)
+                return StopAnswer(accepted: false, cancelsTask: false)
             case .stopped(let keeping):
                 state.phase = .stopped(keepingSegments: keeping && keepingSegments)
-                return .stopped
+                return StopAnswer(accepted: true, cancelsTask: true)
             case .segments where keepingSegments && state.progress?.isLive == true:
-                return .finishing(recordingEnds: true)
+                state.endsByRequest = true
+                return StopAnswer(accepted: false, cancelsTask: true)
             case .segments:
                 state.phase = .stopped(keepingSegments: keepingSegments)
-                return .stopped
+                state.endsByRequest = true
+                return StopAnswer(accepted: true, cancelsTask: true)
             case .finishing:
-                return .finishing(recordingEnds: false)
+                return StopAnswer(accepted: false, cancelsTask: false)
             }
         }
     }

@@ -36,19 +36,11 @@ struct RunSupervisor: Sendable {
         /// Asks the run to stop, keeping what is on disk or not; `false` when it is past its point of no return (it
         /// completes: its file is being finished, or a live recording ends with what it recorded).
         func stop(keepingPartialFile: Bool) -> Bool {
-            switch self.playlist.stop(keepingSegments: keepingPartialFile) {
-            case .download:
-                if self.download.cancel(keepingPartialFile: keepingPartialFile) { return true }
-                // Its download is finishing: should it be a playlist, the segments are not fetched.
-                self.playlist.stopBeforeSegments(keepingSegments: keepingPartialFile)
-                return false
-            case .stopped:
-                self.task.cancel()
-                return true
-            case .finishing(let recordingEnds):
-                if recordingEnds { self.task.cancel() }
-                return false
+            let answer = self.playlist.stop(keepingSegments: keepingPartialFile) {
+                self.download.cancel(keepingPartialFile: keepingPartialFile)
             }
+            if answer.cancelsTask { self.task.cancel() }
+            return answer.accepted
         }
     }
 
