@@ -183,15 +183,7 @@ struct DownloadManagerPlaylistTests {
             #expect(await holds.next() == gid)
             #expect(try Self.bytes(at: directory.file("k.ts")) == segments.flatMap { $0 })
             // What kill -9 leaves now: the store as it is on disk, which the next daemon finds.
-            let restarted = directory.file("restarted-state")
-            try FileManager.default.createDirectory(atPath: restarted, withIntermediateDirectories: true)
-            for name in try FileManager.default.contentsOfDirectory(atPath: directory.stateDirectory)
-            where name.hasPrefix("downpour.sqlite") && !name.hasSuffix("-shm") {
-                try FileManager.default.copyItem(
-                    atPath: directory.stateDirectory + "/" + name,
-                    toPath: restarted + "/" + name
-                )
-            }
+            let restarted = try copyStoreAsKilled(directory)
             let requestsBefore = server.statistics().requests.count
             let second = DownloadManager(
                 downloader: downloader,

@@ -799,15 +799,7 @@ extension DownloadManagerTests {
             // The file is complete under its name; the queue has not stored that. What kill -9 leaves now is the
             // store as it is on disk: a copy of it is what the next daemon finds.
             #expect(try sha256Hex(ofFileAt: directory.file("f.bin")) == sha256Hex(content))
-            let restarted = directory.file("restarted-state")
-            try FileManager.default.createDirectory(atPath: restarted, withIntermediateDirectories: true)
-            for name in try FileManager.default.contentsOfDirectory(atPath: directory.stateDirectory)
-            where name.hasPrefix("downpour.sqlite") && !name.hasSuffix("-shm") {
-                try FileManager.default.copyItem(
-                    atPath: directory.stateDirectory + "/" + name,
-                    toPath: restarted + "/" + name
-                )
-            }
+            let restarted = try copyStoreAsKilled(directory)
             let requestsBefore = server.statistics().requests.count
             let second = DownloadManager(
                 downloader: downloader,

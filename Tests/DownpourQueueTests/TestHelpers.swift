@@ -156,3 +156,15 @@ func withManager<Value: Sendable>(
     await downloader.shutdown()
     return try outcome.get()
 }
+
+/// What `kill -9` leaves of the queue's store in `directory` at this moment: a copy of its SQLite files (not the
+/// shared-memory index) in a state directory of its own, for the next manager to open. Returns that directory.
+func copyStoreAsKilled(_ directory: ScratchDirectory) throws -> String {
+    let restarted = directory.file("restarted-state")
+    try FileManager.default.createDirectory(atPath: restarted, withIntermediateDirectories: true)
+    for name in try FileManager.default.contentsOfDirectory(atPath: directory.stateDirectory)
+    where name.hasPrefix("downpour.sqlite") && !name.hasSuffix("-shm") {
+        try FileManager.default.copyItem(atPath: directory.stateDirectory + "/" + name, toPath: restarted + "/" + name)
+    }
+    return restarted
+}
