@@ -226,8 +226,9 @@ public struct HLSDownload: Sendable {
             var path = names.subtitlesOutput(language: subtitle.language, index: index)
             var attempt = 1
             while outputs.contains(where: { $0.path.lowercased() == path.lowercased() }) {
+                // Each attempt's name differs from the one before it, so this ends.
                 attempt += 1
-                path = names.subtitlesOutput(language: "\(subtitle.language ?? "subtitles")-\(attempt)", index: index)
+                path = names.subtitlesOutput(language: subtitle.language, index: index, attempt: attempt)
             }
             outputs.append(Output(.subtitles, plan, path: path))
         }
@@ -332,7 +333,14 @@ public struct HLSDownload: Sendable {
                         }
                     }
                 } catch {
-                    for file in files.dropFirst() { file.close() }
+                    // Made again from the work directory by the next run; one left would put a named output that
+                    // carries the mark (`committed`) in that run's way.
+                    for index in files.indices.dropFirst() {
+                        files[index].close()
+                        try? await AssembledFile.runEvenIfCancelled {
+                            try? FileManager.default.removeItem(atPath: outputs[index].path + ".part")
+                        }
+                    }
                     throw error
                 }
                 await Self.removeWork(work)
@@ -521,10 +529,12 @@ public struct HLSDownload: Sendable {
         }
 
         /// `STEM.LANGUAGE.vtt` (the language reduced to letters, digits and `-`), or `STEM.subtitles-N.vtt`.
-        func subtitlesOutput(language: String?, index: Int) -> String {
+        /// With `attempt` past 1, `-ATTEMPT` follows the tag: a name of its own for a language given twice.
+        func subtitlesOutput(language: String?, index: Int, attempt: Int = 1) -> String {
             let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
             let tag = String((language ?? "").filter(allowed.contains).prefix(40))
-            return self.stem + "." + (tag.isEmpty ? "subtitles-\(index + 1)" : tag) + ".vtt"
+            let name = (tag.isEmpty ? "subtitles-\(index + 1)" : tag) + (attempt > 1 ? "-\(attempt)" : "")
+            return self.stem + "." + name + ".vtt"
         }
     }
 

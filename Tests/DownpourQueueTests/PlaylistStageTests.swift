@@ -39,6 +39,9 @@ struct PlaylistStageTests {
         let stage = PlaylistStage(concurrentSegments: 4, maximumRate: nil)
         #expect(stage.stop(keepingSegments: true) { false } == Answer(accepted: false, cancelsTask: false))
         #expect(!stage.endsByRequest)
+        // A second stop before the download's end is refused too: it would otherwise be acknowledged while the
+        // download completes.
+        #expect(stage.stop(keepingSegments: true) { false } == Answer(accepted: false, cancelsTask: false))
         #expect(!stage.begin())
         #expect(stage.endsByRequest)
         #expect(stage.phase == .stopped(keepingSegments: true))

@@ -520,6 +520,12 @@ import _CryptoExtras
                 == "/d/clip.audio.m4a"
         )
         #expect(HLSDownload.workDirectory(for: "/d/a.ts") != HLSDownload.workDirectory(for: "/d/a.mp4"))
+        // A language given twice gets a name of its own each time, however long (the tag is cut before the number).
+        let long = String(repeating: "x", count: 60)
+        let names = (1...3).map { recorded.subtitlesOutput(language: long, index: 0, attempt: $0) }
+        #expect(Set(names).count == 3 && names.allSatisfy { $0.hasPrefix("/d/show.") && $0.hasSuffix(".vtt") })
+        #expect(recorded.subtitlesOutput(language: "../../etc", index: 1) == "/d/show.etc.vtt")
+        #expect(recorded.subtitlesOutput(language: nil, index: 1, attempt: 2) == "/d/show.subtitles-2-2.vtt")
     }
 
     @Test("a video is taken as finished only with its download's mark, and no .part beside it")

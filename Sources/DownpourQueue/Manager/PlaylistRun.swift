@@ -33,12 +33,13 @@ struct PlaylistRun: Sendable {
         do {
             return try await self.fetch(download, named: named)
         } catch {
-            if self.stage.removesLeftovers {
-                if let progress = self.stage.snapshot()?.progress {
-                    await HLSDownload.removeLeftovers(path: progress.path, audioPath: progress.audioPath)
-                } else {
-                    await HLSDownload.removeLeftovers(of: self.request)
-                }
+            guard self.stage.removesLeftovers, error.code != .superseded else { throw error }
+            if let progress = self.stage.snapshot()?.progress {
+                await HLSDownload.removeLeftovers(path: progress.path, audioPath: progress.audioPath)
+            } else if self.request.configuration.followsPlaylists, case .named = self.request.destination {
+                // Removed before its playlist came, in a run again under the name an earlier run recorded: what
+                // that run fetched for the video is this download's (a name from a URL alone may be another's).
+                await HLSDownload.removeLeftovers(of: self.request)
             }
             throw error
         }

@@ -15,6 +15,9 @@ final class PlaylistStage: Sendable {
         case finishing
         /// Asked to stop: the segments stay for the next run unless `keepingSegments` is false.
         case stopped(keepingSegments: Bool)
+        /// Asked to stop while the run's ``Download`` finished, which refused: it completes, or, should it be a
+        /// playlist, stops before its segments (``begin()``). Every stop until then is refused too.
+        case stopPending(keepingSegments: Bool)
     }
 
     /// What ``stop(keepingSegments:cancellingDownload:)`` did.
@@ -75,6 +78,7 @@ final class PlaylistStage: Sendable {
     /// stops instead.
     func begin() -> Bool {
         self.state.withLockedValue { state in
+            if case .stopPending(let keeping) = state.phase { state.phase = .stopped(keepingSegments: keeping) }
             guard state.phase == .download, !state.downloadCancelled else {
                 state.endsByRequest = true
                 return false
@@ -100,7 +104,7 @@ final class PlaylistStage: Sendable {
             case .download, .segments, .finishing:
                 state.phase = .finishing
                 return true
-            case .stopped:
+            case .stopped, .stopPending:
                 return false
             }
         }
@@ -119,7 +123,10 @@ final class PlaylistStage: Sendable {
                     if !keepingSegments { state.phase = .stopped(keepingSegments: false) }
                     return StopAnswer(accepted: true, cancelsTask: false)
                 }
-                state.phase = .stopped(keepingSegments: keepingSegments)
+                state.phase = .stopPending(keepingSegments: keepingSegments)
+                return StopAnswer(accepted: false, cancelsTask: false)
+            case .stopPending(let keeping):
+                state.phase = .stopPending(keepingSegments: keeping && keepingSegments)
                 return StopAnswer(accepted: false, cancelsTask: false)
             case .stopped(let keeping):
                 state.phase = .stopped(keepingSegments: keeping && keepingSegments)
