@@ -58,6 +58,9 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     /// another one, is in the way as ever. The daemon marks each download with its GID. `nil` (the default): no
     /// mark is set or looked for.
     public var finishMark: String? = nil
+    /// Only these bytes of the resource, saved as a file of their own: an HLS segment given as a byte range. The
+    /// server must serve ranges (a `200` with more is refused). Not empty. `nil` (the default): the whole resource.
+    package var byteRange: Range<Int64>? = nil
 
     /// - Throws: ``DownloadError/Code/invalidRequest`` when the URL is not an absolute `http` or `https` URL, or a
     ///   ``Destination/named(_:in:)`` name leaves its directory.

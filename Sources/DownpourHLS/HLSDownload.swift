@@ -693,11 +693,12 @@ public struct HLSDownload: Sendable {
             for: fetch.url,
             connections: fetch.isShared ? self.request.configuration.connections : 1
         )
-        let request = try DownloadRequest(
+        var request = try DownloadRequest(
             url: fetch.url,
             destination: .file(work + "/" + fetch.name),
             configuration: configuration
         )
+        request.byteRange = fetch.range
         let result = try await self.downloader.download(request, logger: self.logger, limiter: self.limiter).run()
         return (result.length, result.downloadedBytes)
     }

@@ -6,16 +6,19 @@ import Foundation
 /// anything is fetched, with no I/O.
 ///
 /// Each resource is fetched once into a file of its own: a segment, an fMP4 initialisation section
-/// (`EXT-X-MAP`), a key. Segments and sections given as byte ranges (`EXT-X-BYTERANGE`) of one resource are cut from
-/// that resource, fetched once, whole, when its ranges follow each other from its first byte; ranges with gaps
-/// would fetch bytes nobody asked for, and are refused.
+/// (`EXT-X-MAP`), a key. Segments and sections given as byte ranges (`EXT-X-BYTERANGE`) of one resource are cut
+/// from the runs of bytes those ranges cover together (``Fetch/range``): ranges that follow or overlap each other
+/// are one run, fetched once over several connections; a gap starts another run, so the bytes between are never
+/// fetched.
 struct HLSFetchPlan: Sendable, Hashable {
     /// One resource to fetch.
     struct Fetch: Sendable, Hashable {
         /// The file it is saved as, inside the download's work directory.
         var name: String
         var url: URL
-        /// A resource the ranges of several segments are cut from: fetched over several connections.
+        /// Only these bytes of it (a run of byte ranges); `nil`: all of it.
+        var range: Range<Int64>? = nil
+        /// A run of bytes the ranges of several segments are cut from: fetched over several connections.
         var isShared: Bool
         /// The segments it holds, for progress: 1 for a segment, 0 for a key or an initialisation section.
         var segments = 0
@@ -60,7 +63,7 @@ struct HLSFetchPlan: Sendable, Hashable {
     /// so that the plan of a longer list names the same segments the same.
     ///
     /// - Throws: ``DownloadError`` `invalidRequest` for what Downpour cannot fetch: a method it cannot decrypt
-    ///   (`SAMPLE-AES`, DRM), byte ranges with gaps, an empty playlist.
+    ///   (`SAMPLE-AES`, DRM), an empty playlist.
     init(_ media: HLSMediaPlaylist, url: URL) throws(DownloadError) {
         if let method = media.unsupportedKeys.first {
             let name: String
@@ -82,26 +85,28 @@ struct HLSFetchPlan: Sendable, Hashable {
             )
         }
 
-        var fetches: [Fetch] = []
+        // The fetches in the playlist's order; each resource given as byte ranges stands for its runs, which are
+        // known once every range is.
+        enum Slot {
+            case fetch(Fetch)
+            case runs(of: URL)
+        }
+        var slots: [Slot] = []
         var fetchNames: [String: String] = [:]  // a whole resource's URL → its file
         var keyNames: [URL: String] = [:]
-        // Every ranged part of each shared resource, to check that they follow each other from byte 0.
+        // Every byte range of each resource given as byte ranges.
         var ranges: [URL: [Range<Int64>]] = [:]
         func shared(_ url: URL, _ range: Range<Int64>) -> String {
+            if ranges[url] == nil { slots.append(.runs(of: url)) }
             ranges[url, default: []].append(range)
-            let key = "shared " + url.absoluteString
-            if let name = fetchNames[key] { return name }
-            let name = "shared-\(fetchNames.count)"
-            fetchNames[key] = name
-            fetches.append(Fetch(name: name, url: url, isShared: true))
-            return name
+            return ""  // named below, by the run it falls in
         }
         func whole(_ url: URL, prefix: String) -> String {
             let key = prefix + " " + url.absoluteString
             if let name = fetchNames[key] { return name }
             let name = "\(prefix)-\(fetchNames.count)"
             fetchNames[key] = name
-            fetches.append(Fetch(name: name, url: url, isShared: false))
+            slots.append(.fetch(Fetch(name: name, url: url, isShared: false)))
             return name
         }
 
@@ -110,7 +115,7 @@ struct HLSFetchPlan: Sendable, Hashable {
             let keyName = keyNames[key.url] ?? "key-\(keyNames.count)"
             if keyNames[key.url] == nil {
                 keyNames[key.url] = keyName
-                fetches.append(Fetch(name: keyName, url: key.url, isShared: false))
+                slots.append(.fetch(Fetch(name: keyName, url: key.url, isShared: false)))
             }
             return Decryption(keyName: keyName, keyURL: key.url, iv: key.iv(forSequence: sequence))
         }
@@ -140,7 +145,7 @@ struct HLSFetchPlan: Sendable, Hashable {
                 name = shared(segment.url, range)
             } else {
                 name = "segment-\(segment.sequence)"
-                fetches.append(Fetch(name: name, url: segment.url, isShared: false))
+                slots.append(.fetch(Fetch(name: name, url: segment.url, isShared: false)))
             }
             pieces.append(
                 Piece(
@@ -157,33 +162,58 @@ struct HLSFetchPlan: Sendable, Hashable {
             )
         }
 
+        // Each resource's runs: its ranges sorted, those that touch or overlap joined.
+        var runs: [URL: [Range<Int64>]] = [:]
+        for (resource, parts) in ranges {
+            var joined: [Range<Int64>] = []
+            for part in parts.sorted(by: { $0.lowerBound < $1.lowerBound }) {
+                if let last = joined.last, part.lowerBound <= last.upperBound {
+                    joined[joined.count - 1] = last.lowerBound..<max(last.upperBound, part.upperBound)
+                } else {
+                    joined.append(part)
+                }
+            }
+            runs[resource] = joined
+        }
+        var fetches: [Fetch] = []
+        var runNames: [URL: [String]] = [:]
+        for slot in slots {
+            switch slot {
+            case .fetch(let fetch):
+                fetches.append(fetch)
+            case .runs(let resource):
+                for run in runs[resource] ?? [] {
+                    let name = "shared-\(fetches.count)"
+                    runNames[resource, default: []].append(name)
+                    fetches.append(Fetch(name: name, url: resource, range: run, isShared: true))
+                }
+            }
+        }
+        // A ranged piece is cut from the run that holds it, at its place in that run.
+        for index in pieces.indices {
+            guard let range = pieces[index].range, let resourceRuns = runs[pieces[index].url],
+                let run = resourceRuns.firstIndex(where: { $0.contains(range.lowerBound) })
+            else { continue }
+            let start = resourceRuns[run].lowerBound
+            pieces[index].name = runNames[pieces[index].url]![run]
+            pieces[index].range = (range.lowerBound - start)..<(range.upperBound - start)
+        }
+
         let segmentsIn = Dictionary(
             pieces.filter { !$0.label.hasPrefix("the initialisation") }.map { ($0.name, 1) },
             uniquingKeysWith: +
         )
         for index in fetches.indices { fetches[index].segments = segmentsIn[fetches[index].name] ?? 0 }
 
-        for (resource, parts) in ranges {
-            var end: Int64 = 0
-            for part in Set(parts).sorted(by: { $0.lowerBound < $1.lowerBound }) {
-                guard part.lowerBound <= end else {
-                    throw DownloadError(
-                        code: .invalidRequest,
-                        message: "The playlist at \(url.absoluteString) cuts \(resource.absoluteString) into byte "
-                            + "ranges with a gap at byte \(end): fetching it whole would fetch bytes the playlist "
-                            + "does not use, and ranges of their own are not supported yet."
-                    )
-                }
-                end = max(end, part.upperBound)
-            }
-        }
-
         self.fetches = fetches
         self.pieces = pieces
         self.segmentCount = count
         self.isFragmentedMP4 = media.segments.contains { $0.map != nil }
         var hasher = SHA256()
-        for fetch in fetches { hasher.update(data: Data("fetch \(fetch.name) \(fetch.url.absoluteString)\n".utf8)) }
+        for fetch in fetches {
+            let range = fetch.range.map { " \($0.lowerBound)-\($0.upperBound)" } ?? ""
+            hasher.update(data: Data("fetch \(fetch.name) \(fetch.url.absoluteString)\(range)\n".utf8))
+        }
         for piece in pieces {
             let range = piece.range.map { "\($0.lowerBound)-\($0.upperBound)" } ?? "-"
             let iv = piece.decryption.map { $0.keyName + " " + $0.iv.map { String($0, radix: 16) }.joined() } ?? "-"

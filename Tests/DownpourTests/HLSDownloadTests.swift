@@ -451,7 +451,7 @@ import _CryptoExtras
         }
     }
 
-    @Test("byte ranges of one resource: fetched once, whole, and cut; ranges with a gap are refused")
+    @Test("byte ranges of one resource: each run of them fetched once and cut, never the bytes between or after")
     func byteRanges() async throws {
         try await RangeTestServer.withServer(content: []) { server in
             let directory = try ScratchDirectory()
@@ -477,13 +477,74 @@ import _CryptoExtras
             #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: result.path))) == whole)
             #expect(server.statistics().bodyBytesSent(for: "/r/all.mp4") == whole.count)
 
-            let gap = ranged.replacingOccurrences(of: "40000@1000", with: "40000@2000")
-            server.serve("/r/gap.m3u8", .init(text: gap, contentType: HLSTestStream.mpegURL))
-            let error = await #expect(throws: DownloadError.self) {
-                try await Self.fetchVideo(server, "/r/gap.m3u8", into: directory)
+            // A gap after the initialisation section and unused bytes at the end: two runs, 0..<1000 and
+            // 2000..<72000, and nothing else asked or sent.
+            let gaps = """
+                #EXTM3U
+                #EXT-X-VERSION:7
+                #EXT-X-TARGETDURATION:2
+                #EXT-X-MAP:URI="gaps.mp4",BYTERANGE="1000@0"
+                #EXTINF:2.0,
+                #EXT-X-BYTERANGE:40000@2000
+                gaps.mp4
+                #EXTINF:2.0,
+                #EXT-X-BYTERANGE:30000
+                gaps.mp4
+                #EXT-X-ENDLIST
+
+                """
+            server.serve("/r/gaps.mp4", .init(whole))
+            server.serve("/r/gaps.m3u8", .init(text: gaps, contentType: HLSTestStream.mpegURL))
+            let cut = try await Self.fetchVideo(server, "/r/gaps.m3u8", into: directory)
+            #expect(
+                try [UInt8](Data(contentsOf: URL(fileURLWithPath: cut.path)))
+                    == Array(whole[0..<1000] + whole[2000..<72000])
+            )
+            let requests = server.statistics().requests.filter { $0.uri == "/r/gaps.mp4" }
+            #expect(requests.reduce(0) { $0 + $1.bodyBytesSent } == 71_000)
+            for request in requests {
+                let asked = try #require(request.requestedRange, "every request is ranged: \(request.headers)")
+                #expect(
+                    asked.clamped(to: 0..<1000) == asked || asked.clamped(to: 2000..<72_000) == asked,
+                    "bytes \(asked) are outside both runs"
+                )
             }
-            #expect(error?.code == .invalidRequest)
-            #expect(error?.message.contains("gap at byte 1000") == true)
+        }
+    }
+
+    @Test("byte ranges a server cannot give are refused, naming what was asked: no ranges, a shorter resource")
+    func byteRangesRefused() async throws {
+        // The server's main content ignores ranges: a 200 with the whole resource answers every range.
+        let content = makeTestContent(count: 50_000, seed: 9)
+        try await RangeTestServer.withServer(content: content, faults: [.ignoreRange]) { server in
+            let directory = try ScratchDirectory()
+            defer { directory.remove() }
+            let playlist = """
+                #EXTM3U
+                #EXT-X-VERSION:4
+                #EXT-X-TARGETDURATION:2
+                #EXTINF:2.0,
+                #EXT-X-BYTERANGE:10000@5000
+                body.ts
+                #EXT-X-ENDLIST
+
+                """
+            server.serve("/p/norange.m3u8", .init(text: playlist, contentType: HLSTestStream.mpegURL))
+            let error = await #expect(throws: DownloadError.self) {
+                try await Self.fetchVideo(server, "/p/norange.m3u8", into: directory)
+            }
+            #expect(error?.code == .remoteMisbehaved)
+            #expect(error?.message.contains("bytes 5000-14999 of") == true)
+            #expect(error?.message.contains("does not serve byte ranges") == true)
+
+            server.serve("/p/short.ts", .init(Array(content[0..<8000])))
+            let past = playlist.replacingOccurrences(of: "body.ts", with: "short.ts")
+            server.serve("/p/short.m3u8", .init(text: past, contentType: HLSTestStream.mpegURL))
+            let short = await #expect(throws: DownloadError.self) {
+                try await Self.fetchVideo(server, "/p/short.m3u8", into: directory)
+            }
+            #expect(short?.code == .remoteMisbehaved)
+            #expect(short?.message.contains("ends before the range does") == true)
         }
     }
 

@@ -39,7 +39,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 WWW="$WORK/www"
-mkdir -p "$WWW"/{ts,fmp4,aes,slow,subs,master/low,master/high,master/audio}
+mkdir -p "$WWW"/{ts,fmp4,aes,slow,subs,single,gaps,master/low,master/high,master/audio}
 
 # ------------------------------------------------------------------ streams
 note "making the streams with ffmpeg"
@@ -57,6 +57,14 @@ printf 'key.bin\n%s\n%s\n' "$WWW/aes/key.bin" "$IV" >"$WORK/keyinfo"
 ff "${VIDEO[@]}" "${AUDIO[@]}" "${ENCODE[@]}" "${HLS[@]}" -hls_key_info_file "$WORK/keyinfo" \
     -hls_segment_filename "$WWW/aes/e%03d.ts" "$WWW/aes/aes.m3u8"
 cp "$WWW"/ts/* "$WWW/slow/"
+# One file, its segments given as byte ranges (EXT-X-BYTERANGE); and a playlist of it with segments 5, 6 and the
+# last left out: byte ranges with gaps, and unused bytes at the end.
+ff "${VIDEO[@]}" "${AUDIO[@]}" "${ENCODE[@]}" "${HLS[@]}" -hls_flags single_file \
+    -hls_segment_filename "$WWW/single/single.ts" "$WWW/single/single.m3u8"
+cp "$WWW/single/single.ts" "$WWW/gaps/"
+last=$(grep -c '^#EXTINF' "$WWW/single/single.m3u8")
+awk -v last="$last" '/^#EXTINF/ { n++ } n != 5 && n != 6 && (n != last || /^#EXT-X-ENDLIST/)' \
+    "$WWW/single/single.m3u8" >"$WWW/gaps/gaps.m3u8"
 ff -f lavfi -i testsrc=size=320x180:rate=25 -an -c:v libx264 -preset ultrafast -g 25 "${HLS[@]}" \
     -hls_segment_filename "$WWW/master/low/l%03d.ts" "$WWW/master/low/index.m3u8"
 ff -f lavfi -i testsrc=size=640x360:rate=25 -an -c:v libx264 -preset ultrafast -g 25 "${HLS[@]}" \
@@ -170,6 +178,37 @@ if get "subtitles" "$WORK/subs" --media-subtitles=en "$BASE/subs/master.m3u8"; t
         pass "subtitles: master.en.vtt is one WebVTT file, and ffprobe reads its 3 cues"
     else
         fail "subtitles: master.en.vtt has $headers headers, $texts of the 3 lines, ffprobe reads $cues cues"
+    fi
+fi
+
+if get "byte ranges" "$OUT" "$BASE/single/single.m3u8"; then
+    check_file "byte ranges of one file" "$OUT/single.ts" "$WWW/single/single.ts"
+    sent=$(awk '$4 == "/single/single.ts" { sum += $7 } END { print sum + 0 }' "$WORK/timed.log")
+    all=$(stat -c %s "$WWW/single/single.ts")
+    if [[ $sent -eq $all ]]; then
+        pass "byte ranges of one file: nginx sent each byte once"
+    else
+        fail "byte ranges of one file: nginx sent $sent bytes of a $all-byte file"
+    fi
+fi
+# The ranges the gapped playlist keeps, cut from the file: the expected output and the bytes nginx may send.
+: >"$WORK/gaps.expected"
+kept=0
+while IFS=@ read -r length offset; do
+    dd if="$WWW/gaps/single.ts" bs=64K iflag=skip_bytes,count_bytes skip="$offset" count="$length" status=none \
+        >>"$WORK/gaps.expected"
+    kept=$((kept + length))
+done < <(sed -n 's/^#EXT-X-BYTERANGE://p' "$WWW/gaps/gaps.m3u8")
+if get "byte ranges with gaps" "$WORK/gaps" -x 4 "$BASE/gaps/gaps.m3u8"; then
+    # timed.log: $msec $request_time "GET PATH HTTP/1.1" $status $body_bytes_sent ...
+    sent=$(awk '$4 == "/gaps/single.ts" && $6 == 206 { sum += $7 } END { print sum + 0 }' "$WORK/timed.log")
+    whole=$(awk '$4 == "/gaps/single.ts" && $6 != 206 { n++ } END { print n + 0 }' "$WORK/timed.log")
+    if ! cmp -s "$WORK/gaps/gaps.ts" "$WORK/gaps.expected"; then
+        fail "byte ranges with gaps: gaps.ts is not the playlist's ranges in order"
+    elif [[ $sent -ne $kept || $whole -ne 0 ]]; then
+        fail "byte ranges with gaps: nginx sent $sent bytes for the $kept in the ranges ($whole other answers)"
+    else
+        pass "byte ranges with gaps: $kept bytes, the ranges in order; nginx sent just those"
     fi
 fi
 

@@ -209,13 +209,23 @@ public final class Downloader: Sendable {
     }
 
     /// The transport for one download, starting it on the next loop in turn.
-    func transport(for configuration: DownloadConfiguration, logger: Logger) throws(DownloadError) -> HTTPTransport {
+    func transport(
+        for configuration: DownloadConfiguration,
+        window: ResourceWindow? = nil,
+        logger: Logger
+    ) throws(DownloadError) -> HTTPTransport {
         try self.clientPool.check(configuration)
         let first = self.state.withLockedValue { state in
             state.downloadsMade += 1
             return state.downloadsMade
         }
-        return HTTPTransport(pool: self.clientPool, configuration: configuration, first: first, logger: logger)
+        return HTTPTransport(
+            pool: self.clientPool,
+            configuration: configuration,
+            first: first,
+            window: window,
+            logger: logger
+        )
     }
 
     /// Closes the HTTP clients. Downloads still running fail; start no more after this.

@@ -36,7 +36,11 @@ extension DownloadEngine {
     ///   ``DownloadError/Code/invalidRequest`` for a Metalink document too long to read.
     func probe() async throws(DownloadError) -> Probed {
         let configuration = self.request.configuration
-        let transport = try self.downloader.transport(for: configuration, logger: self.logger)
+        let transport = try self.downloader.transport(
+            for: configuration,
+            window: self.request.byteRange.map(ResourceWindow.init),
+            logger: self.logger
+        )
         let startedAt = ContinuousClock.now
         let authorization = await self.authorization()
         // A `.part` file where this download would save (the name from the URL, when the server may still

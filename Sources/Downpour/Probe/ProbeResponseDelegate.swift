@@ -43,14 +43,23 @@ final class ProbeResponseDelegate: HTTPClientResponseDelegate, Sendable {
 
     /// Opened when the request head has gone out: the probe's connection is up.
     let whenSent: ConnectAhead?
+    /// The download's window of the resource, which the head is moved into before anything reads it.
+    let window: (window: ResourceWindow, isHead: Bool, url: URL)?
 
     /// - Parameter eventLoop: the loop the request's callbacks run on.
-    init(bodyLimit: Int, handsOverFrom: Int64? = nil, eventLoop: any EventLoop, whenSent: ConnectAhead? = nil) {
+    init(
+        bodyLimit: Int,
+        handsOverFrom: Int64? = nil,
+        eventLoop: any EventLoop,
+        whenSent: ConnectAhead? = nil,
+        window: (window: ResourceWindow, isHead: Bool, url: URL)? = nil
+    ) {
         self.bodyLimit = bodyLimit
         self.handsOverFrom = handsOverFrom
         self.eventLoop = eventLoop
         self.handover = eventLoop.makePromise()
         self.whenSent = whenSent
+        self.window = window
     }
 
     func didSendRequestHead(task: HTTPClient.Task<ProbeResponse>, _ head: HTTPRequestHead) {
@@ -113,6 +122,14 @@ final class ProbeResponseDelegate: HTTPClientResponseDelegate, Sendable {
     }
 
     func didReceiveHead(task: HTTPClient.Task<ProbeResponse>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        var head = head
+        if let window = self.window {
+            do {
+                head = try window.window.view(head, isHead: window.isHead, url: window.url)
+            } catch {
+                return task.eventLoop.makeFailedFuture(error)
+            }
+        }
         let handsOver = self.handsOverFrom.map { Self.handsOver(head, from: $0) } ?? false
         self.state.withLockedValue {
             $0.head = head

@@ -364,6 +364,8 @@ struct ResourceProbe: Sendable {
                 failure = .httpStatus(response.status, url: target.url)
             } catch {
                 if Task.isCancelled { throw .cancelled }
+                // A head the download's window refuses (``ResourceWindow``): the server's answer, not the network.
+                if let refusal = error as? DownloadError { throw refusal }
                 failure = .network(error, url: target.url)
                 let cause = NetworkFailure(error)
                 if cause == .unknownHost || cause == .certificate

@@ -302,13 +302,29 @@ struct HTTPTransport: Sendable {
     private let configuration: DownloadConfiguration
     private let router: ProxyRouter
     private let first: Int
+    /// The bytes of each resource the download is: every `Range` asked is moved into it, and every response head
+    /// moved back (``ResourceWindow``). `nil`: the whole resource.
+    let window: ResourceWindow?
 
-    init(pool: HTTPClientPool, configuration: DownloadConfiguration, first: Int, logger: Logger) {
+    init(
+        pool: HTTPClientPool,
+        configuration: DownloadConfiguration,
+        first: Int,
+        window: ResourceWindow? = nil,
+        logger: Logger
+    ) {
         self.pool = pool
         self.configuration = configuration
         self.router = ProxyRouter(settings: configuration.proxy)
         self.first = first
+        self.window = window
         self.logger = logger
+    }
+
+    /// `value` for header `name`, moved into the ``window`` when it is a `Range`.
+    private func header(_ name: String, _ value: String) -> String {
+        guard let window = self.window, name.lowercased() == "range" else { return value }
+        return window.asking(value)
     }
 
     private var eventLoops: [any EventLoop] { self.pool.eventLoops }
@@ -385,7 +401,7 @@ struct HTTPTransport: Sendable {
             request.headers.add(name: header.name, value: header.value)
         }
         for (name, value) in extraHeaders {
-            request.headers.replaceOrAdd(name: name, value: value)
+            request.headers.replaceOrAdd(name: name, value: self.header(name, value))
         }
         let (client, route, relay) = try await self.client(forConnection: 1, url: url)
         self.pool.noteRequest(to: Origin(url), +1)
@@ -395,7 +411,8 @@ struct HTTPTransport: Sendable {
             bodyLimit: bodyLimit,
             handsOverFrom: handsOverFrom,
             eventLoop: loop,
-            whenSent: connectAhead.flatMap { $0.origin == Origin(url) && route == nil ? $0 : nil }
+            whenSent: connectAhead.flatMap { $0.origin == Origin(url) && route == nil ? $0 : nil },
+            window: self.window.map { (window: $0, isHead: method == .HEAD, url: url) }
         )
         let task = client.execute(
             request: request,
@@ -449,7 +466,7 @@ extension HTTPTransport {
             request.headers.add(name: header.name, value: header.value)
         }
         for (name, value) in extraHeaders {
-            request.headers.replaceOrAdd(name: name, value: value)
+            request.headers.replaceOrAdd(name: name, value: self.header(name, value))
         }
         let (client, route, relay) = try await self.client(forConnection: connection, url: url)
         self.pool.noteRequest(to: Origin(url), +1)

@@ -329,6 +329,16 @@ final class TransferSession: Sendable {
             let pacing = self.pacing
             target.pace = { pacing.delay(after: $0) }
         }
+        if let window = self.transport.window, running == nil {
+            let check = target.checkHead
+            target.checkHead = { head in
+                do {
+                    try check(try window.view(head, isHead: false, url: url))
+                } catch let error as DownloadError {
+                    throw AttemptFailure.fatal(error)
+                }
+            }
+        }
         if let cookies = self.authorization.cookies {
             let check = target.checkHead
             target.checkHead = { head in
