@@ -182,8 +182,12 @@ struct HLSFetchPlan: Sendable, Hashable {
             case .fetch(let fetch):
                 fetches.append(fetch)
             case .runs(let resource):
+                // Named by the resource and the bytes: a live playlist's longer list names the same run the same,
+                // and a run it widened otherwise (fetched again, not taken for the shorter one on disk).
+                let tag = SHA256.hash(data: Data(resource.absoluteString.utf8)).prefix(8)
+                    .map { String(format: "%02x", $0) }.joined()
                 for run in runs[resource] ?? [] {
-                    let name = "shared-\(fetches.count)"
+                    let name = "range-\(tag)-\(run.lowerBound)-\(run.upperBound)"
                     runNames[resource, default: []].append(name)
                     fetches.append(Fetch(name: name, url: resource, range: run, isShared: true))
                 }

@@ -83,6 +83,45 @@ import Testing
         #expect(!playlist.hasEnd, "no EXT-X-ENDLIST: live")
     }
 
+    @Test("the plan of byte ranges: runs of touching ranges, pieces cut at their place, names that a longer list keeps")
+    func byteRangePlan() throws {
+        let text = """
+            #EXTM3U
+            #EXT-X-TARGETDURATION:4
+            #EXT-X-MAP:URI="main.mp4",BYTERANGE="720@0"
+            #EXTINF:4,
+            #EXT-X-BYTERANGE:1000@720
+            main.mp4
+            #EXTINF:4,
+            #EXT-X-BYTERANGE:500@3000
+            main.mp4
+            #EXTINF:4,
+            #EXT-X-BYTERANGE:300@0
+            other.mp4
+
+            """
+        let plan = try HLSFetchPlan(Self.media(text), url: Self.base)
+        let ranged = plan.fetches.filter { $0.range != nil }
+        #expect(ranged.map(\.url) == [Self.url("main.mp4"), Self.url("main.mp4"), Self.url("other.mp4")])
+        #expect(ranged.map(\.range) == [0..<1720, 3000..<3500, 0..<300], "a gap at 1720..<3000: two runs")
+        #expect(Set(ranged.map(\.name)).count == 3)
+        // Each piece is cut from its run, at its place in it.
+        #expect(plan.pieces.map(\.range) == [0..<720, 720..<1720, 0..<500, 0..<300])
+        #expect(plan.pieces.map(\.name) == [ranged[0].name, ranged[0].name, ranged[1].name, ranged[2].name])
+
+        // A live list grown by a range after the gap: the untouched runs keep their names; the widened one is
+        // another fetch.
+        let longer = try HLSFetchPlan(
+            Self.media(text + "#EXTINF:4,\n#EXT-X-BYTERANGE:200@3500\nmain.mp4\n"),
+            url: Self.base
+        )
+        let names = Set(longer.fetches.filter { $0.range != nil }.map(\.name))
+        #expect(names.contains(ranged[0].name) && names.contains(ranged[2].name))
+        #expect(!names.contains(ranged[1].name))
+        #expect(longer.fetches.contains { $0.range == 3000..<3700 })
+        #expect(longer.fingerprint != plan.fingerprint)
+    }
+
     @Test("EXT-X-KEY: AES-128 with and without an IV, NONE ends it, other methods are reported")
     func keys() throws {
         let playlist = try Self.media(

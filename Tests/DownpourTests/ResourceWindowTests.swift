@@ -17,9 +17,13 @@ struct ResourceWindowTests {
             ("bytes=3900-3999", "bytes=4900-4999"),
             ("bytes=0-8388607", "bytes=1000-4999"),  // the probe's first request
             ("bytes=2000-", "bytes=3000-4999"),
-            ("bytes=4000-4100", "bytes=4000-4100"),  // past the window: left for the server to refuse
-            ("bytes=-500", "bytes=-500"),
+            ("bytes=-500", "bytes=4500-4999"),
+            ("bytes=-9000", "bytes=1000-4999"),
+            // A first byte past the window is moved as it is: the server's bytes are outside, and refused.
+            ("bytes=4000-4100", "bytes=5000-5100"),
+            ("bytes=4000-", "bytes=5000-5000"),
             ("items=0-9", "items=0-9"),
+            ("bytes=9-2", "bytes=9-2"),
         ]
     )
     func asking(_ asked: String, _ sent: String) {
@@ -72,12 +76,17 @@ struct ResourceWindowTests {
         let all = ResourceWindow(0..<90000)
         let whole = Self.head(.ok, [("Content-Length", "90000")])
         #expect(try all.view(whole, isHead: false, url: Self.url) == whole)
+        // A HEAD without a length says nothing to move.
+        let noLength = Self.head(.ok, [("Accept-Ranges", "bytes")])
+        #expect(try Self.window.view(noLength, isHead: true, url: Self.url) == noLength)
     }
 
     @Test(
         "what cannot give the window is refused, naming the bytes asked",
         arguments: [
             (200, "Content-Length", "90000", false, "does not serve byte ranges"),  // ranges ignored
+            (203, "Content-Length", "90000", false, "does not serve byte ranges"),  // a proxy's whole copy
+            (200, "Transfer-Encoding", "chunked", false, "does not serve byte ranges"),
             (200, "Content-Length", "3000", false, "is 3000 bytes long"),
             (200, "Content-Length", "4500", true, "is 4500 bytes long"),  // a HEAD of a shorter resource
             (206, "Content-Range", "bytes 1000-1099/4500", false, "is 4500 bytes long"),

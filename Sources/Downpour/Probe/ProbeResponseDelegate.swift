@@ -127,7 +127,7 @@ final class ProbeResponseDelegate: HTTPClientResponseDelegate, Sendable {
             do {
                 head = try window.window.view(head, isHead: window.isHead, url: window.url)
             } catch {
-                return task.eventLoop.makeFailedFuture(error)
+                return task.eventLoop.makeFailedFuture(ResourceWindow.Refusal(error: error))
             }
         }
         let handsOver = self.handsOverFrom.map { Self.handsOver(head, from: $0) } ?? false

@@ -365,7 +365,7 @@ struct ResourceProbe: Sendable {
             } catch {
                 if Task.isCancelled { throw .cancelled }
                 // A head the download's window refuses (``ResourceWindow``): the server's answer, not the network.
-                if let refusal = error as? DownloadError { throw refusal }
+                if let refusal = error as? ResourceWindow.Refusal { throw refusal.error }
                 failure = .network(error, url: target.url)
                 let cause = NetworkFailure(error)
                 if cause == .unknownHost || cause == .certificate

@@ -9,6 +9,12 @@ import NIOHTTP1
 /// (``view(_:isHead:url:)``) before anything reads it. A server that ignores ranges cannot give a window and is
 /// refused, unless the window is the whole resource.
 struct ResourceWindow: Sendable, Hashable {
+    /// A response head ``view(_:isHead:url:)`` refused, as the request's error: the server's answer, final, where
+    /// other errors of a request are the network's and may be retried.
+    struct Refusal: Error {
+        var error: DownloadError
+    }
+
     let range: Range<Int64>
 
     /// - Precondition: `range` is not empty and starts at 0 or later.
@@ -20,17 +26,35 @@ struct ResourceWindow: Sendable, Hashable {
     /// The window's size: the length of the file the engine sees.
     var length: Int64 { self.range.upperBound - self.range.lowerBound }
 
-    /// The `Range` header value for the resource, given one for the window (`bytes=FIRST-LAST` or `bytes=FIRST-`),
-    /// never past the window's end. Anything else is returned as it is.
+    /// The `Range` header value for the resource, given one for the window (`bytes=FIRST-LAST`, `bytes=FIRST-` or
+    /// `bytes=-SUFFIX`): moved by the window's start, and never past its end, so that the bytes the server sends are
+    /// the window's, or refused by ``view(_:isHead:url:)``. Anything else is returned as it is.
     func asking(_ value: String) -> String {
         let text = value.trimmingCharacters(in: .whitespaces)
         guard text.hasPrefix("bytes="), let dash = text.firstIndex(of: "-") else { return value }
-        let start = text.index(text.startIndex, offsetBy: 6)
-        guard let first = Int64(decimal: text[start..<dash]) else { return value }
+        let firstText = text[text.index(text.startIndex, offsetBy: 6)..<dash]
         let lastText = text[text.index(after: dash)...]
-        let last = lastText.isEmpty ? self.length - 1 : Int64(decimal: lastText).map { min($0, self.length - 1) }
-        guard let last, first <= last else { return value }
-        return "bytes=\(first + self.range.lowerBound)-\(last + self.range.lowerBound)"
+        let first: Int64
+        let last: Int64
+        if firstText.isEmpty {
+            guard let suffix = Int64(decimal: lastText), suffix > 0 else { return value }
+            first = max(0, self.length - suffix)
+            last = self.length - 1
+        } else {
+            guard let start = Int64(decimal: firstText) else { return value }
+            first = start
+            if lastText.isEmpty {
+                last = max(start, self.length - 1)
+            } else {
+                guard let end = Int64(decimal: lastText), start <= end else { return value }
+                // A first byte past the window is asked as it is: the server's bytes are outside, and refused.
+                last = start < self.length ? min(end, self.length - 1) : end
+            }
+        }
+        let (from, over1) = first.addingReportingOverflow(self.range.lowerBound)
+        let (to, over2) = last.addingReportingOverflow(self.range.lowerBound)
+        guard !over1, !over2 else { return value }
+        return "bytes=\(from)-\(to)"
     }
 
     /// `head` as the window's: a `206`'s `Content-Range` moved to the window and its length the window's, a
@@ -63,9 +87,12 @@ struct ResourceWindow: Sendable, Hashable {
             let last = sent.upperBound - self.range.lowerBound
             head.headers.replaceOrAdd(name: "Content-Range", value: "bytes \(first)-\(last)/\(self.length)")
             return head
-        case 200:
+        case 200..<300:
+            // Any success but a 206 is the whole resource (a 203 from a proxy too).
             let length = head.headers.first(name: "Content-Length").flatMap { Int64(decimal: Substring($0)) }
-            if isHead, let length {
+            if isHead {
+                // A HEAD without a length says nothing to move: the GETs that follow are checked.
+                guard let length else { return head }
                 guard length >= self.range.upperBound else { throw self.endsEarly(length, asked: asked) }
                 if head.headers.first(name: "Accept-Ranges")?.lowercased() == "none",
                     self.range.lowerBound > 0
