@@ -111,6 +111,45 @@ struct WritePermitTests {
         }
     }
 
+    @Test(
+        "withdrawn while bytes come and no journal save is due: a stream, or ranges saved once an hour, stops then",
+        arguments: [true, false]
+    )
+    func withdrawnBetweenSaves(stream: Bool) async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let content = makeTestContent(count: 4 * 1024 * 1024, seed: stream ? 35 : 36)
+        // Every connection crawls (32 KiB/s: two minutes for the file), so the download cannot end by itself while
+        // the test runs; a stream has no journal, and ranges have none due for an hour: only the permit's watch
+        // can stop them before the end.
+        var faults: [RangeTestServer.Fault] = [.throttle(bytesPerSecond: 32 * 1024, everyNthConnection: 1)]
+        if stream { faults.append(.ignoreRange) }
+        try await withServer(content: content, faults: faults) { server in
+            let path = directory.file("cut-off.bin")
+            let withdrawn = NIOLockedValueBox(false)
+            var configuration = testConfiguration(connections: 2, minimumSplitSize: 1024 * 1024)
+            configuration.racesTail = false
+            configuration.slowConnections = .init(shareOfMedian: nil)
+            configuration.journalInterval = .seconds(3600)
+            let request = try DownloadRequest(url: server.url(), destination: .file(path), configuration: configuration)
+            let download = testDownloader.download(request) { !withdrawn.withLockedValue { $0 } }
+            async let outcome = collect(download)
+            try await waitUntil("bytes in the .part file") {
+                ((try? FileManager.default.attributesOfItem(atPath: path + ".part"))?[.size] as? Int ?? 0) > 0
+            }
+            withdrawn.withLockedValue { $0 = true }
+            let ended = await outcome
+            #expect(ended.error?.code == .superseded, "\(String(describing: ended.error))")
+            #expect(!FileManager.default.fileExists(atPath: path), "the file got its final name")
+            #expect(FileManager.default.fileExists(atPath: path + ".part"), "the .part file was removed")
+            let written = ended.events.compactMap { if case .progress(let progress) = $0 { progress } else { nil } }
+            #expect(
+                (written.last?.completedBytes ?? 0) < Int64(content.count),
+                "the download ran to its end before it stopped"
+            )
+        }
+    }
+
     @Test("withdrawn before the first write: nothing is written at all")
     func withdrawnBeforeAnyWrite() async throws {
         let directory = try ScratchDirectory()

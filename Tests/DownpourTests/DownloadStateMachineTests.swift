@@ -77,6 +77,7 @@ struct DownloadStateMachineTests {
         case journalSaved
         case journalSaveFailed
         case slowVerdict
+        case permitWithdrawn
 
         var testDescription: String { self.rawValue }
 
@@ -85,7 +86,7 @@ struct DownloadStateMachineTests {
             switch self {
             case .workerFinished, .workerFinishedPlanComplete, .attemptFailedFatal, .attemptFailedRetryable,
                 .attemptFailedSlow, .attemptFailedRangesIgnored, .pauseRequested, .cancelled, .journalTick,
-                .journalSaved, .journalSaveFailed, .slowVerdict:
+                .journalSaved, .journalSaveFailed, .slowVerdict, .permitWithdrawn:
                 true
             default:
                 false
@@ -130,6 +131,7 @@ struct DownloadStateMachineTests {
             case .journalSaved: return .round(machine.journalSaved())
             case .journalSaveFailed: return .round(machine.journalSaveFailed(Tests.diskFull))
             case .slowVerdict: return .round(machine.slowVerdicts([Tests.verdict]))
+            case .permitWithdrawn: return .round(machine.permitWithdrawn())
             }
         }
     }
@@ -240,6 +242,10 @@ struct DownloadStateMachineTests {
             .journalSaved: round(.scheduleJournalTick, then: segmented2),
             .journalSaveFailed: round(.cancelWorkers, then: .stopping(.segmented, then: .fail(diskFull))),
             .slowVerdict: round(.restartConnections([verdict]), then: segmented2),
+            .permitWithdrawn: round(
+                .cancelWorkers,
+                then: .stopping(.segmented, then: .fail(Machine.superseded))
+            ),
         ],
         .transferringStream: [
             .workerFinished: round(.cancelWorkers, then: .stopping(.stream, then: .finish)),
@@ -256,6 +262,8 @@ struct DownloadStateMachineTests {
             // A stream has no journal and no connection to race.
             .journalTick: .ignored,
             .slowVerdict: .ignored,
+            // The permit watch stops a stream too: it has no journal save to ask the permit at.
+            .permitWithdrawn: round(.cancelWorkers, then: .stopping(.stream, then: .fail(Machine.superseded))),
         ],
         .stoppingToFinish: stopping(.segmented, workersStopped: engine(.finish, then: .finished(.segmented))),
         .stoppingToPause: stopping(.segmented, workersStopped: engine(.saveBeforePause, then: .savingBeforePause)),

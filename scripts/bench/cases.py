@@ -361,6 +361,15 @@ CASES = (
         default=False, tools=("ffmpeg", "yt-dlp"),
         script=("hls_bench.py", "--downpour", "{binary}", "--work", "{work}", "--reps", "{reps}",
                 "--json", "{work}/hls.json")),
+    Case(
+        "media", "HLS (hls_bench.py), issue 44's media case: a 10-minute stream at 5 Mbit/s (300 segments, about "
+        "375 MB) on loopback and over 100 ms links (no loss; 0.5 % on the data), beside yt-dlp (alone, -N 8, -N 16), "
+        "ffmpeg -c copy and aria2-next; time, CPU, peak RSS, and the bytes sent twice after a kill -9 at 40 %",
+        default=False, tools=("ffmpeg", "yt-dlp", "aria2-next"),
+        script=("hls_bench.py", "--downpour", "{binary}", "--work", "{work}", "--reps", "{reps}", "--seconds", "600",
+                "--bitrate", "5M", "--modes", "unlimited,far,far-loss", "--kill", "--clients",
+                "downpour,downpour -x 16,yt-dlp,yt-dlp -N 8,yt-dlp -N 16,ffmpeg -c copy,aria2-next", "--json",
+                "{work}/media.json")),
 )
 
 BY_NAME = {c.name: c for c in CASES}

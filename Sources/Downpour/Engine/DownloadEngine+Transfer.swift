@@ -79,7 +79,8 @@ extension DownloadEngine {
         let journal = output.journal
         // A round of its own each time: its progress meters start afresh.
         let round = { [self] in
-            TransferRound(session: session, gate: self.gate) { [self, session] () async throws(DownloadError) in
+            TransferRound(session: session, gate: self.gate, writePermit: self.writePermit) {
+                [self, session] () async throws(DownloadError) in
                 try await self.saveJournal(journal, session: session)
             }
         }

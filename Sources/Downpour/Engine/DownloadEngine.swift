@@ -40,10 +40,7 @@ struct DownloadEngine: Sendable {
     /// over, a fall-back that drops the journal, and the final name.
     func checkWritePermit() async throws(DownloadError) {
         guard !(await self.writePermitted()) else { return }
-        throw DownloadError(
-            code: .superseded,
-            message: "Another writer took this download over; this run stopped and wrote nothing more."
-        )
+        throw DownloadStateMachine.superseded
     }
 
     func run() async throws(DownloadError) -> DownloadResult {

@@ -414,6 +414,13 @@ struct DownloadStateMachine: Sendable {
         return running != nil ? self.stop(mode, then: .fail(error)) : .none
     }
 
+    /// The write permit was withdrawn while the round runs (another writer took the download over): the workers
+    /// stop, and the download fails, leaving its files to that writer (nothing is removed without the permit).
+    mutating func permitWithdrawn() -> RoundAction {
+        let (mode, running) = self.roundRunning("permitWithdrawn")
+        return running != nil ? self.stop(mode, then: .fail(Self.superseded)) : .none
+    }
+
     /// The ``SlowConnectionDetector`` judged these connections too slow.
     mutating func slowVerdicts(_ verdicts: [SlowConnectionDetector.Verdict]) -> RoundAction {
         let (mode, running) = self.roundRunning("slowVerdicts")
@@ -481,6 +488,11 @@ struct DownloadStateMachine: Sendable {
     }
 
     // MARK: Errors
+
+    static let superseded = DownloadError(
+        code: .superseded,
+        message: "Another writer took this download over; this run stopped and wrote nothing more."
+    )
 
     static let bytesMissing = DownloadError(
         code: .remoteMisbehaved,

@@ -1,6 +1,6 @@
 /// One round of a download's workers, from a ``DownloadStateMachine/Action/startRound(_:)`` until the machine has
-/// stopped them: the workers, the pause watch, the progress reports, the journal timer and the slow-connection
-/// watch run as one task group; what they report goes to the machine, and the round does the
+/// stopped them: the workers, the pause watch, the permit watch, the progress reports, the journal timer and the
+/// slow-connection watch run as one task group; what they report goes to the machine, and the round does the
 /// ``DownloadStateMachine/RoundAction`` it answers.
 struct TransferRound: Sendable {
     typealias RoundAction = DownloadStateMachine.RoundAction
@@ -9,15 +9,23 @@ struct TransferRound: Sendable {
     let gate: PauseGate
     /// Syncs the data and records what is on disk.
     let saveJournal: @Sendable () async throws(DownloadError) -> Void
+    /// The download's write permit, asked every ``permitInterval`` while the round runs; `nil`: none.
+    let writePermit: (@Sendable () async -> Bool)?
     private let reporter: ProgressReporter
+
+    /// How often a round asks the write permit: between the journal's saves (which ask it too), and in a stream,
+    /// which saves none, so that a run whose permit was withdrawn stops writing within this, not at its end.
+    static let permitInterval = Duration.milliseconds(250)
 
     init(
         session: TransferSession,
         gate: PauseGate,
+        writePermit: (@Sendable () async -> Bool)? = nil,
         saveJournal: @escaping @Sendable () async throws(DownloadError) -> Void
     ) {
         self.session = session
         self.gate = gate
+        self.writePermit = writePermit
         self.saveJournal = saveJournal
         self.reporter = ProgressReporter(session: session)
     }
@@ -32,6 +40,7 @@ struct TransferRound: Sendable {
         case journalSaved
         case journalSaveFailed(DownloadError)
         case slowConnections([SlowConnectionDetector.Verdict], SpeedWatch)
+        case permitWithdrawn
         /// A task with nothing to tell ended: the progress reports or a timer, cancelled.
         case ended
     }
@@ -73,6 +82,8 @@ struct TransferRound: Sendable {
                 case .slowConnections(let verdicts, let watch):
                     self.watchSpeed(watch, in: &group)
                     next = machine.slowVerdicts(verdicts)
+                case .permitWithdrawn:
+                    next = machine.permitWithdrawn()
                 case .ended:
                     next = .none
                 }
@@ -154,13 +165,25 @@ struct TransferRound: Sendable {
         }
     }
 
-    /// The pause watch, the progress reports and the hashing of the file's first bytes, beside the workers of
-    /// every round.
+    /// The pause watch, the permit watch, the progress reports and the hashing of the file's first bytes, beside
+    /// the workers of every round.
     private func startCompanions(in group: inout TaskGroup<Report>) {
         let gate = self.gate
         group.addTask {
             await gate.waitUntilPaused()
             return Task.isCancelled ? .cancelled : .pauseRequested
+        }
+        if let permitted = self.writePermit {
+            group.addTask {
+                while true {
+                    do {
+                        try await Task.sleep(for: Self.permitInterval)
+                    } catch {
+                        return .ended
+                    }
+                    if !(await permitted()) { return .permitWithdrawn }
+                }
+            }
         }
         let reporter = self.reporter
         let interval = self.session.configuration.progressInterval
