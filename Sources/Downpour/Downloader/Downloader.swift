@@ -181,7 +181,8 @@ public final class Downloader: Sendable {
     /// out). Bytes in flight when it answers may still land in the `.part` file; the journal never claims them.
     ///
     /// - Parameters:
-    ///   - writePermit: Asked before each write that matters; may wait (a database round trip, say).
+    ///   - writePermit: Asked before each write that matters, and four times a second while bytes come: it should
+    ///     answer from memory (a lease's deadline on a monotonic clock, say), not with a round trip.
     public func download(
         _ request: DownloadRequest,
         id: DownloadID = DownloadID(),

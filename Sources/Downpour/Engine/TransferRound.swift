@@ -174,14 +174,15 @@ struct TransferRound: Sendable {
             return Task.isCancelled ? .cancelled : .pauseRequested
         }
         if let permitted = self.writePermit {
+            // Asked at once too: a round resumed after a pause has asked nothing since.
             group.addTask {
                 while true {
+                    if !(await permitted()) { return .permitWithdrawn }
                     do {
                         try await Task.sleep(for: Self.permitInterval)
                     } catch {
                         return .ended
                     }
-                    if !(await permitted()) { return .permitWithdrawn }
                 }
             }
         }
