@@ -173,11 +173,7 @@ struct DownloadTests {
             faults: [.ignoreRange, .closeConnection(afterBytes: cut, requests: 1)]
         ) { server in
             let path = directory.file("again.bin")
-            // The whole suite runs hundreds of tests on two cores at once: the probe's parked response may wait
-            // longer than the helpers' 10 s for its worker, and AsyncHTTPClient's read time-out, which counts that
-            // wait too, would then end it and ask again. What this test counts needs a download that was not cut.
-            let configuration = testConfiguration(idleRead: .seconds(600))
-            let result = try await runDownload(server.url(), to: .file(path), configuration: configuration).value
+            let result = try await runDownload(server.url(), to: .file(path)).value
             try expectFile(path, equals: Self.content, in: directory)
             let gets = server.statistics().getRequestsRecorded
             #expect(gets.count == 2, "\(describe(gets))")

@@ -140,10 +140,6 @@ struct ProbeTests {
             var configuration = testConfiguration(connections: 2, minimumSplitSize: Int64(Self.firstRequest))
             configuration.racesTail = false
             configuration.slowConnections = .init(shareOfMedian: nil)
-            // The whole suite runs hundreds of tests on two cores at once: the probe's parked response may wait
-            // longer than the helpers' 10 s for its worker, and AsyncHTTPClient's read time-out, which counts that
-            // wait too, would then end it and ask again. What this test counts needs a download that was not cut.
-            configuration.timeouts.idleRead = .seconds(600)
             let result = try await runDownload(server.url(), to: .file(path), configuration: configuration).value
             try expectFile(path, equals: content, in: directory)
             #expect(result.downloadedBytes == Int64(content.count))
@@ -220,12 +216,7 @@ struct ProbeTests {
         defer { directory.remove() }
         try await withServer(content: Self.large, faults: [.ignoreRange]) { server in
             let path = directory.file("whole.bin")
-            // The whole suite runs hundreds of tests on two cores at once: the probe's response may wait longer than
-            // the helpers' 10 s for the stream to take it on, and a read time-out would then ask again. What this
-            // test counts is the requests of a download that was not cut, so it allows the wait.
-            var configuration = testConfiguration()
-            configuration.timeouts.idleRead = .seconds(600)
-            let result = try await runDownload(server.url(), to: .file(path), configuration: configuration).value
+            let result = try await runDownload(server.url(), to: .file(path)).value
             try expectFile(path, equals: Self.large, in: directory)
             #expect(result.remoteFile.acceptsRanges == false)
             let gets = server.statistics().getRequestsRecorded

@@ -254,7 +254,9 @@ extension DownloadConfiguration {
     public struct Timeouts: Sendable, Hashable, Codable {
         /// Connecting (TCP and TLS) may take this long.
         public var connect: Duration
-        /// A response may go this long without any bytes arriving.
+        /// A response may go this long without any bytes arriving while Downpour waits for them; the time it holds
+        /// a response back itself (a bandwidth limit's pause, a slow disk, a response waiting for its connection)
+        /// does not count. After the request's end has gone out, the time counts from it.
         public var idleRead: Duration
 
         public init(connect: Duration = .seconds(10), idleRead: Duration = .seconds(30)) {

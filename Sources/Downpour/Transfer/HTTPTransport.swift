@@ -184,10 +184,9 @@ final class HTTPClientPool: Sendable {
         var clientConfiguration = HTTPClient.Configuration(
             tlsConfiguration: tls,
             redirectConfiguration: .disallow,
-            timeout: .init(
-                connect: TimeAmount(configuration.timeouts.connect),
-                read: TimeAmount(configuration.timeouts.idleRead)
-            ),
+            // No read time-out here: it would count the time Downpour holds a part back; each request watches its
+            // own (``IdleReadTimed``).
+            timeout: .init(connect: TimeAmount(configuration.timeouts.connect)),
             connectionPool: pool,
             decompression: .disabled
         )
@@ -329,6 +328,14 @@ struct HTTPTransport: Sendable {
 
     private var eventLoops: [any EventLoop] { self.pool.eventLoops }
 
+    /// `delegate`, with the download's read time-out watched (``IdleReadWatch``).
+    private func timed<Delegate: HTTPClientResponseDelegate & Sendable>(
+        _ delegate: Delegate,
+        on loop: any EventLoop
+    ) -> IdleReadTimed<Delegate> {
+        IdleReadTimed(delegate, timeout: TimeAmount(self.configuration.timeouts.idleRead), eventLoop: loop)
+    }
+
     /// The event loop for connection `id`: each connection keeps its loop (and its client) from one request
     /// to the next.
     func eventLoop(forConnection id: Int) -> any EventLoop {
@@ -416,7 +423,7 @@ struct HTTPTransport: Sendable {
         )
         let task = client.execute(
             request: request,
-            delegate: delegate,
+            delegate: self.timed(delegate, on: loop),
             eventLoop: .delegate(on: loop),
             deadline: nil,
             logger: self.logger
@@ -473,7 +480,7 @@ extension HTTPTransport {
         defer { self.pool.noteRequest(to: Origin(url), -1) }
         let task = client.execute(
             request: request,
-            delegate: delegate,
+            delegate: self.timed(delegate, on: delegate.eventLoop),
             eventLoop: .delegate(on: delegate.eventLoop),
             deadline: nil,
             logger: self.logger

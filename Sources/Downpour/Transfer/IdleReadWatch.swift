@@ -1,0 +1,141 @@
+import AsyncHTTPClient
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+
+/// The read time-out of one request, counting only the time Downpour waits for the server: from the request's end
+/// going out, and from each response part Downpour has finished taking in, to the next part.
+///
+/// AsyncHTTPClient's own read time-out also counts the time a delegate holds a part back (its future not yet
+/// complete): a probe's response parked until its connection takes it on, a bandwidth limit's pause, a slow disk.
+/// The connection reads nothing then, so the server cannot send; when that wait outlasts the time-out the request
+/// fails and its bytes are asked for again. So Downpour's clients have no read time-out of their own, and every
+/// request's delegate is wrapped in ``IdleReadTimed``, whose watch is paused while a part is held.
+///
+/// Every call comes on ``eventLoop``, the request's delegate loop; the state is locked anyway, as the type is
+/// `Sendable`.
+final class IdleReadWatch: Sendable {
+    private struct State {
+        var timer: Scheduled<Void>?
+        /// Ends the request; set once its end has gone out.
+        var fail: (@Sendable (any Error) -> Void)?
+        /// Parts being taken in: no time is counted while any is.
+        var holds = 0
+        var isEnded = false
+        /// Which arming the timer belongs to: one stopped just as it ran does nothing.
+        var generation = 0
+
+        mutating func stopTimer() {
+            self.timer?.cancel()
+            self.timer = nil
+        }
+    }
+
+    let timeout: TimeAmount
+    let eventLoop: any EventLoop
+    private let state = NIOLockedValueBox(State())
+
+    init(timeout: TimeAmount, eventLoop: any EventLoop) {
+        self.timeout = timeout
+        self.eventLoop = eventLoop
+    }
+
+    /// The request's end has gone out: the time counts from now, and `fail` ends the request when it runs out
+    /// (with AsyncHTTPClient's `readTimeout`, so that it is told and retried as before).
+    func start(failing fail: @escaping @Sendable (any Error) -> Void) {
+        self.state.withLockedValue { $0.fail = fail }
+        self.arm()
+    }
+
+    /// Takes a part in with `receive`: no time counts until the future it returns completes, and the time starts
+    /// anew then.
+    func hold<Value>(_ receive: () -> EventLoopFuture<Value>) -> EventLoopFuture<Value> {
+        self.state.withLockedValue { state in
+            state.holds += 1
+            state.stopTimer()
+        }
+        let future = receive()
+        future.whenComplete { _ in
+            self.state.withLockedValue { $0.holds -= 1 }
+            self.arm()
+        }
+        return future
+    }
+
+    /// The request has ended, however: nothing more is counted.
+    func end() {
+        self.state.withLockedValue { state in
+            state.isEnded = true
+            state.stopTimer()
+        }
+    }
+
+    /// Starts the time anew, unless a part is held or the request has not gone out or has ended.
+    private func arm() {
+        self.state.withLockedValue { state in
+            state.stopTimer()
+            guard !state.isEnded, state.holds == 0, state.fail != nil else { return }
+            state.generation += 1
+            let generation = state.generation
+            state.timer = self.eventLoop.scheduleTask(in: self.timeout) { self.expire(generation) }
+        }
+    }
+
+    private func expire(_ generation: Int) {
+        let fail = self.state.withLockedValue { state -> (@Sendable (any Error) -> Void)? in
+            // A part that came as the timer ran, or the end, wins.
+            guard !state.isEnded, state.holds == 0, state.generation == generation, state.timer != nil else {
+                return nil
+            }
+            state.isEnded = true
+            state.timer = nil
+            return state.fail
+        }
+        fail?(HTTPClientError.readTimeout)
+    }
+}
+
+/// A request's delegate with its read time-out watched by an ``IdleReadWatch``: every callback goes on to
+/// ``delegate`` unchanged, and the head and each body part are held while its future is pending.
+final class IdleReadTimed<Delegate: HTTPClientResponseDelegate & Sendable>: HTTPClientResponseDelegate, Sendable {
+    typealias Response = Delegate.Response
+
+    let delegate: Delegate
+    let watch: IdleReadWatch
+
+    init(_ delegate: Delegate, timeout: TimeAmount, eventLoop: any EventLoop) {
+        self.delegate = delegate
+        self.watch = IdleReadWatch(timeout: timeout, eventLoop: eventLoop)
+    }
+
+    func didSendRequestHead(task: HTTPClient.Task<Response>, _ head: HTTPRequestHead) {
+        self.delegate.didSendRequestHead(task: task, head)
+    }
+
+    func didSendRequestPart(task: HTTPClient.Task<Response>, _ part: IOData) {
+        self.delegate.didSendRequestPart(task: task, part)
+    }
+
+    func didSendRequest(task: HTTPClient.Task<Response>) {
+        self.delegate.didSendRequest(task: task)
+        self.watch.start { task.fail(reason: $0) }
+    }
+
+    func didReceiveHead(task: HTTPClient.Task<Response>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        self.watch.hold { self.delegate.didReceiveHead(task: task, head) }
+    }
+
+    func didReceiveBodyPart(task: HTTPClient.Task<Response>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        self.watch.hold { self.delegate.didReceiveBodyPart(task: task, buffer) }
+    }
+
+    func didReceiveError(task: HTTPClient.Task<Response>, _ error: any Error) {
+        self.watch.end()
+        self.delegate.didReceiveError(task: task, error)
+    }
+
+    func didFinishRequest(task: HTTPClient.Task<Response>) throws -> Response {
+        self.watch.end()
+        return try self.delegate.didFinishRequest(task: task)
+    }
+}
