@@ -137,6 +137,12 @@ public struct SystemCallError: Error, Sendable, Hashable, CustomStringConvertibl
 }
 
 extension DownloadError {
+    /// A run stopped because its write permit was withdrawn (``Downloader/download(_:id:logger:writePermit:)``).
+    package static let superseded = DownloadError(
+        code: .superseded,
+        message: "Another writer took this download over; this run stopped and wrote nothing more."
+    )
+
     package static func invalidRequest(_ message: String) -> DownloadError {
         DownloadError(code: .invalidRequest, message: message)
     }

@@ -113,6 +113,11 @@ public struct HLSDownload: Sendable {
     /// The request's rate limit (`--max-download-limit`), shared by every fetch of the run: the segments fetched at
     /// once stay under it together.
     let limiter: BandwidthLimiter
+    /// Asked before each write that matters, as a download's is (``Downloader/download(_:id:logger:writePermit:)``):
+    /// by every fetch, before the work directory is emptied or the outputs are written, before each piece is copied
+    /// and each output named. Once it says no, the run stops with ``DownloadError/Code/superseded`` and leaves what
+    /// is on disk as it is, for the writer that took over. `nil`: always allowed.
+    let writePermit: (@Sendable () async -> Bool)?
 
     /// - Parameters:
     ///   - document: the playlist the request answered with (``DownloadResult/playlist``).
@@ -135,14 +140,16 @@ public struct HLSDownload: Sendable {
         )
     }
 
-    /// With the rate limit `limiter`, which its owner may change while it runs (a daemon's `max-download-limit`).
+    /// With the rate limit `limiter`, which its owner may change while it runs (a daemon's `max-download-limit`), and
+    /// the write permit `writePermit` (``writePermit``; a fleet's node runs a download under its lease).
     package init(
         _ document: PlaylistDocument,
         request: DownloadRequest,
         downloader: Downloader,
         options: Options,
         logger: Logger,
-        limiter: BandwidthLimiter
+        limiter: BandwidthLimiter,
+        writePermit: (@Sendable () async -> Bool)? = nil
     ) {
         self.document = document
         self.request = request
@@ -150,6 +157,7 @@ public struct HLSDownload: Sendable {
         self.options = options
         self.logger = logger
         self.limiter = limiter
+        self.writePermit = writePermit
     }
 
     /// Fetches the segments and writes the output.
@@ -165,6 +173,20 @@ public struct HLSDownload: Sendable {
     public func run(
         progress: @escaping @Sendable (Progress) -> Void = { _ in },
         finishing: @escaping @Sendable () -> Bool = { true }
+    ) async throws(DownloadError) -> Result {
+        do {
+            return try await self.perform(progress: progress, finishing: finishing)
+        } catch {
+            // Whatever stopped it first (a fetch cancelled with the others, say), a run whose permit was withdrawn
+            // was superseded: its owner must not take it for a failure, nor remove what it leaves.
+            if error.code != .superseded, !(await self.mayWrite()) { throw .superseded }
+            throw error
+        }
+    }
+
+    private func perform(
+        progress: @escaping @Sendable (Progress) -> Void,
+        finishing: @escaping @Sendable () -> Bool
     ) async throws(DownloadError) -> Result {
         let names = self.names()
         var media: HLSMediaPlaylist
@@ -298,6 +320,7 @@ public struct HLSDownload: Sendable {
                 try await self.prepareWork(rendition, fingerprint: output.plan.fingerprint)
                 try await self.fetchAll(output.plan, work: rendition, tally: tally)
             }
+            try await self.checkPermit()
             guard !Task.isCancelled, finishing() else {
                 throw DownloadError(code: .cancelled, message: "The download was cancelled.")
             }
@@ -305,46 +328,61 @@ public struct HLSDownload: Sendable {
             let replacing = self.request.configuration.overwrite
             let mark = Self.finishMark(of: self.request)
             let lengths = try await Self.uncancelled { () async throws(DownloadError) -> [Int64] in
-                var files = [videoFile]
-                var lengths: [Int64] = []
-                do throws(DownloadError) {
-                    for (index, output) in outputs.enumerated() {
-                        if index > 0 {
-                            files.append(
-                                try await AssembledFile.run { () throws(DownloadError) in
-                                    try AssembledFile(locking: output.path + ".part")
-                                }
+                try await self.watchingPermit { permit async throws(DownloadError) -> [Int64] in
+                    var files = [videoFile]
+                    var lengths: [Int64] = []
+                    do throws(DownloadError) {
+                        for (index, output) in outputs.enumerated() {
+                            try permit.check()
+                            if index > 0 {
+                                files.append(
+                                    try await AssembledFile.run { () throws(DownloadError) in
+                                        try AssembledFile(locking: output.path + ".part")
+                                    }
+                                )
+                            }
+                            lengths.append(
+                                output.kind == .subtitles
+                                    ? try await self.assembleSubtitles(
+                                        output.plan,
+                                        work: works[index],
+                                        into: files[index],
+                                        permit: permit
+                                    )
+                                    : try await self.assemble(
+                                        output.plan,
+                                        work: works[index],
+                                        into: files[index],
+                                        permit: permit
+                                    )
                             )
                         }
-                        lengths.append(
-                            output.kind == .subtitles
-                                ? try await self.assembleSubtitles(output.plan, work: works[index], into: files[index])
-                                : try await self.assemble(output.plan, work: works[index], into: files[index])
-                        )
-                    }
-                    // All named only once all are whole, each with the mark of a finished run; the video last.
-                    try await AssembledFile.run { [files] () throws(DownloadError) in
-                        for index in outputs.indices.reversed() {
-                            try files[index].commit(
-                                to: outputs[index].path,
-                                replacing: replacing || outputs[index].replaces,
-                                mark: mark
-                            )
+                        // All named only once all are whole, each with the mark of a finished run; the video last.
+                        try await AssembledFile.run { [files] () throws(DownloadError) in
+                            for index in outputs.indices.reversed() {
+                                try permit.check()
+                                try files[index].commit(
+                                    to: outputs[index].path,
+                                    replacing: replacing || outputs[index].replaces,
+                                    mark: mark
+                                )
+                            }
                         }
-                    }
-                } catch {
-                    // Made again from the work directory by the next run; one left would put a named output that
-                    // carries the mark (`committed`) in that run's way.
-                    for index in files.indices.dropFirst() {
-                        files[index].close()
-                        try? await AssembledFile.runEvenIfCancelled {
-                            try? FileManager.default.removeItem(atPath: outputs[index].path + ".part")
+                    } catch {
+                        // Made again from the work directory by the next run; one left would put a named output that
+                        // carries the mark (`committed`) in that run's way. Superseded, it is the next writer's.
+                        for index in files.indices.dropFirst() {
+                            files[index].close()
+                            guard permit.allows else { continue }
+                            try? await AssembledFile.runEvenIfCancelled {
+                                try? FileManager.default.removeItem(atPath: outputs[index].path + ".part")
+                            }
                         }
+                        throw error
                     }
-                    throw error
+                    if permit.allows { await Self.removeWork(work) }
+                    return lengths
                 }
-                await Self.removeWork(work)
-                return lengths
             }
             let counts = tally.counts
             let audioIndex = outputs.firstIndex { $0.kind == .audio }
@@ -415,6 +453,7 @@ public struct HLSDownload: Sendable {
             }
             // What is whole is saved, whatever stopped the recording (unless `finishing` says it was given up): in a
             // task of its own, so that the cancel that stopped it does not stop this.
+            try await self.checkPermit()
             guard finishing() else {
                 throw DownloadError(code: .cancelled, message: "The recording was stopped; nothing was saved.")
             }
@@ -423,16 +462,19 @@ public struct HLSDownload: Sendable {
             }
             let replacing = self.request.configuration.overwrite
             let length = try await Self.uncancelled { () async throws(DownloadError) -> Int64 in
-                let length = try await self.assemble(plan, work: work, into: file)
-                try await AssembledFile.run { () throws(DownloadError) in
-                    try file.commit(
-                        to: path,
-                        replacing: replacing || replacesExisting,
-                        mark: Self.finishMark(of: self.request)
-                    )
+                try await self.watchingPermit { permit async throws(DownloadError) -> Int64 in
+                    let length = try await self.assemble(plan, work: work, into: file, permit: permit)
+                    try await AssembledFile.run { () throws(DownloadError) in
+                        try permit.check()
+                        try file.commit(
+                            to: path,
+                            replacing: replacing || replacesExisting,
+                            mark: Self.finishMark(of: self.request)
+                        )
+                    }
+                    if permit.allows { await Self.removeWork(Self.workDirectory(for: path)) }
+                    return length
                 }
-                await Self.removeWork(Self.workDirectory(for: path))
-                return length
             }
             return Result(
                 path: path,
@@ -485,6 +527,35 @@ public struct HLSDownload: Sendable {
             }
         }.value
         return try outcome.get()
+    }
+
+    // MARK: - Write permit
+
+    private func mayWrite() async -> Bool {
+        await self.writePermit?() ?? true
+    }
+
+    /// Throws ``DownloadError/Code/superseded`` once the write permit is withdrawn.
+    private func checkPermit() async throws(DownloadError) {
+        guard await self.mayWrite() else { throw .superseded }
+    }
+
+    /// Runs `body` (the outputs' writing, blocking work that cannot wait for the permit) with the permit kept up to
+    /// date in memory: asked at once, then every quarter of a second, as a transfer's is.
+    private func watchingPermit<T: Sendable>(
+        _ body: (PermitFlag) async throws(DownloadError) -> T
+    ) async throws(DownloadError) -> T {
+        let flag = PermitFlag()
+        guard let permit = self.writePermit else { return try await body(flag) }
+        if !(await permit()) { flag.withdraw() }
+        let watch = Task {
+            while !Task.isCancelled, flag.allows {
+                try? await Task.sleep(for: PermitFlag.interval)
+                if !(await permit()) { flag.withdraw() }
+            }
+        }
+        defer { watch.cancel() }
+        return try await body(flag)
     }
 
     // MARK: - Names
@@ -598,7 +669,12 @@ public struct HLSDownload: Sendable {
         configuration.followsPlaylists = true
         configuration.overwrite = false
         let request = try DownloadRequest(url: url, destination: .file(path), configuration: configuration)
-        let result = try await self.downloader.download(request, logger: self.logger, limiter: self.limiter).run()
+        let result = try await self.downloader.download(
+            request,
+            logger: self.logger,
+            limiter: self.limiter,
+            writePermit: self.writePermit
+        ).run()
         guard let document = result.playlist else {
             try? await AssembledFile.run { try? FileManager.default.removeItem(atPath: result.path) }
             throw DownloadError(
@@ -657,29 +733,63 @@ public struct HLSDownload: Sendable {
             metadata: ["missing": "\(missing.count)", "all": "\(plan.fetches.count)"]
         )
         let width = max(1, self.options.concurrentSegments)
-        let outcome = await withTaskGroup(of: DownloadError?.self) { group -> DownloadError? in
+        // How a task of the group ended: a fetch, or the permit's watch (`nil` once cancelled).
+        enum Ended: Sendable {
+            case fetched
+            case failed(DownloadError)
+            case permitWithdrawn
+        }
+        let permit = self.writePermit
+        let outcome = await withTaskGroup(of: Ended?.self) { group -> DownloadError? in
             var next = missing.makeIterator()
             var running = 0
             func start() -> Bool {
                 guard !Task.isCancelled, let fetch = next.next() else { return false }
-                group.addTask { () -> DownloadError? in
+                group.addTask { () -> Ended? in
                     do throws(DownloadError) {
+                        // Not a byte asked for once the permit is withdrawn.
+                        try await self.checkPermit()
                         let (length, fetched) = try await self.fetch(fetch, work: work)
                         tally.add(fetch, bytes: length, fetched: fetched)
-                        return nil
+                        return .fetched
                     } catch {
-                        return self.naming(error, fetch: fetch, plan: plan)
+                        return .failed(self.naming(error, fetch: fetch, plan: plan))
                     }
                 }
                 return true
             }
             while running < width, start() { running += 1 }
-            while let failure = await group.next() {
-                if let failure {
-                    group.cancelAll()
-                    return failure
+            guard running > 0 else { return nil }
+            // The fetches stop once the permit is withdrawn, also those that write nothing meanwhile (a segment's
+            // probe waiting for its body): the download is another writer's now.
+            if let permit {
+                group.addTask { () -> Ended? in
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: PermitFlag.interval)
+                        if Task.isCancelled { break }
+                        if !(await permit()) { return .permitWithdrawn }
+                    }
+                    return nil
                 }
-                if !start() { running -= 1 }
+            }
+            while let ended = await group.next() {
+                switch ended {
+                case .failed(let error):
+                    group.cancelAll()
+                    return error
+                case .permitWithdrawn:
+                    group.cancelAll()
+                    return .superseded
+                case .fetched:
+                    guard !start() else { continue }
+                    running -= 1
+                    if running == 0 {
+                        group.cancelAll()
+                        return nil
+                    }
+                case nil:
+                    continue
+                }
             }
             return nil
         }
@@ -699,7 +809,12 @@ public struct HLSDownload: Sendable {
             configuration: configuration
         )
         request.byteRange = fetch.range
-        let result = try await self.downloader.download(request, logger: self.logger, limiter: self.limiter).run()
+        let result = try await self.downloader.download(
+            request,
+            logger: self.logger,
+            limiter: self.limiter,
+            writePermit: self.writePermit
+        ).run()
         return (result.length, result.downloadedBytes)
     }
 
@@ -783,6 +898,8 @@ public struct HLSDownload: Sendable {
     /// Keeps what `work` holds when it was fetched for the same playlist; else empties it and records
     /// `fingerprint`.
     private func prepareWork(_ work: String, fingerprint: String) async throws(DownloadError) {
+        // It may empty the directory: another writer's, once the permit is withdrawn.
+        try await self.checkPermit()
         let logger = self.logger
         try await AssembledFile.run { () throws(DownloadError) in
             let manager = FileManager.default
@@ -821,15 +938,19 @@ public struct HLSDownload: Sendable {
     private func assemble(
         _ plan: HLSFetchPlan,
         work: String,
-        into file: AssembledFile
+        into file: AssembledFile,
+        permit: PermitFlag
     ) async throws(DownloadError) -> Int64 {
         try await AssembledFile.run { () throws(DownloadError) -> Int64 in
+            try permit.check()
             try file.startOver()
             var keys: [String: [UInt8]] = [:]
             for piece in plan.pieces {
+                try permit.check()
                 do throws(DownloadError) {
                     try Self.copy(piece, from: work, keys: &keys, into: file)
                 } catch  where error.code == .remoteMisbehaved {
+                    try permit.check()
                     try? FileManager.default.removeItem(atPath: work + "/" + piece.name)
                     if let key = piece.decryption?.keyName {
                         try? FileManager.default.removeItem(atPath: work + "/" + key)
@@ -850,9 +971,11 @@ public struct HLSDownload: Sendable {
     private func assembleSubtitles(
         _ plan: HLSFetchPlan,
         work: String,
-        into file: AssembledFile
+        into file: AssembledFile,
+        permit: PermitFlag
     ) async throws(DownloadError) -> Int64 {
         try await AssembledFile.run { () throws(DownloadError) -> Int64 in
+            try permit.check()
             var texts: [String] = []
             for piece in plan.pieces {
                 let path = work + "/" + piece.name
@@ -870,6 +993,7 @@ public struct HLSDownload: Sendable {
                 let text = data.map { String(decoding: $0, as: UTF8.self) }
                 guard let text, text.drop(while: { $0 == "\u{FEFF}" }).hasPrefix("WEBVTT") else {
                     // Fetched again on the next run: what is on disk is not that segment's WebVTT.
+                    try permit.check()
                     try? FileManager.default.removeItem(atPath: path)
                     throw DownloadError(
                         code: .remoteMisbehaved,
@@ -880,6 +1004,7 @@ public struct HLSDownload: Sendable {
                 }
                 texts.append(text)
             }
+            try permit.check()
             try file.startOver()
             try file.append(Array(WebVTTMerger.merge(texts).utf8))
             return file.count
@@ -1049,5 +1174,24 @@ private final class Tally: Sendable {
             )
         }
         self.report(progress)
+    }
+}
+
+/// The write permit as last heard (``HLSDownload/writePermit``): once withdrawn, withdrawn for good.
+struct PermitFlag: Sendable {
+    /// How often the permit is asked while the outputs are written.
+    static let interval = Duration.milliseconds(250)
+
+    private let allowed = NIOLockedValueBox(true)
+
+    var allows: Bool { self.allowed.withLockedValue { $0 } }
+
+    func withdraw() {
+        self.allowed.withLockedValue { $0 = false }
+    }
+
+    /// Throws ``DownloadError/Code/superseded`` once withdrawn.
+    func check() throws(DownloadError) {
+        guard self.allows else { throw .superseded }
     }
 }

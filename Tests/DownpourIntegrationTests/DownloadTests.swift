@@ -480,8 +480,9 @@ struct DownloadTests {
             let restarted = takeovers(in: gets)
             #expect(!restarted.isEmpty, "\(describe(gets))")
             for (slow, taker) in restarted {
-                // Connections 1 to 3 were the probe's (the first range) and the other ranges'.
-                #expect(taker.connectionID > 3, "\(describe(gets))")
+                // Not on the slow connection: a new one, or one whose range is done, idle in the pool (on a loaded
+                // machine the restart may come after the probe's connection finished its range).
+                #expect(taker.connectionID != slow.connectionID, "\(describe(gets))")
                 let asked = gets.firstIndex { $0.connectionID == slow.connectionID && $0.receivedAt == slow.receivedAt }
                 #expect(
                     taker.requestedRange?.upperBound

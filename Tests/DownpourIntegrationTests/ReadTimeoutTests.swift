@@ -17,16 +17,18 @@ struct ReadTimeoutTests {
         try await withServer(content: Self.content) { server in
             let path = directory.file("parked.bin")
             // One connection: the probe asks for the whole file, and its response waits, parked, until the
-            // transfer takes it on. The first write permit is asked in between, and takes three read time-outs to
-            // answer: AsyncHTTPClient's own time-out, which counts the wait, ended the request and asked again.
-            let configuration = testConfiguration(connections: 1, idleRead: .seconds(2))
+            // transfer takes it on. The first write permit is asked in between, and takes twice the read time-out
+            // to answer: AsyncHTTPClient's own time-out, which counts the wait, ended the request and asked again.
+            // The test helpers' read time-out (10 s), which waits for the server on a loaded machine: a shorter one
+            // fires there while the server's thread waits for a core.
+            let configuration = testConfiguration(connections: 1)
             let asked = NIOLockedValueBox(0)
             let permit: @Sendable () async -> Bool = {
                 if asked.withLockedValue({ count in
                     count += 1
                     return count == 1
                 }) {
-                    try? await Task.sleep(for: .seconds(6))
+                    try? await Task.sleep(for: .seconds(21))
                 }
                 return true
             }
@@ -51,7 +53,9 @@ struct ReadTimeoutTests {
             let request = try DownloadRequest(
                 url: server.url(),
                 destination: .file(path),
-                configuration: testConfiguration(connections: 1, idleRead: .seconds(1))
+                // The helpers' read time-out (10 s): a shorter one fires on a loaded machine while the server's
+                // thread waits for a core, before the stall.
+                configuration: testConfiguration(connections: 1)
             )
             let download = Task { await collect(testDownloader.download(request)) }
             try await waitUntil("the stalled request was asked again") {

@@ -2,6 +2,8 @@ import Crypto
 import Downpour
 import DownpourTestSupport
 import Foundation
+import Logging
+import NIOConcurrencyHelpers
 import Testing
 import _CryptoExtras
 
@@ -664,6 +666,154 @@ import _CryptoExtras
                     == segments[0..<5].flatMap { $0 } + other
             )
             #expect((0..<5).map { Self.gets(server, "/part-\($0).ts") } == second.map { $0 + 1 })
+        }
+    }
+
+    /// A write permit that says no for good once `withdrawWhen` holds, and counts its answers.
+    final class Permit: Sendable {
+        let asked = NIOLockedValueBox((yes: 0, no: 0))
+        let withdrawWhen: @Sendable () -> Bool
+
+        init(withdrawWhen: @escaping @Sendable () -> Bool) {
+            self.withdrawWhen = withdrawWhen
+        }
+
+        @Sendable func allows() -> Bool {
+            let withdraw = self.withdrawWhen()
+            return self.asked.withLockedValue { asked in
+                let allows = asked.no == 0 && !withdraw
+                if allows { asked.yes += 1 } else { asked.no += 1 }
+                return allows
+            }
+        }
+    }
+
+    /// Reads the playlist at `path`, then runs its video under `permit` (as a fleet's node does under its lease).
+    static func runUnderPermit(
+        _ server: RangeTestServer,
+        _ path: String,
+        into directory: ScratchDirectory,
+        permit: Permit,
+        idleRead: Duration = .seconds(10),
+        finishing: @escaping @Sendable () -> Bool = { true }
+    ) async throws -> HLSDownload.Result {
+        var configuration = testConfiguration(idleRead: idleRead)
+        configuration.followsPlaylists = true
+        let request = try DownloadRequest(
+            url: server.url(path),
+            destination: .directory(directory.path),
+            configuration: configuration
+        )
+        let playlist = try #require(try await Download(request).run().playlist)
+        let run = HLSDownload(
+            playlist,
+            request: request,
+            downloader: .shared,
+            options: .init(concurrentSegments: 1),
+            logger: Logger(label: "test"),
+            limiter: BandwidthLimiter(rate: nil),
+            writePermit: permit.allows
+        )
+        return try await run.run(finishing: finishing)
+    }
+
+    @Test("a write permit withdrawn mid-segments: superseded, nothing named, the segments kept for the next writer")
+    func permitWithdrawnMidSegments() async throws {
+        try await RangeTestServer.withServer(content: []) { server in
+            let directory = try ScratchDirectory()
+            defer { directory.remove() }
+            let segments = HLSTestStream.serveSegments(server, prefix: "lease", count: 8)
+            let work = directory.file("lease.ts.hls/video")
+            // Withdrawn once three segments are whole: the fourth's fetch is the first to hear it.
+            let permit = Permit { FileManager.default.fileExists(atPath: work + "/segment-2") }
+            await #expect {
+                try await Self.runUnderPermit(server, "/lease.m3u8", into: directory, permit: permit)
+            } throws: {
+                ($0 as? DownloadError)?.code == .superseded
+            }
+            #expect(!FileManager.default.fileExists(atPath: directory.file("lease.ts")))
+            let kept = Set(try FileManager.default.contentsOfDirectory(atPath: work))
+            #expect(kept.isSuperset(of: ["playlist.fingerprint", "segment-0", "segment-1", "segment-2"]), "\(kept)")
+            #expect((3..<8).allSatisfy { !kept.contains("segment-\($0)") }, "\(kept)")
+            // Nothing was asked for once the permit was withdrawn.
+            #expect((3..<8).map { Self.gets(server, "/lease-\($0).ts") } == [0, 0, 0, 0, 0])
+
+            // The writer that takes over fetches only what is missing.
+            let result = try await Self.fetchVideo(server, "/lease.m3u8", into: directory)
+            #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: result.path))) == segments.flatMap { $0 })
+            #expect((0..<8).map { Self.gets(server, "/lease-\($0).ts") } == [1, 1, 1, 1, 1, 1, 1, 1])
+            #expect(directory.contents() == ["lease.ts"])
+        }
+    }
+
+    @Test("a write permit withdrawn while a segment's body is awaited: that fetch stops at once, asked for no more")
+    func permitWithdrawnWhileWaiting() async throws {
+        try await RangeTestServer.withServer(content: []) { server in
+            let directory = try ScratchDirectory()
+            defer { directory.remove() }
+            let segments = HLSTestStream.serveSegments(server, prefix: "held", count: 4)
+            let playlist = HLSTestStream.mediaPlaylist((0..<4).map { "held-\($0).ts" })
+            // The playlist and two segments, then nothing.
+            server.holdBodies(afterSending: playlist.utf8.count + segments[0].count + segments[1].count)
+            let withdrawn = NIOLockedValueBox(false)
+            let permit = Permit { withdrawn.withLockedValue { $0 } }
+            // No read time-out to end the wait for the body: only the permit's watch can.
+            let ended = NIOLockedValueBox<DownloadError.Code??>(nil)
+            let run = Task {
+                do {
+                    _ = try await Self.runUnderPermit(
+                        server,
+                        "/held.m3u8",
+                        into: directory,
+                        permit: permit,
+                        idleRead: .seconds(3600)
+                    )
+                    ended.withLockedValue { $0 = .some(nil) }
+                } catch {
+                    ended.withLockedValue { $0 = .some((error as? DownloadError)?.code) }
+                }
+            }
+            try await waitUntil("the third segment asked for") { Self.gets(server, "/held-2.ts") == 1 }
+            withdrawn.withLockedValue { $0 = true }
+            // Ended with the body still held: the permit's watch stopped the fetch that waited for it.
+            try await waitUntil("the run ended") { ended.withLockedValue { $0 } != nil }
+            await run.value
+            #expect(ended.withLockedValue { $0 } == .some(.superseded))
+            #expect((2..<4).map { Self.gets(server, "/held-\($0).ts") } == [1, 0])
+            server.releaseBodies()
+        }
+    }
+
+    @Test("a write permit withdrawn once every segment is in: no output is written or named, the segments stay")
+    func permitWithdrawnBeforeWriting() async throws {
+        try await RangeTestServer.withServer(content: []) { server in
+            let directory = try ScratchDirectory()
+            defer { directory.remove() }
+            let segments = HLSTestStream.serveSegments(server, prefix: "late", count: 4)
+            // Past the point of no return (`finishing`), the permit says no at its next answer.
+            let finished = NIOLockedValueBox(false)
+            let permit = Permit { finished.withLockedValue { $0 } }
+            await #expect {
+                try await Self.runUnderPermit(server, "/late.m3u8", into: directory, permit: permit) {
+                    finished.withLockedValue { $0 = true }
+                    return true
+                }
+            } throws: {
+                ($0 as? DownloadError)?.code == .superseded
+            }
+            #expect(!FileManager.default.fileExists(atPath: directory.file("late.ts")))
+            let work = directory.file("late.ts.hls/video")
+            #expect(
+                Set(try FileManager.default.contentsOfDirectory(atPath: work))
+                    == Set(["playlist.fingerprint"] + (0..<4).map { "segment-\($0)" })
+            )
+            // Nothing was written into the video's .part: the output's start was refused.
+            let part = directory.file("late.ts.part")
+            let size = (try? FileManager.default.attributesOfItem(atPath: part)[.size] as? NSNumber)?.intValue ?? 0
+            #expect(size == 0)
+            let result = try await Self.fetchVideo(server, "/late.m3u8", into: directory)
+            #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: result.path))) == segments.flatMap { $0 })
+            #expect((0..<4).map { Self.gets(server, "/late-\($0).ts") } == [1, 1, 1, 1])
         }
     }
 

@@ -204,9 +204,22 @@ public final class Downloader: Sendable {
     }
 
     /// ``download(_:id:logger:)``, paced by `limiter` together with the other downloads given it (the segments of
-    /// one HLS video share its rate limit), not by a limiter of its own.
-    package func download(_ request: DownloadRequest, logger: Logger?, limiter: BandwidthLimiter) -> Download {
-        Download(request, id: DownloadID(), downloader: self, logger: logger ?? self.logger, limiter: limiter)
+    /// one HLS video share its rate limit), not by a limiter of its own; with `writePermit`, it writes only while
+    /// that allows it (``download(_:id:logger:writePermit:)``).
+    package func download(
+        _ request: DownloadRequest,
+        logger: Logger?,
+        limiter: BandwidthLimiter,
+        writePermit: (@Sendable () async -> Bool)? = nil
+    ) -> Download {
+        Download(
+            request,
+            id: DownloadID(),
+            downloader: self,
+            logger: logger ?? self.logger,
+            writePermit: writePermit,
+            limiter: limiter
+        )
     }
 
     /// The transport for one download, starting it on the next loop in turn.

@@ -489,10 +489,7 @@ struct DownloadStateMachine: Sendable {
 
     // MARK: Errors
 
-    static let superseded = DownloadError(
-        code: .superseded,
-        message: "Another writer took this download over; this run stopped and wrote nothing more."
-    )
+    static let superseded = DownloadError.superseded
 
     static let bytesMissing = DownloadError(
         code: .remoteMisbehaved,

@@ -40,9 +40,8 @@ extension DownloadManager {
         var willFinish: (@Sendable () async -> Void)?
         if let runFinishing = self.runFinishing { willFinish = { await runFinishing(gid) } }
         let download: Download
-        if let permit = self.writePermit?(gid) {
-            // A fleet's node fetches a playlist's segments under no lease of its own: it saves the playlist.
-            request.configuration.followsPlaylists = false
+        let permit = self.writePermit?(gid)
+        if let permit {
             download = self.downloader.download(request, id: gid, logger: logger, writePermit: permit)
         } else {
             download = self.downloader.download(request, id: gid, logger: logger, willFinish: willFinish)
@@ -56,7 +55,8 @@ extension DownloadManager {
             request: request,
             options: playlistOptions,
             downloader: self.downloader,
-            logger: logger
+            logger: logger,
+            writePermit: permit
         )
         let task = Task {
             // A run stopped for a pause or a restart must let go of the file before the next one takes it.

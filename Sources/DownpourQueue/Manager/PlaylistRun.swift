@@ -21,6 +21,9 @@ struct PlaylistRun: Sendable {
     let options: HLSDownload.Options
     let downloader: Downloader
     let logger: Logger
+    /// The run's write permit, when a fleet's node runs it under a lease: the segments are fetched and the video
+    /// written under it too, and a run without it removes nothing.
+    var writePermit: (@Sendable () async -> Bool)? = nil
 
     /// Runs `download`, then, when it was an HLS playlist, fetches the video. `named` hears the outputs' names once
     /// they are known. A video an earlier run wrote and named, killed before the queue recorded its end, is taken as
@@ -33,7 +36,9 @@ struct PlaylistRun: Sendable {
         do {
             return try await self.fetch(download, named: named)
         } catch {
-            guard self.stage.removesLeftovers, error.code != .superseded else { throw error }
+            guard self.stage.removesLeftovers, error.code != .superseded, await self.writePermit?() ?? true else {
+                throw error
+            }
             if let progress = self.stage.snapshot()?.progress {
                 await HLSDownload.removeLeftovers(path: progress.path, audioPath: progress.audioPath)
             } else if self.request.configuration.followsPlaylists, case .named = self.request.destination {
@@ -74,7 +79,8 @@ struct PlaylistRun: Sendable {
             downloader: self.downloader,
             options: self.options,
             logger: self.logger,
-            limiter: stage.limiter
+            limiter: stage.limiter,
+            writePermit: self.writePermit
         )
         let unnamed = NIOLockedValueBox(true)
         let video = try await segments.run(
