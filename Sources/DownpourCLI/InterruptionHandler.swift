@@ -33,7 +33,9 @@ final class InterruptionHandler {
                     onFirst()
                 } else {
                     writeError("\ndownpour: stopped at once; run the same command again to resume.")
-                    exit(130)
+                    // At once: `exit` runs the atexit handlers while the other threads go on, and the graceful stop
+                    // could still end and report meanwhile.
+                    _exit(130)
                 }
             }
             source.resume()

@@ -100,7 +100,7 @@ struct Scratch {
     func remove() { try? FileManager.default.removeItem(atPath: self.path) }
 }
 
-@Suite("The downpour command", .timeLimit(.minutes(1)))
+@Suite("The downpour command", .timeLimit(.minutes(10)))
 struct CLITests {
     static let content = makeTestContent(count: 2 * 1024 * 1024 + 7, seed: 11)
 

@@ -10,7 +10,7 @@ import Musl
 import Darwin
 #endif
 
-@Suite("downpour get: credentials, cookies, file times", .timeLimit(.minutes(1)))
+@Suite("downpour get: credentials, cookies, file times", .timeLimit(.minutes(10)))
 struct CredentialsCLITests {
     static let content = makeTestContent(count: 300 * 1024 + 11, seed: 23)
     /// The test server's `Last-Modified`, Wed, 21 Oct 2026 07:28:00 GMT.

@@ -6,7 +6,7 @@ import Testing
 /// `kill -9` of the daemon binary at 20 random moments of a busy queue. After each restart the queue holds
 /// exactly what was acknowledged before the kill (same GIDs, none twice, paused ones still paused, the waiting
 /// order kept, finished ones still finished); at the end every file is SHA-256-identical and no `.part` is left.
-@Suite("The daemon after kill -9", .timeLimit(.minutes(6)))
+@Suite("The daemon after kill -9", .timeLimit(.minutes(10)))
 struct DaemonCrashTests {
     static let content = makeTestContent(count: 3 * 1024 * 1024 + 11, seed: 21)
 

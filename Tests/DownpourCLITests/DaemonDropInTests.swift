@@ -5,7 +5,7 @@ import Testing
 
 /// An aria2 user's setup, brought to `downpour daemon` as it is: the configuration file (with options Downpour does
 /// not have), a session file aria2 wrote, `save-session`, a hook, and a file that is already there.
-@Suite("The daemon takes an aria2 user's configuration, session and hooks", .timeLimit(.minutes(2)))
+@Suite("The daemon takes an aria2 user's configuration, session and hooks", .timeLimit(.minutes(10)))
 struct DaemonDropInTests {
     static let content = makeTestContent(count: 300 * 1024, seed: 26)
 

@@ -5,7 +5,7 @@ import Testing
 
 /// `downpour daemon` as aria2: `aria2.addUri` of a `.meta4` URL downloads the document's files, and `tellStatus`
 /// links the downloads (`followedBy`, `following`), also after a restart.
-@Suite("The daemon and Metalink URLs", .timeLimit(.minutes(2)))
+@Suite("The daemon and Metalink URLs", .timeLimit(.minutes(10)))
 struct DaemonMetalinkTests {
     static let content = MetalinkCLITests.content
 

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// `downpour daemon` refuses to start in a mode a web page or the network could drive, and says why.
-@Suite("The daemon's unsafe options", .timeLimit(.minutes(1)))
+@Suite("The daemon's unsafe options", .timeLimit(.minutes(10)))
 struct DaemonSecurityCLITests {
     @Test(
         "options that open the daemon to pages or the network need a secret; a bad origin or host is named",

@@ -4,7 +4,7 @@ import Testing
 
 /// `downpour get` with an aria2 user's setup: the configuration file (`--conf-path`, the XDG default, `--no-conf`),
 /// aria2's spellings on the command line, and the hooks.
-@Suite("downpour get takes aria2's configuration file and hooks", .timeLimit(.minutes(2)))
+@Suite("downpour get takes aria2's configuration file and hooks", .timeLimit(.minutes(10)))
 struct GetConfigurationTests {
     static let content = makeTestContent(count: 256 * 1024 + 3, seed: 27)
 

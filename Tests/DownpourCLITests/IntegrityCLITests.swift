@@ -2,7 +2,7 @@ import DownpourTestSupport
 import Foundation
 import Testing
 
-@Suite("downpour get --checksum", .timeLimit(.minutes(1)))
+@Suite("downpour get --checksum", .timeLimit(.minutes(10)))
 struct IntegrityCLITests {
     static let content = makeTestContent(count: 512 * 1024 + 3, seed: 71)
     static let right = sha256Hex(content)

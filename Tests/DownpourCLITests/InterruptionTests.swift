@@ -47,7 +47,7 @@ final class RunningCommand {
     }
 }
 
-@Suite("Interrupting the downpour command", .timeLimit(.minutes(2)))
+@Suite("Interrupting the downpour command", .timeLimit(.minutes(10)))
 struct InterruptionTests {
     /// 16 MiB over 4 connections at 2 MiB/s each: about 2 s, long enough to interrupt at chosen points.
     static let content = makeTestContent(count: 16 * 1024 * 1024 + 99, seed: 13)

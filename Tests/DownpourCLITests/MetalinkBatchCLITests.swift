@@ -2,7 +2,7 @@ import DownpourTestSupport
 import Foundation
 import Testing
 
-@Suite("downpour get -i: entries whose URL is a Metalink", .timeLimit(.minutes(1)))
+@Suite("downpour get -i: entries whose URL is a Metalink", .timeLimit(.minutes(10)))
 struct MetalinkBatchCLITests {
     static let content = MetalinkCLITests.content
 

@@ -2,7 +2,7 @@ import DownpourTestSupport
 import Foundation
 import Testing
 
-@Suite("downpour get: Metalink pieces and Metalink by URL", .timeLimit(.minutes(1)))
+@Suite("downpour get: Metalink pieces and Metalink by URL", .timeLimit(.minutes(10)))
 struct MetalinkCLITests {
     static let pieceLength = 128 * 1024
     /// Six pieces, the last one short.

@@ -3,7 +3,7 @@ import DownpourTestSupport
 import Foundation
 import Testing
 
-@Suite("downpour get with mirrors", .timeLimit(.minutes(1)))
+@Suite("downpour get with mirrors", .timeLimit(.minutes(10)))
 struct MirrorCLITests {
     static let content = makeTestContent(count: 1024 * 1024 + 17, seed: 61)
     static let expected = SHA256.hash(data: Data(content)).map { String(format: "%02x", $0) }.joined()

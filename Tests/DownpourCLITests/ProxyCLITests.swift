@@ -4,7 +4,7 @@ import Testing
 
 /// The proxy options and variables of `downpour get`; the downloads through real proxies are in
 /// `scripts/interop/proxy-interop.sh`. Port 9 on 127.0.0.1 stands for a proxy that is not there.
-@Suite("The downpour command's proxies", .timeLimit(.minutes(1)))
+@Suite("The downpour command's proxies", .timeLimit(.minutes(10)))
 struct ProxyCLITests {
     static let content = makeTestContent(count: 256 * 1024, seed: 17)
 

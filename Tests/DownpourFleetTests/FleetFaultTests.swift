@@ -14,7 +14,7 @@ import Testing
 /// come from the fault-injecting test server, whose log tells what each download cost it.
 @Suite(
     .enabled(if: postgresWanted, "PostgreSQL is not installed (apt-get install postgresql)"),
-    .timeLimit(.minutes(4))
+    .timeLimit(.minutes(10))
 )
 struct FleetFaultTests {
     static let content = makeTestContent(count: 1 << 20, seed: 41)

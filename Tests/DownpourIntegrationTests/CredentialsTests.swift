@@ -11,7 +11,7 @@ import Musl
 import Darwin
 #endif
 
-@Suite("Credentials, cookies and file times against real servers", .timeLimit(.minutes(1)))
+@Suite("Credentials, cookies and file times against real servers", .timeLimit(.minutes(10)))
 struct CredentialsTests {
     static let content = makeTestContent(count: 512 * 1024 + 3, seed: 17)
     /// The test server's `Last-Modified`, Wed, 21 Oct 2026 07:28:00 GMT.

@@ -3,7 +3,7 @@ import DownpourTestSupport
 import Foundation
 import Testing
 
-@Suite("Downloads against the test server", .timeLimit(.minutes(1)))
+@Suite("Downloads against the test server", .timeLimit(.minutes(10)))
 struct DownloadTests {
     static let content = makeTestContent(count: 3 * 1024 * 1024 + 12345, seed: 42)
 

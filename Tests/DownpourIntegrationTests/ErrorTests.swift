@@ -3,7 +3,7 @@ import DownpourTestSupport
 import Foundation
 import Testing
 
-@Suite("Errors lose nothing", .timeLimit(.minutes(1)))
+@Suite("Errors lose nothing", .timeLimit(.minutes(10)))
 struct ErrorTests {
     static let content = makeTestContent(count: 256 * 1024, seed: 3)
 

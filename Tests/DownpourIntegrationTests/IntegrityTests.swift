@@ -4,7 +4,7 @@ import DownpourTestSupport
 import Foundation
 import Testing
 
-@Suite("Checksums and server digests", .timeLimit(.minutes(1)))
+@Suite("Checksums and server digests", .timeLimit(.minutes(10)))
 struct IntegrityTests {
     static let content = makeTestContent(count: 1024 * 1024 + 333, seed: 61)
     static let other = makeTestContent(count: 1024 * 1024 + 333, seed: 62)

@@ -4,7 +4,7 @@ import DownpourTestSupport
 import Foundation
 import Testing
 
-@Suite("Mirrors", .timeLimit(.minutes(1)))
+@Suite("Mirrors", .timeLimit(.minutes(10)))
 struct MirrorTests {
     static let content = makeTestContent(count: 2 * 1024 * 1024 + 333, seed: 91)
 

@@ -4,7 +4,7 @@ import DownpourTestSupport
 import Foundation
 import Testing
 
-@Suite("Piece checksums (Metalink <pieces>)", .timeLimit(.minutes(1)))
+@Suite("Piece checksums (Metalink <pieces>)", .timeLimit(.minutes(10)))
 struct PieceChecksumTests {
     static let pieceLength = 128 * 1024
     /// Nine pieces, the last one short.

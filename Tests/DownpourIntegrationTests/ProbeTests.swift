@@ -5,7 +5,7 @@ import Testing
 
 /// The probe is the download's first request, a `GET` of the first 8 MiB: a small file's bytes are kept, a longer
 /// one's response goes on as connection 1's first range.
-@Suite("Probing with the first ranged GET", .timeLimit(.minutes(1)))
+@Suite("Probing with the first ranged GET", .timeLimit(.minutes(10)))
 struct ProbeTests {
     /// Smaller than the probe's chunk: one request fetches it all.
     static let small = makeTestContent(count: 40_000, seed: 71)

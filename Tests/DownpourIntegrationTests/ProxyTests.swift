@@ -143,7 +143,7 @@ final class RecordingProxy: Sendable {
     }
 }
 
-@Suite("Proxies on the wire", .timeLimit(.minutes(1)))
+@Suite("Proxies on the wire", .timeLimit(.minutes(10)))
 struct ProxyTests {
     static func configuration(_ proxy: ProxySettings) -> DownloadConfiguration {
         var configuration = testConfiguration()

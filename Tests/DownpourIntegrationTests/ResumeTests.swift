@@ -3,7 +3,7 @@ import DownpourTestSupport
 import Foundation
 import Testing
 
-@Suite("Pause and resume", .timeLimit(.minutes(1)))
+@Suite("Pause and resume", .timeLimit(.minutes(10)))
 struct ResumeTests {
     static let content = makeTestContent(count: 4 * 1024 * 1024 + 777, seed: 21)
     /// 4 connections at 1 MiB/s each: the 4 MiB file takes about a second, long enough to interrupt.

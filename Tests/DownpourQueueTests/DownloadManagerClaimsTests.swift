@@ -9,7 +9,7 @@ import Testing
 /// A manager that starts nothing by itself (a fleet node's): `run` starts a download it was told to, `forget`
 /// drops one without a result and keeps its files, and a run whose write permit was withdrawn is an orphan until
 /// it is forgotten or run again.
-@Suite("DownloadManager: runs on another's word", .timeLimit(.minutes(5)))
+@Suite("DownloadManager: runs on another's word", .timeLimit(.minutes(10)))
 struct DownloadManagerClaimsTests {
     static let content = makeTestContent(count: 512 * 1024, seed: 41)
 

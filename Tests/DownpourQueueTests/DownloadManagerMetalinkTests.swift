@@ -6,7 +6,7 @@ import Testing
 
 /// aria2's `addUri` of a Metalink URL: the document's download completes, one download per file it lists joins
 /// the queue, and the two name each other (`followedBy`, `following`).
-@Suite("DownloadManager: Metalink URLs", .timeLimit(.minutes(5)))
+@Suite("DownloadManager: Metalink URLs", .timeLimit(.minutes(10)))
 struct DownloadManagerMetalinkTests {
     static let content = makeTestContent(count: 200 * 1024 + 9, seed: 33)
 

@@ -8,7 +8,7 @@ import Testing
 
 /// An HLS playlist added to the queue by its URL: one download whose file is the video (and, with a separate audio
 /// rendition, a second file), against ``RangeTestServer``. The tests wait for events and read the server's log.
-@Suite("DownloadManager: HLS playlists", .timeLimit(.minutes(5)))
+@Suite("DownloadManager: HLS playlists", .timeLimit(.minutes(10)))
 struct DownloadManagerPlaylistTests {
     /// The daemon's own defaults for following documents (``DownloadManager/Defaults/configuration``), over the
     /// manager tests' timings.

@@ -11,7 +11,7 @@ import Testing
 
 /// Real downloads through the queue, against ``RangeTestServer``. Nothing here measures time: the tests wait for
 /// events and read the server's request log; `holdBodies` keeps downloads in flight where a test needs them to be.
-@Suite("DownloadManager", .timeLimit(.minutes(5)))
+@Suite("DownloadManager", .timeLimit(.minutes(10)))
 struct DownloadManagerTests {
     static let small = makeTestContent(count: 300 * 1024 + 5, seed: 31)
     static let big = makeTestContent(count: 4 * 1024 * 1024 + 777, seed: 32)

@@ -10,7 +10,7 @@ import Testing
 
 /// A download's other connections open once the probe's connection is up, not before: a host that refuses (or does
 /// not resolve, or fails its certificate) costs one attempt, as with curl and aria2c, not one per connection.
-@Suite("Connections opened ahead", .timeLimit(.minutes(1)))
+@Suite("Connections opened ahead", .timeLimit(.minutes(10)))
 struct ConnectAheadTests {
     static func withTransport(_ body: (HTTPTransport) async throws -> Void) async throws {
         var configuration = DownloadConfiguration()

@@ -2,7 +2,7 @@ import Testing
 
 @testable import Downpour
 
-@Suite("Directory locks", .timeLimit(.minutes(1)))
+@Suite("Directory locks", .timeLimit(.minutes(10)))
 struct DirectoryLocksTests {
     @Test("a file, its .part and its journal share their directory's lock")
     func sameDirectory() {

@@ -9,7 +9,7 @@ import Testing
 
 @testable import Downpour
 
-@Suite("A probe's response handed over at its head", .timeLimit(.minutes(1)))
+@Suite("A probe's response handed over at its head", .timeLimit(.minutes(10)))
 struct RunningResponseTests {
     /// Ended before anyone took it, once the client had read it all (its first part waits for a taker): the request
     /// ends. AsyncHTTPClient fails a cancelled task only once a waiting part is let go when it has read the whole

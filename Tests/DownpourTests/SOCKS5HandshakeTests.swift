@@ -6,7 +6,7 @@ import Testing
 
 @testable import Downpour
 
-@Suite("SOCKS5 user-name/password handshake", .timeLimit(.minutes(1)))
+@Suite("SOCKS5 user-name/password handshake", .timeLimit(.minutes(10)))
 struct SOCKS5HandshakeTests {
     @Test(
         "a client's greeting: complete, offering no authentication, or not",

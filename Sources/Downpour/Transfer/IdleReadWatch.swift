@@ -16,19 +16,16 @@ import NIOHTTP1
 /// `Sendable`.
 final class IdleReadWatch: Sendable {
     private struct State {
+        /// Set while a check is due; a part that comes does not move it (that would cost a timer a part), the check
+        /// looks at ``lastProgress`` instead.
         var timer: Scheduled<Void>?
         /// Ends the request; set once its end has gone out.
         var fail: (@Sendable (any Error) -> Void)?
-        /// Parts being taken in: no time is counted while any is.
+        /// Parts being taken in: no time counts while any is.
         var holds = 0
         var isEnded = false
-        /// Which arming the timer belongs to: one stopped just as it ran does nothing.
-        var generation = 0
-
-        mutating func stopTimer() {
-            self.timer?.cancel()
-            self.timer = nil
-        }
+        /// When Downpour last began to wait for the server: the request's end, or the last part taken in.
+        var lastProgress = NIODeadline.uptimeNanoseconds(0)
     }
 
     let timeout: TimeAmount
@@ -43,21 +40,26 @@ final class IdleReadWatch: Sendable {
     /// The request's end has gone out: the time counts from now, and `fail` ends the request when it runs out
     /// (with AsyncHTTPClient's `readTimeout`, so that it is told and retried as before).
     func start(failing fail: @escaping @Sendable (any Error) -> Void) {
-        self.state.withLockedValue { $0.fail = fail }
-        self.arm()
+        let now = self.eventLoop.now
+        self.state.withLockedValue { state in
+            state.fail = fail
+            state.lastProgress = now
+            self.scheduleCheck(&state)
+        }
     }
 
     /// Takes a part in with `receive`: no time counts until the future it returns completes, and the time starts
     /// anew then.
     func hold<Value>(_ receive: () -> EventLoopFuture<Value>) -> EventLoopFuture<Value> {
-        self.state.withLockedValue { state in
-            state.holds += 1
-            state.stopTimer()
-        }
+        self.state.withLockedValue { $0.holds += 1 }
         let future = receive()
         future.whenComplete { _ in
-            self.state.withLockedValue { $0.holds -= 1 }
-            self.arm()
+            let now = self.eventLoop.now
+            self.state.withLockedValue { state in
+                state.holds -= 1
+                state.lastProgress = now
+                self.scheduleCheck(&state)
+            }
         }
         return future
     }
@@ -66,29 +68,30 @@ final class IdleReadWatch: Sendable {
     func end() {
         self.state.withLockedValue { state in
             state.isEnded = true
-            state.stopTimer()
+            state.timer?.cancel()
+            state.timer = nil
         }
     }
 
-    /// Starts the time anew, unless a part is held or the request has not gone out or has ended.
-    private func arm() {
-        self.state.withLockedValue { state in
-            state.stopTimer()
-            guard !state.isEnded, state.holds == 0, state.fail != nil else { return }
-            state.generation += 1
-            let generation = state.generation
-            state.timer = self.eventLoop.scheduleTask(in: self.timeout) { self.expire(generation) }
-        }
+    /// Schedules the check for when the time runs out, unless one is due, a part is held, or the request has not
+    /// gone out or has ended.
+    private func scheduleCheck(_ state: inout State) {
+        guard state.timer == nil, !state.isEnded, state.holds == 0, state.fail != nil else { return }
+        state.timer = self.eventLoop.scheduleTask(deadline: state.lastProgress + self.timeout) { self.check() }
     }
 
-    private func expire(_ generation: Int) {
+    /// Ends the request when the time has run out; else checks again when it would.
+    private func check() {
+        let now = self.eventLoop.now
         let fail = self.state.withLockedValue { state -> (@Sendable (any Error) -> Void)? in
-            // A part that came as the timer ran, or the end, wins.
-            guard !state.isEnded, state.holds == 0, state.generation == generation, state.timer != nil else {
+            state.timer = nil
+            // A part held is checked again once taken in.
+            guard !state.isEnded, state.holds == 0 else { return nil }
+            guard now >= state.lastProgress + self.timeout else {
+                self.scheduleCheck(&state)
                 return nil
             }
             state.isEnded = true
-            state.timer = nil
             return state.fail
         }
         fail?(HTTPClientError.readTimeout)
