@@ -226,7 +226,7 @@ extension FleetNode {
                     recorded = try await self.queue.finish(
                         gid,
                         fence: fence,
-                        outcome: .complete(path: status.path ?? "", length: status.totalLength)
+                        outcome: .complete(path: status.path ?? "", length: status.totalLength, audio: status.audio)
                     )
                 case .error, .removed:
                     let code = status.errorCode.flatMap(Aria2ErrorCode.init(rawValue:)) ?? .unknown
@@ -297,6 +297,7 @@ extension FleetNode {
     func record(_ status: DownloadStatus, fence: Int64) async throws(FleetError) {
         let progress = Progress(
             path: status.path,
+            audioPath: status.audio?.path,
             total: status.totalLength,
             completed: status.completedLength,
             speed: status.downloadSpeed
@@ -308,7 +309,8 @@ extension FleetNode {
             path: status.path,
             totalLength: status.totalLength,
             completedLength: status.completedLength,
-            downloadSpeed: status.downloadSpeed
+            downloadSpeed: status.downloadSpeed,
+            audioPath: status.audio?.path
         )
         self.recorded[status.gid] = progress
     }

@@ -84,6 +84,7 @@ public actor FleetNode {
 
     struct Progress: Hashable {
         var path: String?
+        var audioPath: String?
         var total: Int64
         var completed: Int64
         var speed: Int64

@@ -43,6 +43,8 @@ public struct FleetQueue: Sendable {
         public var downloadSpeed: Int64
         /// A change asked through another node that the running node has not carried out yet.
         public var request: Request?
+        /// The audio an HLS video's run writes beside it, once named; its length once complete.
+        public var audio: AudioFile?
     }
 
     /// A change asked for a download that runs on some node, for that node to carry out.
@@ -267,16 +269,20 @@ public struct FleetQueue: Sendable {
         let message: String?
         let path: String?
         let length: Int64?
+        var audio: AudioFile?
         switch outcome {
-        case .complete(let finalPath, let finalLength, _):
+        case .complete(let finalPath, let finalLength, let finalAudio):
             (state, code, message, path, length) = (
                 "complete", Aria2ErrorCode.finished.rawValue, nil, finalPath, finalLength
             )
+            audio = finalAudio
         case .failed(let failure, let reason):
             (state, code, message, path, length) = (
                 failure == .removed ? "removed" : "error", failure.rawValue, reason, nil, nil
             )
         }
+        let isComplete = state == "complete"
+        let (audioPath, audioLength) = (audio?.path, audio?.length ?? 0)
         return try await self.sql("recording the end of \(text)") {
             try await self.changedOne(
                 """
@@ -284,7 +290,9 @@ public struct FleetQueue: Sendable {
                 SET state = \(state), node = NULL, lease_until = NULL, fence = NULL, download_speed = 0,
                     request = NULL, position = nextval('downpour_order'), error_code = \(code), error_message = \(message),
                     path = coalesce(\(path), path), total_length = coalesce(\(length), total_length),
-                    completed_length = coalesce(\(length), completed_length)
+                    completed_length = coalesce(\(length), completed_length),
+                    audio_path = CASE WHEN \(isComplete) THEN \(audioPath) ELSE audio_path END,
+                    audio_length = CASE WHEN \(isComplete) THEN \(audioLength) ELSE audio_length END
                 WHERE gid = \(text) AND fence = \(fence) AND state = 'active'
                 RETURNING gid
                 """
@@ -344,7 +352,8 @@ public struct FleetQueue: Sendable {
         path: String?,
         totalLength: Int64,
         completedLength: Int64,
-        downloadSpeed: Int64 = 0
+        downloadSpeed: Int64 = 0,
+        audioPath: String? = nil
     ) async throws(FleetError) -> Bool {
         let text = gid.description
         return try await self.sql("recording the progress of \(text)") {
@@ -352,7 +361,8 @@ public struct FleetQueue: Sendable {
                 """
                 UPDATE downpour_downloads
                 SET path = coalesce(\(path), path), total_length = \(totalLength),
-                    completed_length = \(completedLength), download_speed = \(downloadSpeed)
+                    completed_length = \(completedLength), download_speed = \(downloadSpeed),
+                    audio_path = coalesce(\(audioPath), audio_path)
                 WHERE gid = \(text) AND fence = \(fence) AND state = 'active'
                 RETURNING gid
                 """
@@ -378,7 +388,7 @@ public struct FleetQueue: Sendable {
             let rows = try await self.client.query(
                 """
                 SELECT gid, uris, options, state, node, fence, path, total_length, completed_length, error_code,
-                    error_message, download_speed, request
+                    error_message, download_speed, request, audio_path, audio_length
                 FROM downpour_downloads
                 WHERE \(gid)::text IS NULL OR gid = \(gid)::text
                 ORDER BY CASE state WHEN 'active' THEN 0 WHEN 'waiting' THEN 1 WHEN 'paused' THEN 1 ELSE 2 END,
@@ -388,12 +398,13 @@ public struct FleetQueue: Sendable {
             )
             var result: [Row] = []
             for try await (
-                gid, uris, options, state, node, fence, path, total, completed, code, message, speed, request
+                gid, uris, options, state, node, fence, path, total, completed, code, message, speed, request,
+                audioPath, audioLength
             )
                 in rows.decode(
                     (
                         String, String, String, String, String?, Int64?, String?, Int64, Int64, Int?, String?, Int64,
-                        String?
+                        String?, String?, Int64
                     ).self
                 )
             {
@@ -412,7 +423,8 @@ public struct FleetQueue: Sendable {
                         errorCode: code,
                         errorMessage: message,
                         downloadSpeed: speed,
-                        request: request.flatMap(Request.init(rawValue:))
+                        request: request.flatMap(Request.init(rawValue:)),
+                        audio: audioPath.map { AudioFile(path: $0, length: audioLength) }
                     )
                 )
             }

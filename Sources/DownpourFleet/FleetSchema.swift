@@ -61,6 +61,14 @@ public enum FleetSchema {
                 ADD CONSTRAINT downpour_downloads_request_check CHECK (request IN ('pause', 'remove', 'change'))
             """
         ],
+        [
+            // The audio an HLS video's run writes beside it (a rendition of its own): its path once named, and its
+            // length once written (tellStatus's files[1]).
+            """
+            ALTER TABLE downpour_downloads ADD COLUMN audio_path text,
+                ADD COLUMN audio_length bigint NOT NULL DEFAULT 0
+            """
+        ],
     ]
 
     /// The number of the newest migration.

@@ -39,7 +39,8 @@ struct FleetView: QueueReader {
                 completedRanges: row.status == .complete && row.totalLength > 0 ? [0..<row.totalLength] : [],
                 errorCode: row.errorCode,
                 errorMessage: row.errorMessage,
-                node: row.status == .active ? row.node : nil
+                node: row.status == .active ? row.node : nil,
+                audio: row.audio
             )
             switch row.status {
             case .active: self.active.append(status)

@@ -43,13 +43,30 @@ struct FleetHLSTests {
     }
 
     /// A playlist added to a fleet of two nodes is one download: the node that claims it fetches each segment once
-    /// and writes them, one after another, as the video; the fleet records one completion, and nothing but the
-    /// video is left (no saved playlist, no work directory, no `.part`).
-    @Test func aPlaylistIsOneDownloadWhoseFileIsTheVideo() async throws {
+    /// and writes them, one after another, as the video, and its audio rendition as a file beside it; every node
+    /// shows both files (files[0] and files[1]) while it runs and once it is complete; the fleet records one
+    /// completion, and nothing but the two files is left (no saved playlist, no work directory, no `.part`).
+    @Test func aPlaylistIsOneDownloadWhoseFilesAreTheVideoAndItsAudio() async throws {
         let server = try await RangeTestServer.start(content: [])
         defer { Task { try? await server.shutdown() } }
-        let segments = HLSTestStream.serveSegments(server, prefix: "v", count: 4)
+        let segments = HLSTestStream.serveSegments(server, prefix: "vid", count: 4, seed: 60)
+        let sounds = HLSTestStream.serveSegments(server, prefix: "aud", count: 4, packets: 10, seed: 70)
+        let master = """
+            #EXTM3U
+            #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="en",DEFAULT=YES,URI="aud.m3u8"
+            #EXT-X-STREAM-INF:BANDWIDTH=800000,RESOLUTION=640x360,AUDIO="a"
+            vid.m3u8
+
+            """
+        server.serve("/v.m3u8", .init(text: master, contentType: HLSTestStream.mpegURL))
         let video = segments.flatMap { $0 }
+        let audio = sounds.flatMap { $0 }
+        // The three playlists go out, then nothing more until released: the run is named, and cannot end.
+        let playlists = [
+            master, HLSTestStream.mediaPlaylist((0..<4).map { "vid-\($0).ts" }),
+            HLSTestStream.mediaPlaylist((0..<4).map { "aud-\($0).ts" }),
+        ]
+        server.holdBodies(afterSending: playlists.reduce(0) { $0 + $1.utf8.count })
         try await FleetFaultTests.withFleet(leaseDuration: .seconds(3600)) { fleet in
             let members = [
                 try fleet.node("node0", url: fleet.server.url, capacity: 1),
@@ -57,6 +74,16 @@ struct FleetHLSTests {
             ]
             for member in members { try await member.node.start() }
             let gid = try await members[0].node.add(uris: [server.url("/v.m3u8")], options: [], position: nil)
+            let audioPath = fleet.directory.file("v.audio.ts")
+            // The node that runs it records both names; the other shows them from the database.
+            try await fleet.waitForRows("the audio's name recorded") { rows in
+                rows.count == 1 && rows[0].status == .active && rows[0].audio?.path == audioPath
+            }
+            let runner = try #require(try await fleet.rows().first?.node)
+            let other = try #require(members.first { $0.node.name != runner })
+            let running = try await other.node.status(of: gid.description)
+            #expect(running.path == fleet.directory.file("v.ts") && running.audio?.path == audioPath, "\(running)")
+            server.releaseBodies()
             try await fleet.waitForRows("the playlist complete") { rows in
                 rows.count == 1 && rows[0].status == .complete
             }
@@ -64,30 +91,34 @@ struct FleetHLSTests {
                 members.contains { !$0.completions.withLockedValue { $0 }.isEmpty }
             }
 
-            // The video, whole and playable, under the name a single daemon gives it.
+            // The video, whole and playable, under the name a single daemon gives it; its audio beside it.
             let written = try Self.bytes(at: fleet.directory.file("v.ts"))
             #expect(written == video)
             #expect(Self.isTransportStream(written))
-            #expect(Self.files(in: fleet) == ["v.ts"])
+            #expect(try Self.bytes(at: audioPath) == audio)
+            #expect(Self.files(in: fleet) == ["v.audio.ts", "v.ts"])
             // Each segment fetched once, by the one node that ran it.
             for index in segments.indices {
-                #expect(Self.gets(server, "/v-\(index).ts") == 1, "v-\(index).ts")
+                #expect(Self.gets(server, "/vid-\(index).ts") == 1, "vid-\(index).ts")
+                #expect(Self.gets(server, "/aud-\(index).ts") == 1, "aud-\(index).ts")
             }
 
-            // One download, completed once, recorded with the video's name and length.
+            // One download, completed once, recorded with the video's name, both files' length, and the audio.
             let completions = members.flatMap { $0.completions.withLockedValue { $0 } }
             #expect(completions == [gid], "completions: \(completions)")
             let row = try #require(try await fleet.rows().first)
             #expect(row.gid == gid)
             #expect(row.path == fleet.directory.file("v.ts"))
-            #expect(row.totalLength == Int64(video.count))
+            #expect(row.totalLength == Int64(video.count + audio.count))
             #expect(row.completedLength == row.totalLength)
-            // Either node tells it as complete, with the video as its file.
+            #expect(row.audio == AudioFile(path: audioPath, length: Int64(audio.count)))
+            // Either node tells it as complete, with the video and the audio as its files.
             for member in members {
                 let status = try await member.node.status(of: gid.description)
                 #expect(status.status == .complete && status.errorCode == 0, "\(member.node.name): \(status)")
                 #expect(status.path == fleet.directory.file("v.ts"), "\(member.node.name)")
-                #expect(status.totalLength == Int64(video.count), "\(member.node.name)")
+                #expect(status.audio == row.audio, "\(member.node.name)")
+                #expect(status.totalLength == row.totalLength, "\(member.node.name)")
                 #expect(status.completedLength == status.totalLength, "\(member.node.name)")
             }
         }

@@ -133,6 +133,51 @@ struct DownloadManagerPlaylistTests {
         }
     }
 
+    @Test("paused, a video with its own audio still shows both files (files[0] and files[1]), also once stored")
+    func pausedKeepsTheAudio() async throws {
+        try await withManager(content: [], configuration: Self.configuration) { fixture in
+            let (manager, server, log, directory) = (fixture.manager, fixture.server, fixture.events, fixture.directory)
+            let video = HLSTestStream.serveSegments(server, prefix: "vid", count: 3, seed: 40)
+            let audio = HLSTestStream.serveSegments(server, prefix: "snd", count: 3, packets: 10, seed: 50)
+            let master = """
+                #EXTM3U
+                #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="en",DEFAULT=YES,URI="snd.m3u8"
+                #EXT-X-STREAM-INF:BANDWIDTH=800000,RESOLUTION=640x360,AUDIO="a"
+                vid.m3u8
+
+                """
+            server.serve("/m.m3u8", .init(text: master, contentType: HLSTestStream.mpegURL))
+            // The three playlists go out, then nothing more until released: no segment can be whole.
+            let playlists = [
+                master, HLSTestStream.mediaPlaylist((0..<3).map { "vid-\($0).ts" }),
+                HLSTestStream.mediaPlaylist((0..<3).map { "snd-\($0).ts" }),
+            ]
+            server.holdBodies(afterSending: playlists.reduce(0) { $0 + $1.utf8.count })
+            let gid = try await manager.add(uris: [server.url("/m.m3u8")], options: [], position: nil)
+            try await waitUntil("the outputs named") {
+                try await manager.status(of: gid.description).audio != nil
+            }
+            #expect(try await manager.pause(gid.description, force: false) == gid)
+            try await log.wait(for: .paused(gid))
+            try await waitUntil("the run ended") { await manager.supervisor[gid] == nil }
+            let paused = try await manager.status(of: gid.description)
+            #expect(paused.status == .paused)
+            #expect(paused.path == directory.file("m.ts"))
+            #expect(paused.audio?.path == directory.file("m.audio.ts"), "\(paused)")
+            // What a restarted daemon finds.
+            let stored = try QueueStore(directory: try copyStoreAsKilled(directory)).load()
+            let entry = try #require(stored.waiting.first { $0.0.entry.gid == gid }?.0)
+            #expect(entry.audioPath == directory.file("m.audio.ts"))
+
+            server.releaseBodies()
+            #expect(try await manager.unpause(gid.description) == gid)
+            try await log.wait(for: .completed(gid))
+            let done = try await manager.status(of: gid.description)
+            #expect(done.audio == AudioFile(path: directory.file("m.audio.ts"), length: Int64(audio.joined().count)))
+            #expect(try Self.bytes(at: directory.file("m.ts")) == video.flatMap { $0 })
+        }
+    }
+
     @Test("remove while the segments come: a removed result, and nothing of it left on disk")
     func removeActive() async throws {
         try await withManager(content: [], configuration: Self.configuration) { fixture in

@@ -229,7 +229,7 @@ struct QueueStoreIncrementalTests {
         #expect(reloaded.active.map(\.entry.gid) == [0xa1, 0xb2].map { DownloadID(value: $0) })
         let applied = try DatabaseQueue(path: path).read { db in try QueueStore.migrator.appliedMigrations(db) }
         // Every migration ran, in order, up to the last one.
-        #expect(applied == QueueStore.migrator.migrations && applied.last == "v5-hls-audio")
+        #expect(applied == QueueStore.migrator.migrations && applied.last == "v6-entry-audio")
     }
 
     @Test("URIs and options written by hand read back through JSONDecoder, whatever their characters")

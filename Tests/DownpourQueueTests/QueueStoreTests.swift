@@ -131,7 +131,7 @@ struct QueueStoreTests {
         #expect(loaded.stoppedTotal == 7)
         let applied = try DatabaseQueue(path: path).read { db in try QueueStore.migrator.appliedMigrations(db) }
         // Every migration ran, in order, up to the last one.
-        #expect(applied == QueueStore.migrator.migrations && applied.last == "v5-hls-audio")
+        #expect(applied == QueueStore.migrator.migrations && applied.last == "v6-entry-audio")
     }
 
     @Test("a followed Metalink's links (followedBy, following) are stored row by row and whole")

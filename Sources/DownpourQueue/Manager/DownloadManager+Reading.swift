@@ -98,7 +98,8 @@ extension DownloadManager {
                 path: download.path ?? planned,
                 totalLength: download.totalLength,
                 completedLength: download.completedLength,
-                following: download.entry.following
+                following: download.entry.following,
+                audio: download.audioPath.map { AudioFile(path: $0, length: 0) }
             )
             // Before its probe is done a run knows nothing yet: what was recorded stands until then.
             if state == .active, let run = self.runs[gid], let segments = run.playlist.snapshot() {

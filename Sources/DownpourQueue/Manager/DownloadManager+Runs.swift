@@ -202,7 +202,13 @@ extension DownloadManager {
             "Download is an HLS playlist: fetching its segments",
             metadata: ["gid": "\(gid)", "path": "\(progress.path)", "live": "\(progress.isLive)"]
         )
-        self.ledger.queue.record(gid, path: progress.path, totalLength: 0, completedLength: 0)
+        self.ledger.queue.record(
+            gid,
+            path: progress.path,
+            totalLength: 0,
+            completedLength: 0,
+            audioPath: progress.audioPath
+        )
         self.scheduleRecord()
     }
 

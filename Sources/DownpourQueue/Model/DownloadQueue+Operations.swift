@@ -239,10 +239,12 @@ extension DownloadQueue {
         _ gid: DownloadID,
         path: String? = nil,
         totalLength: Int64? = nil,
-        completedLength: Int64? = nil
+        completedLength: Int64? = nil,
+        audioPath: String? = nil
     ) {
         guard var download = self.downloads[gid] else { return }
         if let path { download.path = path }
+        if let audioPath { download.audioPath = audioPath }
         if let totalLength { download.totalLength = totalLength }
         if let completedLength { download.completedLength = completedLength }
         guard download != self.downloads[gid] else { return }

@@ -9,11 +9,20 @@ public struct QueuedDownload: Sendable, Hashable {
     public var totalLength: Int64
     /// Bytes on disk when it last stopped or reported progress.
     public var completedLength: Int64
+    /// The path of the audio an HLS video's run writes beside it (a rendition of its own), once a run has named it.
+    public var audioPath: String?
 
-    public init(entry: QueueEntry, path: String? = nil, totalLength: Int64 = 0, completedLength: Int64 = 0) {
+    public init(
+        entry: QueueEntry,
+        path: String? = nil,
+        totalLength: Int64 = 0,
+        completedLength: Int64 = 0,
+        audioPath: String? = nil
+    ) {
         self.entry = entry
         self.path = path
         self.totalLength = totalLength
         self.completedLength = completedLength
+        self.audioPath = audioPath
     }
 }

@@ -211,6 +211,10 @@ public final class QueueStore: Sendable {
                     """
             )
         }
+        migrator.registerMigration("v6-entry-audio") { db in
+            // The audio path a run of an HLS video named, kept while it waits or is paused (tellStatus's files[1]).
+            try db.execute(sql: "ALTER TABLE entry ADD COLUMN audioPath TEXT")
+        }
         return migrator
     }
 
@@ -234,7 +238,8 @@ public final class QueueStore: Sendable {
                         entry: entry,
                         path: row["path"],
                         totalLength: row["totalLength"],
-                        completedLength: row["completedLength"]
+                        completedLength: row["completedLength"],
+                        audioPath: row["audioPath"]
                     )
                     positions[entry.gid] = row["position"]
                     switch row["state"] as String {
@@ -298,13 +303,14 @@ public final class QueueStore: Sendable {
                     try db.execute(
                         sql: """
                             INSERT INTO entry (gid, uris, options, position, state, path, totalLength, completedLength,
-                                following)
-                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                following, audioPath)
+                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                             """,
                         arguments: [
                             gid.description, Self.encode(download.entry.uris),
                             Self.encode(download.entry.options), position, state, download.path,
                             download.totalLength, download.completedLength, download.entry.following?.description,
+                            download.audioPath,
                         ]
                     )
                 }
@@ -423,13 +429,14 @@ public final class QueueStore: Sendable {
             try db.cachedStatement(
                 sql: """
                     INSERT OR REPLACE INTO entry (gid, uris, options, position, state, path, totalLength,
-                        completedLength, following)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        completedLength, following, audioPath)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """
             ).execute(arguments: [
                 download.entry.gid.description, Self.encode(download.entry.uris),
                 Self.encode(download.entry.options), position, state.rawValue, download.path,
                 download.totalLength, download.completedLength, download.entry.following?.description,
+                download.audioPath,
             ])
         case .place(let gid, let state, let position):
             try db.cachedStatement(sql: "UPDATE entry SET state = ?, position = ? WHERE gid = ?")
@@ -437,12 +444,13 @@ public final class QueueStore: Sendable {
         case .update(let download):
             try db.cachedStatement(
                 sql: """
-                    UPDATE entry SET uris = ?, options = ?, path = ?, totalLength = ?, completedLength = ?
+                    UPDATE entry SET uris = ?, options = ?, path = ?, totalLength = ?, completedLength = ?,
+                        audioPath = ?
                     WHERE gid = ?
                     """
             ).execute(arguments: [
                 Self.encode(download.entry.uris), Self.encode(download.entry.options), download.path,
-                download.totalLength, download.completedLength, download.entry.gid.description,
+                download.totalLength, download.completedLength, download.audioPath, download.entry.gid.description,
             ])
         case .delete(let gid):
             try db.cachedStatement(sql: "DELETE FROM entry WHERE gid = ?").execute(arguments: [gid.description])
