@@ -668,13 +668,9 @@ public struct HLSDownload: Sendable {
         var configuration = self.fetchConfiguration(for: url, connections: 1)
         configuration.followsPlaylists = true
         configuration.overwrite = false
-        let request = try DownloadRequest(url: url, destination: .file(path), configuration: configuration)
-        let result = try await self.downloader.download(
-            request,
-            logger: self.logger,
-            limiter: self.limiter,
-            writePermit: self.writePermit
-        ).run()
+        let result = try await self.runFetch(
+            DownloadRequest(url: url, destination: .file(path), configuration: configuration)
+        )
         guard let document = result.playlist else {
             try? await AssembledFile.run { try? FileManager.default.removeItem(atPath: result.path) }
             throw DownloadError(
@@ -809,13 +805,18 @@ public struct HLSDownload: Sendable {
             configuration: configuration
         )
         request.byteRange = fetch.range
-        let result = try await self.downloader.download(
+        let result = try await self.runFetch(request)
+        return (result.length, result.downloadedBytes)
+    }
+
+    /// Runs one fetch of the run: under its rate limit and its write permit.
+    private func runFetch(_ request: DownloadRequest) async throws(DownloadError) -> DownloadResult {
+        try await self.downloader.download(
             request,
             logger: self.logger,
             limiter: self.limiter,
             writePermit: self.writePermit
         ).run()
-        return (result.length, result.downloadedBytes)
     }
 
     /// A fetch's error, saying which segment (or key, or section) it was.

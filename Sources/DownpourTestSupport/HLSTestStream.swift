@@ -23,6 +23,21 @@ public enum HLSTestStream {
         return lines.joined(separator: "\n") + "\n"
     }
 
+    /// A multivariant playlist of the media playlists `variants` (their paths, in order of rising bandwidth), each
+    /// taking its audio from the rendition at `audio`.
+    public static func multivariantPlaylist(variants: [String], audio: String) -> String {
+        var lines = ["#EXTM3U", "#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=\"a\",NAME=\"en\",DEFAULT=YES,URI=\"\(audio)\""]
+        for (index, variant) in variants.enumerated() {
+            lines += ["#EXT-X-STREAM-INF:BANDWIDTH=\(800_000 * (2 * index + 1)),AUDIO=\"a\"", variant]
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The bytes of the playlists `texts`: what a test lets a server send before it holds the segments' bodies.
+    public static func length(of texts: [String]) -> Int {
+        texts.reduce(0) { $0 + $1.utf8.count }
+    }
+
     /// Serves `count` TS segments of `packets` packets (one more for each next one) at `/PREFIX-N.ts` and a playlist
     /// of them at `/PREFIX.m3u8`; returns the segments.
     @discardableResult

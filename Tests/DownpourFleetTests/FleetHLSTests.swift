@@ -51,13 +51,7 @@ struct FleetHLSTests {
         defer { Task { try? await server.shutdown() } }
         let segments = HLSTestStream.serveSegments(server, prefix: "vid", count: 4, seed: 60)
         let sounds = HLSTestStream.serveSegments(server, prefix: "aud", count: 4, packets: 10, seed: 70)
-        let master = """
-            #EXTM3U
-            #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="en",DEFAULT=YES,URI="aud.m3u8"
-            #EXT-X-STREAM-INF:BANDWIDTH=800000,RESOLUTION=640x360,AUDIO="a"
-            vid.m3u8
-
-            """
+        let master = HLSTestStream.multivariantPlaylist(variants: ["vid.m3u8"], audio: "aud.m3u8")
         server.serve("/v.m3u8", .init(text: master, contentType: HLSTestStream.mpegURL))
         let video = segments.flatMap { $0 }
         let audio = sounds.flatMap { $0 }
@@ -66,7 +60,7 @@ struct FleetHLSTests {
             master, HLSTestStream.mediaPlaylist((0..<4).map { "vid-\($0).ts" }),
             HLSTestStream.mediaPlaylist((0..<4).map { "aud-\($0).ts" }),
         ]
-        server.holdBodies(afterSending: playlists.reduce(0) { $0 + $1.utf8.count })
+        server.holdBodies(afterSending: HLSTestStream.length(of: playlists))
         try await FleetFaultTests.withFleet(leaseDuration: .seconds(3600)) { fleet in
             let members = [
                 try fleet.node("node0", url: fleet.server.url, capacity: 1),

@@ -34,15 +34,7 @@ struct DownloadManagerPlaylistTests {
             let low = HLSTestStream.serveSegments(server, prefix: "low", count: 3, seed: 10)
             let high = HLSTestStream.serveSegments(server, prefix: "high", count: 4, seed: 20)
             let audio = HLSTestStream.serveSegments(server, prefix: "aud", count: 4, packets: 10, seed: 30)
-            let master = """
-                #EXTM3U
-                #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="en",DEFAULT=YES,URI="aud.m3u8"
-                #EXT-X-STREAM-INF:BANDWIDTH=800000,RESOLUTION=640x360,AUDIO="a"
-                low.m3u8
-                #EXT-X-STREAM-INF:BANDWIDTH=2400000,RESOLUTION=1280x720,AUDIO="a"
-                high.m3u8
-
-                """
+            let master = HLSTestStream.multivariantPlaylist(variants: ["low.m3u8", "high.m3u8"], audio: "aud.m3u8")
             server.serve("/show.m3u8", .init(text: master, contentType: HLSTestStream.mpegURL))
 
             let gid = try await manager.add(uris: [server.url("/show.m3u8")], options: [], position: nil)
@@ -139,20 +131,14 @@ struct DownloadManagerPlaylistTests {
             let (manager, server, log, directory) = (fixture.manager, fixture.server, fixture.events, fixture.directory)
             let video = HLSTestStream.serveSegments(server, prefix: "vid", count: 3, seed: 40)
             let audio = HLSTestStream.serveSegments(server, prefix: "snd", count: 3, packets: 10, seed: 50)
-            let master = """
-                #EXTM3U
-                #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="en",DEFAULT=YES,URI="snd.m3u8"
-                #EXT-X-STREAM-INF:BANDWIDTH=800000,RESOLUTION=640x360,AUDIO="a"
-                vid.m3u8
-
-                """
+            let master = HLSTestStream.multivariantPlaylist(variants: ["vid.m3u8"], audio: "snd.m3u8")
             server.serve("/m.m3u8", .init(text: master, contentType: HLSTestStream.mpegURL))
             // The three playlists go out, then nothing more until released: no segment can be whole.
             let playlists = [
                 master, HLSTestStream.mediaPlaylist((0..<3).map { "vid-\($0).ts" }),
                 HLSTestStream.mediaPlaylist((0..<3).map { "snd-\($0).ts" }),
             ]
-            server.holdBodies(afterSending: playlists.reduce(0) { $0 + $1.utf8.count })
+            server.holdBodies(afterSending: HLSTestStream.length(of: playlists))
             let gid = try await manager.add(uris: [server.url("/m.m3u8")], options: [], position: nil)
             try await waitUntil("the outputs named") {
                 try await manager.status(of: gid.description).audio != nil
