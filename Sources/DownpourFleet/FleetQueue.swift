@@ -281,7 +281,7 @@ public struct FleetQueue: Sendable {
                 failure == .removed ? "removed" : "error", failure.rawValue, reason, nil, nil
             )
         }
-        let isComplete = state == "complete"
+        // A result without a file has no audio either.
         let (audioPath, audioLength) = (audio?.path, audio?.length ?? 0)
         return try await self.sql("recording the end of \(text)") {
             try await self.changedOne(
@@ -291,8 +291,7 @@ public struct FleetQueue: Sendable {
                     request = NULL, position = nextval('downpour_order'), error_code = \(code), error_message = \(message),
                     path = coalesce(\(path), path), total_length = coalesce(\(length), total_length),
                     completed_length = coalesce(\(length), completed_length),
-                    audio_path = CASE WHEN \(isComplete) THEN \(audioPath) ELSE audio_path END,
-                    audio_length = CASE WHEN \(isComplete) THEN \(audioLength) ELSE audio_length END
+                    audio_path = \(audioPath), audio_length = \(audioLength)
                 WHERE gid = \(text) AND fence = \(fence) AND state = 'active'
                 RETURNING gid
                 """
@@ -362,7 +361,7 @@ public struct FleetQueue: Sendable {
                 UPDATE downpour_downloads
                 SET path = coalesce(\(path), path), total_length = \(totalLength),
                     completed_length = \(completedLength), download_speed = \(downloadSpeed),
-                    audio_path = coalesce(\(audioPath), audio_path)
+                    audio_path = \(audioPath)
                 WHERE gid = \(text) AND fence = \(fence) AND state = 'active'
                 RETURNING gid
                 """

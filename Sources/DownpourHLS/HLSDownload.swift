@@ -291,6 +291,8 @@ public struct HLSDownload: Sendable {
     ) async throws(DownloadError) -> Result {
         let videoPath = outputs[0].path
         let audio = outputs.first { $0.kind == .audio }
+        // Nothing made on disk once the permit is withdrawn, not even the video's `.part`.
+        try await self.checkPermit()
         // The video's `.part` stays locked from here to the end: a second run of the same name (another playlist
         // called index.m3u8, say) stops at once instead of mixing its segments with these. The other outputs'
         // `.part` files are made only when they are written.
@@ -364,7 +366,8 @@ public struct HLSDownload: Sendable {
                                 try files[index].commit(
                                     to: outputs[index].path,
                                     replacing: replacing || outputs[index].replaces,
-                                    mark: mark
+                                    mark: mark,
+                                    mayName: permit.check
                                 )
                             }
                         }
@@ -415,6 +418,7 @@ public struct HLSDownload: Sendable {
     ) async throws(DownloadError) -> Result {
         let path = names.output(fragmentedMP4: first.segments.contains { $0.map != nil })
         let replacesExisting = try await self.checkFree(path)
+        try await self.checkPermit()
         let file = try await AssembledFile.run { () throws(DownloadError) in try AssembledFile(locking: path + ".part")
         }
         let work = Self.workDirectory(for: path) + "/live"
@@ -469,7 +473,8 @@ public struct HLSDownload: Sendable {
                         try file.commit(
                             to: path,
                             replacing: replacing || replacesExisting,
-                            mark: Self.finishMark(of: self.request)
+                            mark: Self.finishMark(of: self.request),
+                            mayName: permit.check
                         )
                     }
                     if permit.allows { await Self.removeWork(Self.workDirectory(for: path)) }
@@ -617,17 +622,31 @@ public struct HLSDownload: Sendable {
 
     /// The video a run of `request` (with a ``DownloadRequest/finishMark``, under a name: a queue's download run
     /// again) wrote and named before it could be recorded: a kill came between the two. `nil` when there is none.
+    /// Its audio, named with the same mark (the outputs are named together, the video last), comes with it.
     public static func finishedEarlier(_ request: DownloadRequest) async -> Result? {
         guard let mark = Self.finishMark(of: request) else { return nil }
         let names = Self.names(of: request)
-        let found = try? await AssembledFile.run { () -> (String, Int64)? in
+        typealias Found = (path: String, length: Int64)
+        let found = try? await AssembledFile.run { () -> (video: Found, audio: Found?)? in
+            func committed(_ path: String) -> Found? {
+                AssembledFile.committed(path, mark: mark).map { (path, $0) }
+            }
             for path in Set([false, true].map(names.output(fragmentedMP4:))).sorted() {
-                if let length = AssembledFile.committed(path, mark: mark) { return (path, length) }
+                guard let video = committed(path) else { continue }
+                let audio = ["ts", "m4a", "aac"].lazy.compactMap { committed(names.stem + ".audio." + $0) }.first
+                return (video, audio)
             }
             return nil
         }
-        guard let (path, length) = found ?? nil else { return nil }
-        return Result(path: path, length: length, audioPath: nil, segments: 0, downloadedBytes: 0)
+        guard let (video, audio) = found ?? nil else { return nil }
+        return Result(
+            path: video.path,
+            length: video.length,
+            audioPath: audio?.path,
+            audioLength: audio?.length ?? 0,
+            segments: 0,
+            downloadedBytes: 0
+        )
     }
 
     /// The directory the segments of the video at `output` wait in: one per output, so two downloads of the same
@@ -672,7 +691,9 @@ public struct HLSDownload: Sendable {
             DownloadRequest(url: url, destination: .file(path), configuration: configuration)
         )
         guard let document = result.playlist else {
-            try? await AssembledFile.run { try? FileManager.default.removeItem(atPath: result.path) }
+            if await self.mayWrite() {
+                try? await AssembledFile.run { try? FileManager.default.removeItem(atPath: result.path) }
+            }
             throw DownloadError(
                 code: .remoteMisbehaved,
                 message: "\(url.absoluteString), named as a playlist by \(self.document.url.absoluteString), is not "

@@ -538,18 +538,31 @@ struct DownloadQueueTests {
         #expect(result.errorMessage == "")
     }
 
-    @Test("changing dir or out forgets the resolved path")
+    @Test("changing dir or out forgets the resolved path, and the audio beside it")
     func changingDestinationForgetsPath() throws {
         var queue = Self.fixture()
-        queue.record(Self.gid(4), path: "/d/four.bin")
+        queue.record(Self.gid(4), path: "/d/four.ts", audioPath: "/d/four.audio.ts")
         _ = try queue.changeOptions(Self.gid(4), [QueueOption(name: "split", value: "3")])
-        #expect(queue.downloads[Self.gid(4)]?.path == "/d/four.bin")
+        #expect(queue.downloads[Self.gid(4)]?.path == "/d/four.ts")
+        #expect(queue.downloads[Self.gid(4)]?.audioPath == "/d/four.audio.ts")
         _ = try queue.changeOptions(Self.gid(4), [QueueOption(name: "out", value: "other.bin")])
         #expect(queue.downloads[Self.gid(4)]?.path == nil)
+        #expect(queue.downloads[Self.gid(4)]?.audioPath == nil)
         #expect(
             queue.downloads[Self.gid(4)]?.entry.options == [
                 QueueOption(name: "split", value: "3"), QueueOption(name: "out", value: "other.bin"),
             ]
         )
+    }
+
+    @Test("a run's names replace an earlier run's: an audio it does not have is gone; an unnamed record keeps it")
+    func namesReplaceTheAudio() throws {
+        var queue = Self.fixture()
+        queue.record(Self.gid(4), path: "/d/v.ts", audioPath: "/d/v.audio.ts")
+        queue.record(Self.gid(4), totalLength: 10, completedLength: 5)
+        #expect(queue.downloads[Self.gid(4)]?.audioPath == "/d/v.audio.ts")
+        queue.record(Self.gid(4), path: "/d/v.ts", audioPath: .some(nil))
+        #expect(queue.downloads[Self.gid(4)]?.audioPath == nil)
+        #expect(queue.downloads[Self.gid(4)]?.path == "/d/v.ts")
     }
 }

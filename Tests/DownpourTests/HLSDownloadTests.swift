@@ -614,7 +614,18 @@ import _CryptoExtras
             let found = await HLSDownload.finishedEarlier(request)
             #expect((found != nil) == taken, "\(mark)")
             #expect(found.map { $0.length == 5 && $0.path == directory.file("show.ts") } ?? !taken)
+            #expect(found?.audioPath == nil)
         }
+        // Its audio, named with the same mark before the video, comes with it; another's does not.
+        for (mark, taken) in [("00000000000000bb hls", false), ("00000000000000aa hls", true)] {
+            let audio = try AssembledFile(locking: directory.file("show.audio.m4a.part"))
+            try audio.append(Array("sound!".utf8))
+            try audio.commit(to: directory.file("show.audio.m4a"), replacing: true, mark: mark)
+            let found = try #require(await HLSDownload.finishedEarlier(request))
+            #expect(found.audioPath == (taken ? directory.file("show.audio.m4a") : nil), "\(mark)")
+            #expect(found.audioLength == (taken ? 6 : 0), "\(mark)")
+        }
+        try FileManager.default.removeItem(atPath: directory.file("show.audio.m4a"))
         FileManager.default.createFile(atPath: directory.file("show.ts.part"), contents: Data())
         #expect(await HLSDownload.finishedEarlier(request) == nil)
     }

@@ -68,6 +68,8 @@ final class IdleReadWatch: Sendable {
     func end() {
         self.state.withLockedValue { state in
             state.isEnded = true
+            // The closure holds the task: let it go with the request.
+            state.fail = nil
             state.timer?.cancel()
             state.timer = nil
         }
@@ -122,6 +124,10 @@ final class IdleReadTimed<Delegate: HTTPClientResponseDelegate & Sendable>: HTTP
     func didSendRequest(task: HTTPClient.Task<Response>) {
         self.delegate.didSendRequest(task: task)
         self.watch.start { task.fail(reason: $0) }
+    }
+
+    func didVisitURL(task: HTTPClient.Task<Response>, _ request: HTTPClient.Request, _ head: HTTPResponseHead) {
+        self.delegate.didVisitURL(task: task, request, head)
     }
 
     func didReceiveHead(task: HTTPClient.Task<Response>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {

@@ -207,7 +207,8 @@ extension DownloadManager {
             path: progress.path,
             totalLength: 0,
             completedLength: 0,
-            audioPath: progress.audioPath
+            // This run's names: an audio an earlier run had (another variant, other options) is gone from them.
+            audioPath: .some(progress.audioPath)
         )
         self.scheduleRecord()
     }
@@ -307,14 +308,14 @@ extension DownloadManager {
     /// a user who removes a download expects its partial file gone, as ``Download/cancel(keepingPartialFile:)``
     /// does for an active one), on the library's blocking-I/O threads, not the manager's loop. A run still letting
     /// go of the file (paused a moment ago) is waited for first, in a task of its own.
-    func removePartialFile(of gid: DownloadID, path: String) async {
+    func removePartialFile(of gid: DownloadID, path: String, audioPath: String?) async {
         let logger = self.logger
         let remove: @Sendable () async -> Void = {
             for file in await PartialFiles.remove(forDestination: path) {
                 logger.debug("Partial file removed", metadata: ["gid": "\(gid)", "path": "\(file)"])
             }
             // An HLS video's segments, waiting beside it (`PATH.hls/`, only what Downpour fetched there).
-            await HLSDownload.removeLeftovers(path: path, audioPath: nil)
+            await HLSDownload.removeLeftovers(path: path, audioPath: audioPath)
         }
         if let previous = self.supervisor[gid]?.task {
             Task {

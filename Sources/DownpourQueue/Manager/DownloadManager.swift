@@ -399,7 +399,8 @@ public actor DownloadManager: DownloadQueueService {
         let (id, waitingPath) = try await self.transaction { () throws(QueueError) in
             let id = try self.ledger.queue.resolve(gid)
             let queue = self.ledger.queue
-            let waitingPath = queue.waitingIndex(of: id) != nil ? queue.downloads[id]?.path : nil
+            let waiting = queue.waitingIndex(of: id) != nil ? queue.downloads[id] : nil
+            let waitingPath = waiting?.path.map { (path: $0, audio: waiting?.audioPath) }
             let actions = try await self.change { queue throws(QueueError) in
                 self.noteProgress(of: id, in: &queue)
                 return try queue.remove(id)
@@ -407,7 +408,9 @@ public actor DownloadManager: DownloadQueueService {
             self.perform(actions)
             return (id, waitingPath)
         }
-        if let waitingPath { await self.removePartialFile(of: id, path: waitingPath) }
+        if let waitingPath {
+            await self.removePartialFile(of: id, path: waitingPath.path, audioPath: waitingPath.audio)
+        }
         return id
     }
 

@@ -64,7 +64,11 @@ struct PlaylistRun: Sendable {
                 "The HLS video is on disk already: an earlier run finished it",
                 metadata: ["path": "\(video.path)"]
             )
-            return Outcome(path: video.path, length: video.length)
+            return Outcome(
+                path: video.path,
+                length: video.length + video.audioLength,
+                audio: video.audioPath.map { AudioFile(path: $0, length: video.audioLength) }
+            )
         }
         let result = try await download.run()
         guard let document = result.playlist else {

@@ -234,13 +234,14 @@ extension DownloadQueue {
         return actions + self.fillSlots()
     }
 
-    /// Notes what a run has learnt of its file: the resolved path, the length, the bytes on disk.
+    /// Notes what a run has learnt of its file: the resolved path, the length, the bytes on disk, the audio beside
+    /// an HLS video (`.some(nil)`: none). A `nil` argument leaves what was recorded.
     public mutating func record(
         _ gid: DownloadID,
         path: String? = nil,
         totalLength: Int64? = nil,
         completedLength: Int64? = nil,
-        audioPath: String? = nil
+        audioPath: String?? = nil
     ) {
         guard var download = self.downloads[gid] else { return }
         if let path { download.path = path }
@@ -354,6 +355,7 @@ extension DownloadQueue {
         if names.contains(Aria2Option.dir.name) || names.contains(Aria2Option.out.name) {
             // The file goes somewhere else now: what an earlier run resolved no longer holds.
             download.path = nil
+            download.audioPath = nil
         }
         if download != self.downloads[gid] {
             self.setDownload(download)
