@@ -110,6 +110,18 @@ struct DownloaderTests {
             let elapsed = clock.now - started
             #expect(elapsed >= .milliseconds(1300), "1.5 MiB at 1 MiB/s took \(elapsed)")
             #expect(result.length == Int64(content.count))
+            // Each request, the probe's too, asks for a quarter second of its connection's share of the limit at
+            // most (128 KiB; a last step takes the rest when under 64 KiB would be left), so the server never has
+            // more than that written ahead of its reading; every byte is sent once.
+            let statistics = server.statistics()
+            let gets = statistics.requests.filter { $0.method == "GET" }
+            #expect(gets.count > 12)
+            #expect(gets.first?.requestedRange == 0..<65_536)
+            for request in gets {
+                let asked = request.requestedRange?.count ?? Int.max
+                #expect(asked < 192 * 1024, "\(request.header("Range") ?? "no range")")
+            }
+            #expect(statistics.requests.reduce(0) { $0 + $1.bodyBytesSent } == content.count)
         }
         try expectFile(directory.file("r.bin"), equals: content, in: directory)
     }

@@ -97,4 +97,87 @@ struct BandwidthLimiterTests {
         #expect(abs(own.delay(for: 0) - 0.2) < 1e-9)
         #expect(Pacing.unlimited.delay(after: 1_000_000) == 0)
     }
+
+    @Test("the tightest rate is the lowest one set; none set is none")
+    func tightestRate() {
+        let none = BandwidthLimiter(rate: nil)
+        #expect(Pacing(limiters: [none, BandwidthLimiter(rate: nil)]).tightestRate == nil)
+        #expect(Pacing(limiters: [none, BandwidthLimiter(rate: 300), BandwidthLimiter(rate: 200)]).tightestRate == 200)
+        #expect(Pacing.unlimited.tightestRate == nil)
+    }
+
+    struct RequestRow: Sendable, CustomStringConvertible {
+        var range: Range<Int64>
+        var rate: Int64?
+        var connectionRate: Double?
+        var connections: Int
+        var end: Int64
+        var why: String
+        var description: String { self.why }
+    }
+
+    static let requestRows: [RequestRow] = [
+        .init(range: 0..<10_000_000, rate: nil, connectionRate: nil, connections: 4, end: 10_000_000, why: "no limit"),
+        .init(range: 0..<10_000_000, rate: 0, connectionRate: nil, connections: 4, end: 10_000_000, why: "0 is none"),
+        // 4 MiB/s: a quarter second is 1 MiB, 256 KiB for each of 4 connections.
+        .init(
+            range: 1000..<10_000_000,
+            rate: 4_194_304,
+            connectionRate: nil,
+            connections: 4,
+            end: 1000 + 65_536,
+            why: "the smallest step before it has a speed (the limit may be shared by other downloads)"
+        ),
+        .init(
+            range: 0..<10_000_000,
+            rate: 4_194_304,
+            connectionRate: 400_000,
+            connections: 4,
+            end: 100_000,
+            why: "a quarter second of its own speed"
+        ),
+        .init(
+            range: 0..<10_000_000,
+            rate: 4_194_304,
+            connectionRate: 80_000_000,
+            connections: 4,
+            end: 262_144,
+            why: "never more than a quarter second of its share (a burst read from the socket at once)"
+        ),
+        .init(
+            range: 0..<10_000_000,
+            rate: 100_000,
+            connectionRate: 10_000,
+            connections: 4,
+            end: 65_536,
+            why: "never less than 64 KiB"
+        ),
+        .init(
+            range: 0..<150_000,
+            rate: 4_194_304,
+            connectionRate: 400_000,
+            connections: 4,
+            end: 150_000,
+            why: "the whole range when less than 64 KiB would be left"
+        ),
+        .init(
+            range: 0..<170_000,
+            rate: 4_194_304,
+            connectionRate: 400_000,
+            connections: 4,
+            end: 100_000,
+            why: "a step when 64 KiB or more is left"
+        ),
+    ]
+
+    @Test("under a limit a request asks for a quarter second of reading", arguments: requestRows)
+    func requestEnd(_ row: RequestRow) {
+        let end = Pacing.requestEnd(
+            of: row.range,
+            rate: row.rate,
+            connectionRate: row.connectionRate,
+            connections: row.connections
+        )
+        #expect(end == row.end)
+    }
 }

@@ -155,7 +155,8 @@ struct JournalStoreTests {
         let directory = try ScratchDirectory()
         defer { directory.remove() }
         let partPath = directory.file("a.iso.part")
-        let store = JournalStore(partPath: partPath)
+        // The synced journal alone: the unsynced one has its own test below.
+        let store = JournalStore(partPath: partPath, bootID: nil)
         switch row.before {
         case .nothing:
             break
@@ -196,5 +197,50 @@ struct JournalStoreTests {
         }
         let left = directory.contents().filter { $0 != "a.iso.part" }.map { String($0.dropFirst("a.iso.part".count)) }
         #expect(left == row.left)
+    }
+
+    @Test("the unsynced journal: trusted in the boot that wrote it, never older than the synced one, removed with it")
+    func unsynced() throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let partPath = directory.file("a.iso.part")
+        let store = JournalStore(partPath: partPath, bootID: "boot-a")
+        let file = try OutputFile.openLocked(at: partPath)
+        defer { file.close() }
+        func left() -> [String] {
+            directory.contents().filter { $0 != "a.iso.part" }.map { String($0.dropFirst("a.iso.part".count)) }
+        }
+        func loaded(_ store: JournalStore) -> ResumeJournal? {
+            if case .loaded(let journal) = store.load() { return journal }
+            return nil
+        }
+
+        // Written alone (a run killed before its first sync): trusted in this boot, passed over after a reboot.
+        try store.saveUnsynced(Self.journal)
+        #expect(left() == [".downpour.unsynced"])
+        #expect(loaded(store) == Self.journal)
+        #expect(loaded(JournalStore(partPath: partPath, bootID: "boot-b")) == nil)
+        #expect(loaded(JournalStore(partPath: partPath, bootID: nil)) == nil)
+
+        // A synced save removes the unsynced one: never older than the synced, and a pause leaves one journal.
+        try store.save(Self.journal, syncing: file)
+        #expect(left() == [".downpour"])
+        #expect(loaded(store) == Self.journal)
+        try store.saveUnsynced(Self.newer)
+        #expect(left() == [".downpour", ".downpour.unsynced"])
+        #expect(loaded(store) == Self.newer)
+        #expect(loaded(JournalStore(partPath: partPath, bootID: "boot-b")) == Self.journal)
+        try store.saveUnsynced(Self.newer)
+        try store.save(Self.journal, syncing: file)
+        #expect(loaded(store) == Self.journal, "the synced save took the place of the unsynced one")
+        try store.saveUnsynced(Self.newer)
+
+        // A damaged unsynced journal is passed over for the synced one.
+        try Data("downpour-journal 1 half".utf8).write(to: URL(fileURLWithPath: store.unsyncedPath))
+        #expect(loaded(store) == Self.journal)
+
+        store.remove()
+        #expect(left() == [])
+        #expect(PartialFiles.paths(forDestination: directory.file("a.iso")).contains(store.unsyncedPath))
     }
 }

@@ -66,6 +66,7 @@ extension DownloadEngine {
             authorization: authorization,
             logger: self.logger,
             resuming: mayResume,
+            paced: self.pacing.tightestRate != nil,
             connectAhead: connectAhead
         )
         let (index, outcome, failed) = try await self.probeFirstWorking(

@@ -35,7 +35,7 @@ extension DownloadEngine {
             logger: self.logger,
             hub: self.hub,
             budget: self.downloader.connectionBudget,
-            pacing: Pacing(limiters: [self.downloader.overallLimiter, self.limiter]),
+            pacing: self.pacing,
             authorization: probed.authorization,
             hasher: hasher,
             // With the length known now (it matched the digests), pieces are verified as they come in.
@@ -79,10 +79,15 @@ extension DownloadEngine {
         let journal = output.journal
         // A round of its own each time: its progress meters start afresh.
         let round = { [self] in
-            TransferRound(session: session, gate: self.gate, writePermit: self.writePermit) {
-                [self, session] () async throws(DownloadError) in
-                try await self.saveJournal(journal, session: session)
-            }
+            TransferRound(
+                session: session,
+                gate: self.gate,
+                writePermit: self.writePermit,
+                saveUnsyncedJournal: { [self, session] in await self.saveUnsyncedJournal(journal, session: session) },
+                saveJournal: { [self, session] () async throws(DownloadError) in
+                    try await self.saveJournal(journal, session: session)
+                }
+            )
         }
         while true {
             switch action {

@@ -18,9 +18,33 @@ extension DownloadEngine {
         done: ByteRangeSet
     ) async throws(DownloadError) {
         try await self.checkWritePermit()
+        guard let record = self.journalRecord(session, done: done) else { return }
+        let file = session.file
+        try await BlockingIO.run { () throws(DownloadError) in
+            try journal.save(record, syncing: file)
+        }
+    }
+
+    /// Records what is written so far without a sync, for a later run of this boot
+    /// (``JournalStore/saveUnsynced(_:)``); from within a round only, where nothing takes ranges out of the plan
+    /// (a start over, a fall-back to a stream and forgotten pieces come between rounds). Nothing while
+    /// streaming, nor for a download verified in pieces: a bad piece taken out of the journal must not come back
+    /// from a capture made before. A failure is passed over: the synced journal still holds.
+    func saveUnsyncedJournal(_ journal: JournalStore, session: TransferSession) async {
+        guard journal.bootID != nil, session.isSegmented, session.pieceChecker == nil,
+            let record = self.journalRecord(session, done: session.doneRanges()),
+            await self.writePermitted()
+        else { return }
+        try? await BlockingIO.run { () throws(DownloadError) in
+            try journal.saveUnsynced(record)
+        }
+    }
+
+    /// The journal of `session` with `done` on disk; `nil` while the length is unknown.
+    private func journalRecord(_ session: TransferSession, done: ByteRangeSet) -> ResumeJournal? {
         let remote = session.remoteFile
-        guard let length = remote.length else { return }
-        let record = ResumeJournal(
+        guard let length = remote.length else { return nil }
+        return ResumeJournal(
             sourceURL: self.request.url.absoluteString,
             finalURL: remote.url.absoluteString,
             length: length,
@@ -29,10 +53,6 @@ extension DownloadEngine {
             done: done,
             mirrors: self.request.mirrors.isEmpty ? nil : session.mirrors.validatorsToRecord
         )
-        let file = session.file
-        try await BlockingIO.run { () throws(DownloadError) in
-            try journal.save(record, syncing: file)
-        }
     }
 
     /// Checks the length against the piece digests, then hashes every piece that is not verified yet (all its

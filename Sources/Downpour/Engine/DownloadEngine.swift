@@ -31,6 +31,11 @@ struct DownloadEngine: Sendable {
     /// Asked before each write that matters (``checkWritePermit()``); `nil`: always allowed.
     let writePermit: (@Sendable () async -> Bool)?
 
+    /// The bandwidth limits its bytes are read under: the downloader's and its own.
+    var pacing: Pacing {
+        Pacing(limiters: [self.downloader.overallLimiter, self.limiter])
+    }
+
     /// Whether the download may still write (always, without a permit).
     func writePermitted() async -> Bool {
         await self.writePermit?() ?? true

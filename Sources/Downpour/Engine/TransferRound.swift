@@ -11,21 +11,29 @@ struct TransferRound: Sendable {
     let saveJournal: @Sendable () async throws(DownloadError) -> Void
     /// The download's write permit, asked every ``permitInterval`` while the round runs; `nil`: none.
     let writePermit: (@Sendable () async -> Bool)?
+    /// Records what is written without a sync, every ``unsyncedJournalInterval``; `nil`: never.
+    let saveUnsyncedJournal: (@Sendable () async -> Void)?
     private let reporter: ProgressReporter
 
     /// How often a round asks the write permit: between the journal's saves (which ask it too), and in a stream,
     /// which saves none, so that a run whose permit was withdrawn stops writing within this, not at its end.
     static let permitInterval = Duration.milliseconds(250)
 
+    /// How often a round records what is written without a sync: a process killed loses at most this much of its
+    /// reading to the next run of the same boot (the synced journal lags by its interval and a sync).
+    static let unsyncedJournalInterval = Duration.milliseconds(100)
+
     init(
         session: TransferSession,
         gate: PauseGate,
         writePermit: (@Sendable () async -> Bool)? = nil,
+        saveUnsyncedJournal: (@Sendable () async -> Void)? = nil,
         saveJournal: @escaping @Sendable () async throws(DownloadError) -> Void
     ) {
         self.session = session
         self.gate = gate
         self.writePermit = writePermit
+        self.saveUnsyncedJournal = saveUnsyncedJournal
         self.saveJournal = saveJournal
         self.reporter = ProgressReporter(session: session)
     }
@@ -183,6 +191,18 @@ struct TransferRound: Sendable {
                     } catch {
                         return .ended
                     }
+                }
+            }
+        }
+        if let save = self.saveUnsyncedJournal, self.session.isSegmented {
+            group.addTask {
+                while true {
+                    do {
+                        try await Task.sleep(for: Self.unsyncedJournalInterval)
+                    } catch {
+                        return .ended
+                    }
+                    await save()
                 }
             }
         }

@@ -53,4 +53,37 @@ struct Pacing: Sendable {
         }
         return longest
     }
+
+    /// The lowest limit set now, in bytes per second; `nil` when no limiter has one.
+    var tightestRate: Int64? {
+        self.limiters.compactMap(\.rate).filter { $0 > 0 }.min()
+    }
+
+    /// How far ahead of its reading a paced connection asks: about this many seconds of its own speed.
+    ///
+    /// A server writes a range into the socket as fast as the link lets it, while a limit reads it slowly. What
+    /// was asked and not yet read is lost when the process dies (a fleet node killed, say), and asked again by
+    /// whoever resumes. Asking in steps of a quarter second keeps that loss small.
+    static let lead = 0.25
+
+    /// The smallest request a paced connection makes, so that a slow limit does not cost a request per read.
+    static let smallestRequest: Int64 = 64 * 1024
+
+    /// Where the next request for `range` ends under a limit of `rate` bytes per second: about ``lead`` seconds of
+    /// the connection's measured speed (`connectionRate`), never more than ``lead`` seconds of its even share of the
+    /// limit among `connections` (a burst read from the socket at once measures fast), never less than
+    /// ``smallestRequest`` (also before it has a speed: the limit may be shared by other downloads too), and the
+    /// whole range when what would be left after it is smaller than that. Without a limit, the whole range.
+    static func requestEnd(
+        of range: Range<Int64>,
+        rate: Int64?,
+        connectionRate: Double?,
+        connections: Int
+    ) -> Int64 {
+        guard let rate, rate > 0 else { return range.upperBound }
+        let share = Double(rate) * Self.lead / Double(max(connections, 1))
+        let size = max(Int64(min((connectionRate ?? 0) * Self.lead, share)), Self.smallestRequest)
+        guard Int64(range.count) > size + Self.smallestRequest else { return range.upperBound }
+        return range.lowerBound + size
+    }
 }

@@ -41,8 +41,10 @@ struct ResourceProbe: Sendable {
     /// first range of 8 MiB came whole for a shorter file while the other connections asked for its later parts
     /// again). With one connection nobody else asks: 8 MiB, far enough for a far link's connection to be past
     /// slow start before it asks again.
+    /// Under a bandwidth limit (``paced``) it asks for ``firstChunkSize`` too: the server writes the range into the
+    /// socket at once, and what the limit had not yet read is lost if the process dies.
     var firstRequestSize: Int64 {
-        if self.resuming { return Self.firstChunkSize }
+        if self.resuming || self.paced { return Self.firstChunkSize }
         return self.configuration.connections == 1
             ? max(8 * 1024 * 1024, self.configuration.minimumSplitSize) : self.configuration.minimumSplitSize
     }
@@ -56,6 +58,8 @@ struct ResourceProbe: Sendable {
     /// probe asks for ``firstChunkSize`` bytes only and keeps them, as a probe, rather than a first range that would
     /// ask the server for bytes the download has.
     var resuming = false
+    /// Whether a bandwidth limit paces the download: then the requests ask a little at a time.
+    var paced = false
     /// The download's other connections, opened once the probe's connection to their origin is up.
     var connectAhead: ConnectAhead? = nil
 

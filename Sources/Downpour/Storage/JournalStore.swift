@@ -14,6 +14,11 @@ import Darwin
 /// written to a temporary file, synced, and renamed over the old one, so a crash at any moment leaves either
 /// the old journal or the new one, and never one that claims bytes the disk does not have.
 ///
+/// Between those syncs, a journal of what is written so far is kept without a sync (`NAME.part.downpour.unsynced`,
+/// ``saveUnsynced(_:)``, removed by each synced save), marked with the boot it was written in. A process killed on this machine leaves its
+/// written bytes in the kernel's page cache, so the next run of the same boot trusts that journal and asks for less
+/// again; after a reboot it is passed over, and only the synced one counts.
+///
 /// It remembers whether a journal can be on disk (until a ``load()`` found none, it may be), so that a
 /// download that never saved one does not ask the file system to remove it: in a directory where many small
 /// downloads finish at once, every needless lookup and unlink waits for the directory's lock.
@@ -21,8 +26,17 @@ final class JournalStore: Sendable {
     let path: String
     private let mayExist = NIOLockedValueBox(true)
 
-    init(partPath: String) {
+    /// The journal written without a sync, trusted in the boot ``bootID`` only.
+    let unsyncedPath: String
+    /// This boot's id (``BootSession/current``; tests give their own); `nil`: no unsynced journal is written or read.
+    let bootID: String?
+    /// Orders the unsynced saves, so that an older one never replaces a newer one.
+    private let unsyncedLock = NIOLock()
+
+    init(partPath: String, bootID: String? = BootSession.current) {
         self.path = partPath + ".downpour"
+        self.unsyncedPath = self.path + ".unsynced"
+        self.bootID = bootID
     }
 
     enum LoadResult {
@@ -31,15 +45,26 @@ final class JournalStore: Sendable {
         case unreadable(String)
     }
 
+    /// The unsynced journal when it is of this boot (written after the last synced save), else the synced one.
     func load() -> LoadResult {
-        let descriptor = open(self.path, O_RDONLY | O_CLOEXEC)
+        let synced = Self.readJournal(at: self.path)
+        let unsynced = self.bootID == nil ? .missing : Self.readJournal(at: self.unsyncedPath)
+        if case .loaded(var journal) = unsynced, journal.bootID == self.bootID {
+            journal.bootID = nil
+            return .loaded(journal)
+        }
+        // A `.tmp` left by a crash mid-save is removed with the journal when one is saved.
+        if case .missing = synced, case .missing = unsynced {
+            self.mayExist.withLockedValue { $0 = false }
+        }
+        return synced
+    }
+
+    private static func readJournal(at path: String) -> LoadResult {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             let failure = errno
-            if failure == ENOENT {
-                // A `.tmp` left by a crash mid-save is removed with the journal when one is saved.
-                self.mayExist.withLockedValue { $0 = false }
-                return .missing
-            }
+            if failure == ENOENT { return .missing }
             return .unreadable("cannot open it: \(describeErrno(failure))")
         }
         defer { _ = SystemCall.close(descriptor) }
@@ -62,18 +87,41 @@ final class JournalStore: Sendable {
         }
     }
 
-    /// Syncs `file`, then replaces the journal with `journal`.
+    /// Syncs `file`, then replaces the journal with `journal`. The unsynced journal is removed first, so that it is
+    /// never older than the synced one (a run that took ranges out of the journal takes them out of both), and a
+    /// paused download leaves its `.part` and this journal only.
     func save(_ journal: ResumeJournal, syncing file: OutputFile) throws(DownloadError) {
+        if self.bootID != nil {
+            self.unsyncedLock.withLock { _ = unlink(self.unsyncedPath) }
+        }
         try file.sync()
         self.mayExist.withLockedValue { $0 = true }
-        let temporary = self.path + ".tmp"
+        try Self.replace(self.path, with: journal.encode(), syncing: true)
+        Self.syncDirectory(of: self.path)
+    }
+
+    /// Replaces the unsynced journal with `journal` marked with this boot: the ranges it names must have been
+    /// written to the file (not synced). Nothing without a boot id.
+    func saveUnsynced(_ journal: ResumeJournal) throws(DownloadError) {
+        guard let bootID else { return }
+        var journal = journal
+        journal.bootID = bootID
+        let bytes = journal.encode()
+        self.mayExist.withLockedValue { $0 = true }
+        self.unsyncedLock.lock()
+        defer { self.unsyncedLock.unlock() }
+        try Self.replace(self.unsyncedPath, with: bytes, syncing: false)
+    }
+
+    /// Writes `bytes` to `path.tmp`, syncs it when `syncing`, and renames it over `path`.
+    private static func replace(_ path: String, with bytes: [UInt8], syncing: Bool) throws(DownloadError) {
+        let temporary = path + ".tmp"
         let descriptor = DirectoryLocks.withLock(around: temporary) {
             open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         }
         guard descriptor >= 0 else {
             throw .localIO("Cannot write the resume journal '\(temporary)'", systemCall: "open", errno: errno)
         }
-        let bytes = journal.encode()
         var failure: Int32?
         bytes.withUnsafeBytes { buffer in
             var written = 0
@@ -87,7 +135,7 @@ final class JournalStore: Sendable {
                 written += result
             }
         }
-        if failure == nil && fsync(descriptor) != 0 {
+        if failure == nil && syncing && fsync(descriptor) != 0 {
             failure = errno
         }
         _ = SystemCall.close(descriptor)
@@ -95,12 +143,11 @@ final class JournalStore: Sendable {
             unlink(temporary)
             throw .localIO("Cannot write the resume journal '\(temporary)'", systemCall: "write", errno: failure)
         }
-        guard DirectoryLocks.withLock(around: self.path, { rename(temporary, self.path) }) == 0 else {
+        guard DirectoryLocks.withLock(around: path, { rename(temporary, path) }) == 0 else {
             let failure = errno
             unlink(temporary)
-            throw .localIO("Cannot replace the resume journal '\(self.path)'", systemCall: "rename", errno: failure)
+            throw .localIO("Cannot replace the resume journal '\(path)'", systemCall: "rename", errno: failure)
         }
-        Self.syncDirectory(of: self.path)
     }
 
     /// Removes the journal (and a temporary file a crash mid-save may have left), unless none can be there.
@@ -110,6 +157,8 @@ final class JournalStore: Sendable {
             return mayExist
         }
         guard mayExist else { return }
+        unlink(self.unsyncedPath)
+        unlink(self.unsyncedPath + ".tmp")
         unlink(self.path)
         unlink(self.path + ".tmp")
     }

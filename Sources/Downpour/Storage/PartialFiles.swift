@@ -15,7 +15,8 @@ public enum PartialFiles {
     /// The paths of the partial files for a download saved to `path`.
     public static func paths(forDestination path: String) -> [String] {
         let partPath = path + ".part"
-        return [partPath, JournalStore(partPath: partPath).path]
+        let journal = JournalStore(partPath: partPath)
+        return [partPath, journal.path, journal.unsyncedPath]
     }
 
     /// Removes the partial files for a download saved to `path`, on the library's blocking-I/O threads (also when

@@ -25,6 +25,9 @@ public struct ResumeJournal: Sendable, Hashable, Codable {
     /// The validators of each mirror the bytes may have come from, by the URL as given; `nil` in journals of
     /// downloads from one URL (and of versions before mirrors), which decode as before.
     public var mirrors: [String: MirrorValidators]?
+    /// For a journal written without a sync (`NAME.part.downpour.unsynced`): the boot it was written in, the only
+    /// one it is trusted in. `nil` in a synced journal, which decodes as before.
+    public var bootID: String?
 
     /// One mirror's validators, as it sent them; both `nil` for a mirror that sends none.
     public struct MirrorValidators: Sendable, Hashable, Codable {
@@ -44,7 +47,8 @@ public struct ResumeJournal: Sendable, Hashable, Codable {
         etag: String?,
         lastModified: String?,
         done: ByteRangeSet,
-        mirrors: [String: MirrorValidators]? = nil
+        mirrors: [String: MirrorValidators]? = nil,
+        bootID: String? = nil
     ) {
         self.sourceURL = sourceURL
         self.finalURL = finalURL
@@ -53,6 +57,7 @@ public struct ResumeJournal: Sendable, Hashable, Codable {
         self.lastModified = lastModified
         self.done = done.ranges.map { [$0.lowerBound, $0.upperBound] }
         self.mirrors = mirrors
+        self.bootID = bootID
     }
 
     /// The journal as the mirror at `url` would have written it: its own validators in place of the primary's,

@@ -177,7 +177,11 @@ struct SegmentWorker: Sendable {
         let session = self.session
         // A mirror's validators are known once its first response was checked (or from an earlier run).
         let remote = source.hasMirrors ? session.remoteFile(forMirror: source.index) : source.remote
-        var extraHeaders = [("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)")]
+        // Under a bandwidth limit a request asks for a quarter second of reading, the next one on the same
+        // connection: what the server sent ahead is then small when the process dies.
+        let asked =
+            probeResponse == nil ? range.lowerBound..<session.requestEnd(for: range, connection: self.id) : range
+        var extraHeaders = [("Range", "bytes=\(asked.lowerBound)-\(asked.upperBound - 1)")]
         if let validator = remote.ifRangeValidator {
             extraHeaders.append(("If-Range", validator))
         }
@@ -187,7 +191,7 @@ struct SegmentWorker: Sendable {
         let running = probeResponse
         assert(running.map { $0.range.lowerBound == range.lowerBound } ?? true)
         // The last byte the response carries, past which nothing may land.
-        let end = running?.range.upperBound ?? range.upperBound
+        let end = running?.range.upperBound ?? asked.upperBound
         session.setActive(true, connection: self.id, continuing: running != nil)
         defer { session.setActive(false, connection: self.id) }
 
@@ -207,8 +211,8 @@ struct SegmentWorker: Sendable {
                     if source.hasMirrors, let location = try Self.redirect(head, from: source.url) {
                         throw .redirected(location)
                     }
-                    try Self.check(head, asked: range, remote: remote) { headers throws(AttemptFailure) in
-                        try session.checkPartial(headers, asked: range, mirror: source.index)
+                    try Self.check(head, asked: asked, remote: remote) { headers throws(AttemptFailure) in
+                        try session.checkPartial(headers, asked: asked, mirror: source.index)
                     }
                 },
                 claim: { session.claim(lease, upTo: $0) },

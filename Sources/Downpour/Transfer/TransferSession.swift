@@ -226,6 +226,19 @@ final class TransferSession: Sendable {
         self.state.withLockedValue { $0.planner?.lease(lease)?.remaining }
     }
 
+    /// Where connection `id`'s next request for `range` ends: the whole range, or under a bandwidth limit a
+    /// quarter second of the connection's reading (see ``Pacing/requestEnd(of:rate:connectionRate:connections:)``).
+    func requestEnd(for range: Range<Int64>, connection id: Int) -> Int64 {
+        guard let rate = self.pacing.tightestRate else { return range.upperBound }
+        let measured = self.state.withLockedValue { $0.rate(ofConnection: id) }
+        return Pacing.requestEnd(
+            of: range,
+            rate: rate,
+            connectionRate: measured,
+            connections: self.configuration.connections
+        )
+    }
+
     /// See ``SegmentPlanner/claim(_:upTo:)``.
     func claim(_ lease: SegmentPlanner.LeaseID, upTo offset: Int64) -> Int64 {
         self.state.withLockedValue { $0.withPlanner { $0.claim(lease, upTo: offset) } ?? 0 }

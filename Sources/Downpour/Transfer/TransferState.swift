@@ -313,6 +313,11 @@ struct TransferState {
         return rewrote
     }
 
+    /// Connection `id`'s measured speed in bytes per second, `nil` before it wrote.
+    func rate(ofConnection id: Int) -> Double? {
+        self.connections[id]?.rate
+    }
+
     mutating func noteRestart(connection id: Int) {
         self.connections[id, default: Connection()].restarts += 1
     }
