@@ -110,16 +110,18 @@ struct DownloaderTests {
             let elapsed = clock.now - started
             #expect(elapsed >= .milliseconds(1300), "1.5 MiB at 1 MiB/s took \(elapsed)")
             #expect(result.length == Int64(content.count))
-            // Each request, the probe's too, asks for a quarter second of its connection's share of the limit at
-            // most (128 KiB; a last step takes the rest when under 64 KiB would be left), so the server never has
-            // more than that written ahead of its reading; every byte is sent once.
+            // The probe asks for the smallest step, and each request after it for a tenth of a second of its
+            // connection's share of the limit (two round trips on a far link, up to half a second: 262,144 bytes
+            // here; a last step takes the rest when under 32 KiB would be left), where the whole share was asked
+            // before (768 KiB); so the server never has more than that written ahead of a connection's reading.
+            // Every byte is sent once.
             let statistics = server.statistics()
             let gets = statistics.requests.filter { $0.method == "GET" }
-            #expect(gets.count > 12)
-            #expect(gets.first?.requestedRange == 0..<65_536)
+            #expect(gets.first?.requestedRange == 0..<32_768)
+            #expect(gets.count > 6)
             for request in gets {
                 let asked = request.requestedRange?.count ?? Int.max
-                #expect(asked < 192 * 1024, "\(request.header("Range") ?? "no range")")
+                #expect(asked < 262_145 + 32_768, "\(request.header("Range") ?? "no range")")
             }
             #expect(statistics.requests.reduce(0) { $0 + $1.bodyBytesSent } == content.count)
         }

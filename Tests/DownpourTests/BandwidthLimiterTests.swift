@@ -110,6 +110,7 @@ struct BandwidthLimiterTests {
         var range: Range<Int64>
         var rate: Int64?
         var connectionRate: Double?
+        var roundTrip: Double? = nil
         var connections: Int
         var end: Int64
         var why: String
@@ -119,63 +120,100 @@ struct BandwidthLimiterTests {
     static let requestRows: [RequestRow] = [
         .init(range: 0..<10_000_000, rate: nil, connectionRate: nil, connections: 4, end: 10_000_000, why: "no limit"),
         .init(range: 0..<10_000_000, rate: 0, connectionRate: nil, connections: 4, end: 10_000_000, why: "0 is none"),
-        // 4 MiB/s: a quarter second is 1 MiB, 256 KiB for each of 4 connections.
+        // 4,000,000 B/s: a tenth of a second is 400,000 bytes, 100,000 for each of 4 connections.
         .init(
             range: 1000..<10_000_000,
-            rate: 4_194_304,
+            rate: 4_000_000,
             connectionRate: nil,
             connections: 4,
-            end: 1000 + 65_536,
+            end: 1000 + 32_768,
             why: "the smallest step before it has a speed (the limit may be shared by other downloads)"
         ),
         .init(
             range: 0..<10_000_000,
-            rate: 4_194_304,
-            connectionRate: 400_000,
+            rate: 4_000_000,
+            connectionRate: 500_000,
             connections: 4,
-            end: 100_000,
-            why: "a quarter second of its own speed"
+            end: 50_000,
+            why: "a tenth of a second of its own speed"
         ),
         .init(
             range: 0..<10_000_000,
-            rate: 4_194_304,
+            rate: 4_000_000,
             connectionRate: 80_000_000,
             connections: 4,
-            end: 262_144,
-            why: "never more than a quarter second of its share (a burst read from the socket at once)"
+            end: 100_000,
+            why: "never more than a tenth of a second of its share (a burst read from the socket at once)"
+        ),
+        .init(
+            range: 0..<10_000_000,
+            rate: 4_000_000,
+            connectionRate: 500_000,
+            roundTrip: 0.1,
+            connections: 4,
+            end: 100_000,
+            why: "two round trips of a far link when they are longer"
+        ),
+        .init(
+            range: 0..<10_000_000,
+            rate: 4_000_000,
+            connectionRate: 80_000_000,
+            roundTrip: 0.1,
+            connections: 4,
+            end: 200_000,
+            why: "two round trips of its share at most"
+        ),
+        .init(
+            range: 0..<10_000_000,
+            rate: 4_000_000,
+            connectionRate: 80_000_000,
+            roundTrip: 2,
+            connections: 4,
+            end: 500_000,
+            why: "half a second of its share at most, however far the server"
+        ),
+        .init(
+            range: 0..<10_000_000,
+            rate: 4_000_000,
+            connectionRate: 500_000,
+            roundTrip: 0.001,
+            connections: 4,
+            end: 50_000,
+            why: "a near link's round trips change nothing"
         ),
         .init(
             range: 0..<10_000_000,
             rate: 100_000,
             connectionRate: 10_000,
             connections: 4,
-            end: 65_536,
-            why: "never less than 64 KiB"
+            end: 32_768,
+            why: "never less than 32 KiB"
         ),
         .init(
-            range: 0..<150_000,
-            rate: 4_194_304,
-            connectionRate: 400_000,
+            range: 0..<80_000,
+            rate: 4_000_000,
+            connectionRate: 500_000,
             connections: 4,
-            end: 150_000,
-            why: "the whole range when less than 64 KiB would be left"
+            end: 80_000,
+            why: "the whole range when less than 32 KiB would be left"
         ),
         .init(
-            range: 0..<170_000,
-            rate: 4_194_304,
-            connectionRate: 400_000,
+            range: 0..<90_000,
+            rate: 4_000_000,
+            connectionRate: 500_000,
             connections: 4,
-            end: 100_000,
-            why: "a step when 64 KiB or more is left"
+            end: 50_000,
+            why: "a step when 32 KiB or more is left"
         ),
     ]
 
-    @Test("under a limit a request asks for a quarter second of reading", arguments: requestRows)
+    @Test("under a limit a request asks for a tenth of a second of reading", arguments: requestRows)
     func requestEnd(_ row: RequestRow) {
         let end = Pacing.requestEnd(
             of: row.range,
             rate: row.rate,
             connectionRate: row.connectionRate,
+            roundTrip: row.roundTrip,
             connections: row.connections
         )
         #expect(end == row.end)

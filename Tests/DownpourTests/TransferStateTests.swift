@@ -436,4 +436,23 @@ struct TransferStateTableTests {
         _ = state.written(1000..<2000, connection: 1, now: now + .seconds(2) + .milliseconds(40))
         #expect(state.connections[1]?.quickestFirstBytes == .milliseconds(40))
     }
+
+    @Test("a paced connection's reading speed leaves out the wait for the head; its round trip is that wait")
+    func readingPace() throws {
+        var state = Self.state()
+        let now = Self.start
+        #expect(state.pace(ofConnection: 1).rate == nil)
+        state.setActive(true, connection: 1, now: now)
+        state.headArrived(connection: 1, now: now + .milliseconds(500))
+        _ = state.written(0..<100_000, connection: 1, now: now + .milliseconds(600))
+        let pace = state.pace(ofConnection: 1)
+        #expect(abs(try #require(pace.rate) - 1_000_000) < 1)
+        #expect(abs(try #require(pace.roundTrip) - 0.5) < 1e-9)
+        // The next request's head came sooner: the quickest counts. Writes before a head (none here) count nothing.
+        state.setActive(true, connection: 1, now: now + .seconds(1))
+        _ = state.written(100_000..<150_000, connection: 1, now: now + .milliseconds(1100))
+        #expect(abs(try #require(state.pace(ofConnection: 1).rate) - 1_000_000) < 1)
+        state.headArrived(connection: 1, now: now + .milliseconds(1200))
+        #expect(abs(try #require(state.pace(ofConnection: 1).roundTrip) - 0.2) < 1e-9)
+    }
 }

@@ -3,14 +3,15 @@
 queue in PostgreSQL beside the SQLite daemon and aria2c.
 
 Usage: fleet_bench.py --downpour BIN --work DIR [--reps N] [--files N] [--size BYTES] [--cap RATE] [--adds N]
-                      [--node-arg ARG]...
+                      [--node-arg ARG]... [--rows one,three,kill,kills,database] [--database-at FRACTION]
 
 Cases, in one run (the order of the rows alternates by repetition):
   scale    --files files of --size bytes from an nginx on loopback (no limit of its own), added through one node;
            each node capped at --cap (--max-overall-download-limit, a stand-in for one machine's link): one node,
            three nodes, three nodes with one killed (-9) a third of the way in and restarted a second later, three
            nodes with one killed three times at random moments 1-3 s apart (restarted at once each time), and three
-           nodes whose database is restarted (pg_ctl stop -m fast, 2 s down, start) a third of the way in.
+           nodes whose database is restarted (pg_ctl stop -m fast, 2 s down, start) a third of the way in (or
+           --database-at of it). --rows picks rows (keys one, three, kill, kills, database; default all).
            Time from the first add until every file is complete (SHA-256 checked, each once in tellStopped); the
            ratio one node / this; the bytes nginx sent per file (its log), in all and for the worst file.
   adds     --adds addUri calls (paused, system.multicall batches of 100) into downpour with --queue (PostgreSQL),
@@ -79,7 +80,7 @@ def scale_run(args, postgres, nginx, names, nodes_count, fault, rep):
         added = call(nodes[0].port, "system.multicall", calls)
         assert all(isinstance(answer, list) for answer in added), added
         expected = len(names) * args.size / (parse_rate(args.cap) * nodes_count)
-        events = faults(fault, expected, nodes, postgres)
+        events = faults(fault, expected, nodes, postgres, args.database_at)
 
         def done():
             while events and time.monotonic() - started >= events[0][0]:
@@ -98,7 +99,7 @@ def scale_run(args, postgres, nginx, names, nodes_count, fault, rep):
             node.stop()
 
 
-def faults(fault, expected, nodes, postgres):
+def faults(fault, expected, nodes, postgres, database_at):
     """What happens to the fleet during a run, as (seconds after the add, action), in order."""
     def kill(node, down):
         def action():
@@ -121,7 +122,7 @@ def faults(fault, expected, nodes, postgres):
             moments.append((moment, kill(nodes[1], 0.0)))
         return moments
     if fault == "database":
-        return [(expected / 3, restart_database)]
+        return [(expected * database_at, restart_database)]
     return []
 
 
@@ -148,8 +149,12 @@ def scale(args, postgres):
             file.write(data)
         digests[name] = hashlib.sha256(data).hexdigest()
     nginx = Nginx(f"{args.work}/nginx", www, None)
-    rows = [("1 node", 1, None), ("3 nodes", 3, None), ("3 nodes, one kill", 3, "kill"),
-            ("3 nodes, three kills", 3, "kills"), ("3 nodes, database restart", 3, "database")]
+    keys = {"one": "1 node", "three": "3 nodes", "kill": "3 nodes, one kill", "kills": "3 nodes, three kills",
+            "database": "3 nodes, database restart"}
+    picked = {keys[key] for key in args.rows.split(",")}
+    rows = [(label, count, fault) for label, count, fault in [
+        ("1 node", 1, None), ("3 nodes", 3, None), ("3 nodes, one kill", 3, "kill"),
+        ("3 nodes, three kills", 3, "kills"), ("3 nodes, database restart", 3, "database")] if label in picked]
     times = {label: [] for label, _, _ in rows}
     served = {label: [] for label, _, _ in rows}
     try:
@@ -168,7 +173,7 @@ def scale(args, postgres):
                      f"worst file {max(ratios):.2f}x")
     finally:
         nginx.stop()
-    one = statistics.median(times["1 node"])
+    one = statistics.median(times["1 node"]) if times.get("1 node") else None
     print(f"\nscale: {args.files} x {args.size / 1e6:g} MB, each node capped at {args.cap}/s, "
           f"{args.reps} rep(s), medians; bytes nginx sent per byte of a file (all runs of the row)")
     print(f"{'':28} {'time':>9} {'1 node / this':>14} {'served, all':>12} {'worst file':>11} {'files > 1.2x':>13}")
@@ -176,7 +181,8 @@ def scale(args, postgres):
         median = statistics.median(times[label])
         ratios = [ratio for run in served[label] for ratio in run]
         over = sum(1 for ratio in ratios if ratio > 1.2) / len(served[label])
-        print(f"{label:28} {median:8.2f}s {one / median:13.2f}x {statistics.mean(ratios):11.2f}x "
+        speedup = f"{one / median:13.2f}x" if one else f"{'-':>14}"
+        print(f"{label:28} {median:8.2f}s {speedup} {statistics.mean(ratios):11.2f}x "
               f"{max(ratios):10.2f}x {over:13.1f}   runs: " + ", ".join(f"{value:.2f}" for value in times[label]))
 
 
@@ -253,6 +259,10 @@ def main():
     parser.add_argument("--cap", default="8M")
     parser.add_argument("--adds", type=int, default=10000)
     parser.add_argument("--cases", default="scale,adds")
+    parser.add_argument("--rows", default="one,three,kill,kills,database",
+                        help="the scale case's rows: one, three, kill, kills, database (default all)")
+    parser.add_argument("--database-at", type=float, default=1 / 3,
+                        help="when the database restarts, as a fraction of the expected run (default 1/3)")
     parser.add_argument("--node-arg", action="append", default=[],
                         help="one more argument for every node in the scale case (--node-arg=--journal-interval=0.25)")
     args = parser.parse_args()

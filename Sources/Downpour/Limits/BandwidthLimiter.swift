@@ -63,26 +63,34 @@ struct Pacing: Sendable {
     ///
     /// A server writes a range into the socket as fast as the link lets it, while a limit reads it slowly. What
     /// was asked and not yet read is lost when the process dies (a fleet node killed, say), and asked again by
-    /// whoever resumes. Asking in steps of a quarter second keeps that loss small.
-    static let lead = 0.25
+    /// whoever resumes. Asking a tenth of a second at a time keeps that loss small.
+    static let lead = 0.1
+
+    /// The most seconds of reading a paced connection asks for, however far its server.
+    static let longestLead = 0.5
 
     /// The smallest request a paced connection makes, so that a slow limit does not cost a request per read.
-    static let smallestRequest: Int64 = 64 * 1024
+    static let smallestRequest: Int64 = 32 * 1024
 
     /// Where the next request for `range` ends under a limit of `rate` bytes per second: about ``lead`` seconds of
-    /// the connection's measured speed (`connectionRate`), never more than ``lead`` seconds of its even share of the
-    /// limit among `connections` (a burst read from the socket at once measures fast), never less than
-    /// ``smallestRequest`` (also before it has a speed: the limit may be shared by other downloads too), and the
-    /// whole range when what would be left after it is smaller than that. Without a limit, the whole range.
+    /// the connection's measured speed (`connectionRate`), or two of its round trips (`roundTrip`, its quickest
+    /// wait for a response's head) when they are longer, up to ``longestLead``, so that a far link is not idle half
+    /// the time between requests;
+    /// never more than that time of its even share of the limit among `connections` (a burst read from the socket
+    /// at once measures fast), never less than ``smallestRequest`` (also before it has a speed: the limit may be
+    /// shared by other downloads too), and the whole range when what would be left after it is smaller than that.
+    /// Without a limit, the whole range.
     static func requestEnd(
         of range: Range<Int64>,
         rate: Int64?,
         connectionRate: Double?,
+        roundTrip: Double? = nil,
         connections: Int
     ) -> Int64 {
         guard let rate, rate > 0 else { return range.upperBound }
-        let share = Double(rate) * Self.lead / Double(max(connections, 1))
-        let size = max(Int64(min((connectionRate ?? 0) * Self.lead, share)), Self.smallestRequest)
+        let seconds = min(max(Self.lead, 2 * (roundTrip ?? 0)), Self.longestLead)
+        let share = Double(rate) * seconds / Double(max(connections, 1))
+        let size = max(Int64(min((connectionRate ?? 0) * seconds, share)), Self.smallestRequest)
         guard Int64(range.count) > size + Self.smallestRequest else { return range.upperBound }
         return range.lowerBound + size
     }

@@ -41,10 +41,12 @@ struct ResourceProbe: Sendable {
     /// first range of 8 MiB came whole for a shorter file while the other connections asked for its later parts
     /// again). With one connection nobody else asks: 8 MiB, far enough for a far link's connection to be past
     /// slow start before it asks again.
-    /// Under a bandwidth limit (``paced``) it asks for ``firstChunkSize`` too: the server writes the range into the
-    /// socket at once, and what the limit had not yet read is lost if the process dies.
+    /// Under a bandwidth limit (``paced``) it asks for a paced connection's smallest step
+    /// (``Pacing/smallestRequest``): the server writes the range into the socket at once, and what the limit had not
+    /// yet read is lost if the process dies.
     var firstRequestSize: Int64 {
-        if self.resuming || self.paced { return Self.firstChunkSize }
+        if self.paced { return Pacing.smallestRequest }
+        if self.resuming { return Self.firstChunkSize }
         return self.configuration.connections == 1
             ? max(8 * 1024 * 1024, self.configuration.minimumSplitSize) : self.configuration.minimumSplitSize
     }

@@ -177,7 +177,7 @@ struct SegmentWorker: Sendable {
         let session = self.session
         // A mirror's validators are known once its first response was checked (or from an earlier run).
         let remote = source.hasMirrors ? session.remoteFile(forMirror: source.index) : source.remote
-        // Under a bandwidth limit a request asks for a quarter second of reading, the next one on the same
+        // Under a bandwidth limit a request asks for a tenth of a second of reading, the next one on the same
         // connection: what the server sent ahead is then small when the process dies.
         let asked =
             probeResponse == nil ? range.lowerBound..<session.requestEnd(for: range, connection: self.id) : range
@@ -208,6 +208,7 @@ struct SegmentWorker: Sendable {
                     )
                 },
                 checkHead: { head throws(AttemptFailure) in
+                    if running == nil { session.headArrived(connection: id) }
                     if source.hasMirrors, let location = try Self.redirect(head, from: source.url) {
                         throw .redirected(location)
                     }

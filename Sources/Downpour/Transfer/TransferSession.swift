@@ -227,16 +227,24 @@ final class TransferSession: Sendable {
     }
 
     /// Where connection `id`'s next request for `range` ends: the whole range, or under a bandwidth limit a
-    /// quarter second of the connection's reading (see ``Pacing/requestEnd(of:rate:connectionRate:connections:)``).
+    /// tenth of a second of the connection's reading
+    /// (see ``Pacing/requestEnd(of:rate:connectionRate:roundTrip:connections:)``).
     func requestEnd(for range: Range<Int64>, connection id: Int) -> Int64 {
         guard let rate = self.pacing.tightestRate else { return range.upperBound }
-        let measured = self.state.withLockedValue { $0.rate(ofConnection: id) }
+        let measured = self.state.withLockedValue { $0.pace(ofConnection: id) }
         return Pacing.requestEnd(
             of: range,
             rate: rate,
-            connectionRate: measured,
+            connectionRate: measured.rate,
+            roundTrip: measured.roundTrip,
             connections: self.configuration.connections
         )
+    }
+
+    /// A response's head came for connection `id`'s current request: its round trip, for the paced requests' size.
+    func headArrived(connection id: Int) {
+        let now = ContinuousClock.now
+        self.state.withLockedValue { $0.headArrived(connection: id, now: now) }
     }
 
     /// See ``SegmentPlanner/claim(_:upTo:)``.

@@ -10,6 +10,7 @@ extension TransferState {
         if self.connections[id]?.mirror != index {
             // Another server: how near the last one was says nothing of it.
             self.connections[id]?.quickestFirstBytes = nil
+            self.connections[id]?.quickestHead = nil
         }
         self.connections[id, default: Connection()].mirror = index
         return Source(
@@ -27,6 +28,7 @@ extension TransferState {
         if failure == nil {
             for id in self.connections.keys where self.connections[id]?.mirror == index {
                 self.connections[id]?.quickestFirstBytes = nil
+                self.connections[id]?.quickestHead = nil
             }
         }
         return failure

@@ -30,6 +30,14 @@ struct TransferState {
         /// The shortest wait of its requests for their first bytes: a round trip and the server's answer, so
         /// how near its server is.
         var quickestFirstBytes: Duration?
+        /// The shortest wait of its requests for a response's head: a round trip and the server's answer, unlike
+        /// ``quickestFirstBytes`` untouched by a bandwidth limit's pauses.
+        var quickestHead: Duration?
+        /// When its current request's response head came, or it last wrote since.
+        var lastRead: ContinuousClock.Instant?
+        /// Like ``recent``, but over the time its responses were being read, not the waits for their heads: the
+        /// speed a paced connection reads at, for the size of its next request.
+        var reading: (bytes: Double, seconds: Double)?
         /// The mirror (an index in ``TransferState/mirrors``) its current or last request went to.
         var mirror: Int?
 
@@ -278,6 +286,8 @@ struct TransferState {
             connection.requestStarted = now
             connection.wroteSinceRequest = false
             connection.timesFirstBytes = !continuing
+            // A response already on its way has its head: it is read from now on.
+            connection.lastRead = continuing ? now : nil
         }
         self.connections[id] = connection
         let count = self.connections.values.filter(\.active).count
@@ -304,6 +314,13 @@ struct TransferState {
             let recent = connection.recent.map { (0.7 * $0.bytes + bytes, 0.7 * $0.seconds + seconds) }
             connection.recent = recent ?? (bytes, seconds)
         }
+        if let lastRead = connection.lastRead {
+            let seconds = max((now - lastRead).inSeconds, 1e-6)
+            let bytes = Double(range.count)
+            let reading = connection.reading.map { (0.7 * $0.bytes + bytes, 0.7 * $0.seconds + seconds) }
+            connection.reading = reading ?? (bytes, seconds)
+            connection.lastRead = now
+        }
         if !connection.wroteSinceRequest, connection.timesFirstBytes, let started = connection.requestStarted {
             connection.quickestFirstBytes = min(connection.quickestFirstBytes ?? .seconds(3600), now - started)
         }
@@ -313,9 +330,19 @@ struct TransferState {
         return rewrote
     }
 
-    /// Connection `id`'s measured speed in bytes per second, `nil` before it wrote.
-    func rate(ofConnection id: Int) -> Double? {
-        self.connections[id]?.rate
+    /// Connection `id`'s speed while reading in bytes per second (`nil` before it wrote), and its quickest wait for a
+    /// response's head in seconds (a round trip and the server's answer; `nil` before it had one).
+    func pace(ofConnection id: Int) -> (rate: Double?, roundTrip: Double?) {
+        let connection = self.connections[id]
+        return (connection?.reading.map { $0.bytes / $0.seconds }, connection?.quickestHead?.inSeconds)
+    }
+
+    /// A response's head came for connection `id`'s current request.
+    mutating func headArrived(connection id: Int, now: ContinuousClock.Instant) {
+        guard var connection = self.connections[id], let started = connection.requestStarted else { return }
+        connection.quickestHead = min(connection.quickestHead ?? .seconds(3600), now - started)
+        connection.lastRead = now
+        self.connections[id] = connection
     }
 
     mutating func noteRestart(connection id: Int) {
