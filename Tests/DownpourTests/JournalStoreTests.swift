@@ -230,6 +230,16 @@ struct JournalStoreTests {
         #expect(left() == [".downpour", ".downpour.unsynced"])
         #expect(loaded(store) == Self.newer)
         #expect(loaded(JournalStore(partPath: partPath, bootID: "boot-b")) == Self.journal)
+
+        // A synced journal written behind this store's back (a run without a boot id, an older Downpour) takes
+        // the place of the unsynced one, which followed the synced journal before it.
+        var other = Self.journal
+        other.done = [[0, 500]]
+        try Data(other.encode()).write(to: URL(fileURLWithPath: store.path))
+        #expect(left() == [".downpour", ".downpour.unsynced"])
+        #expect(loaded(JournalStore(partPath: partPath, bootID: "boot-a")) == other)
+
+        try store.save(Self.journal, syncing: file)
         try store.saveUnsynced(Self.newer)
         try store.save(Self.journal, syncing: file)
         #expect(loaded(store) == Self.journal, "the synced save took the place of the unsynced one")

@@ -30,8 +30,16 @@ final class JournalStore: Sendable {
     let unsyncedPath: String
     /// This boot's id (``BootSession/current``; tests give their own); `nil`: no unsynced journal is written or read.
     let bootID: String?
-    /// Orders the unsynced saves, so that an older one never replaces a newer one.
-    private let unsyncedLock = NIOLock()
+    /// What the unsynced saves go by, behind a lock that also orders them.
+    private struct Unsynced {
+        /// The checksum of the synced journal on disk, as this store last read or wrote it; `nil`: none.
+        var follows: String?
+        /// The ranges the last unsynced save recorded, while that journal is on disk: an unchanged one is not
+        /// written again.
+        var lastDone: [[Int64]]?
+    }
+
+    private let unsynced = NIOLockedValueBox(Unsynced())
 
     init(partPath: String, bootID: String? = BootSession.current) {
         self.path = partPath + ".downpour"
@@ -45,12 +53,15 @@ final class JournalStore: Sendable {
         case unreadable(String)
     }
 
-    /// The unsynced journal when it is of this boot (written after the last synced save), else the synced one.
+    /// The unsynced journal when it is of this boot and follows the synced journal on disk (no synced save came
+    /// after it), else the synced one.
     func load() -> LoadResult {
-        let synced = Self.readJournal(at: self.path)
-        let unsynced = self.bootID == nil ? .missing : Self.readJournal(at: self.unsyncedPath)
-        if case .loaded(var journal) = unsynced, journal.bootID == self.bootID {
+        let (synced, checksum) = Self.readJournal(at: self.path)
+        self.unsynced.withLockedValue { $0 = Unsynced(follows: checksum) }
+        let unsynced = self.bootID == nil ? .missing : Self.readJournal(at: self.unsyncedPath).result
+        if case .loaded(var journal) = unsynced, journal.bootID == self.bootID, journal.follows == checksum {
             journal.bootID = nil
+            journal.follows = nil
             return .loaded(journal)
         }
         // A `.tmp` left by a crash mid-save is removed with the journal when one is saved.
@@ -60,12 +71,13 @@ final class JournalStore: Sendable {
         return synced
     }
 
-    private static func readJournal(at path: String) -> LoadResult {
+    /// The journal at `path`, and the checksum its header names when it was read.
+    private static func readJournal(at path: String) -> (result: LoadResult, checksum: String?) {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             let failure = errno
-            if failure == ENOENT { return .missing }
-            return .unreadable("cannot open it: \(describeErrno(failure))")
+            if failure == ENOENT { return (.missing, nil) }
+            return (.unreadable("cannot open it: \(describeErrno(failure))"), nil)
         }
         defer { _ = SystemCall.close(descriptor) }
         var bytes: [UInt8] = []
@@ -74,43 +86,55 @@ final class JournalStore: Sendable {
             let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
             if count < 0 {
                 if errno == EINTR { continue }
-                return .unreadable("cannot read it: \(describeErrno(errno))")
+                return (.unreadable("cannot read it: \(describeErrno(errno))"), nil)
             }
             if count == 0 { break }
             bytes += chunk[0..<count]
-            guard bytes.count <= 64 * 1024 * 1024 else { return .unreadable("it is implausibly large") }
+            guard bytes.count <= 64 * 1024 * 1024 else { return (.unreadable("it is implausibly large"), nil) }
         }
         do {
-            return .loaded(try ResumeJournal.decode(bytes))
+            return (.loaded(try ResumeJournal.decode(bytes)), ResumeJournal.checksum(ofEncoded: bytes))
         } catch {
-            return .unreadable(error.description)
+            return (.unreadable(error.description), ResumeJournal.checksum(ofEncoded: bytes))
         }
     }
 
-    /// Syncs `file`, then replaces the journal with `journal`. The unsynced journal is removed first, so that it is
-    /// never older than the synced one (a run that took ranges out of the journal takes them out of both), and a
-    /// paused download leaves its `.part` and this journal only.
+    /// Syncs `file`, then replaces the journal with `journal`. The unsynced journal is removed first (and one
+    /// written meanwhile no longer follows the synced journal on disk), so that a paused download leaves its `.part`
+    /// and this journal only.
     func save(_ journal: ResumeJournal, syncing file: OutputFile) throws(DownloadError) {
-        if self.bootID != nil {
-            self.unsyncedLock.withLock { _ = unlink(self.unsyncedPath) }
+        self.unsynced.withLockedValue { state in
+            _ = unlink(self.unsyncedPath)
+            state.lastDone = nil
         }
         try file.sync()
         self.mayExist.withLockedValue { $0 = true }
-        try Self.replace(self.path, with: journal.encode(), syncing: true)
+        let bytes = journal.encode()
+        try Self.replace(self.path, with: bytes, syncing: true)
+        self.unsynced.withLockedValue { $0.follows = ResumeJournal.checksum(ofEncoded: bytes) }
         Self.syncDirectory(of: self.path)
     }
 
-    /// Replaces the unsynced journal with `journal` marked with this boot: the ranges it names must have been
-    /// written to the file (not synced). Nothing without a boot id.
+    /// Replaces the unsynced journal with `journal`, marked with this boot and with the synced journal it follows:
+    /// the ranges it names must have been written to the file (not synced). Nothing without a boot id, nor when the
+    /// ranges are the ones the unsynced journal on disk has.
     func saveUnsynced(_ journal: ResumeJournal) throws(DownloadError) {
         guard let bootID else { return }
-        var journal = journal
-        journal.bootID = bootID
-        let bytes = journal.encode()
         self.mayExist.withLockedValue { $0 = true }
-        self.unsyncedLock.lock()
-        defer { self.unsyncedLock.unlock() }
-        try Self.replace(self.unsyncedPath, with: bytes, syncing: false)
+        let outcome = self.unsynced.withLockedValue { state -> Result<Void, DownloadError> in
+            guard state.lastDone != journal.done else { return .success(()) }
+            var journal = journal
+            journal.bootID = bootID
+            journal.follows = state.follows
+            do throws(DownloadError) {
+                try Self.replace(self.unsyncedPath, with: journal.encode(), syncing: false)
+            } catch {
+                return .failure(error)
+            }
+            state.lastDone = journal.done
+            return .success(())
+        }
+        try outcome.get()
     }
 
     /// Writes `bytes` to `path.tmp`, syncs it when `syncing`, and renames it over `path`.
@@ -156,6 +180,7 @@ final class JournalStore: Sendable {
             defer { mayExist = false }
             return mayExist
         }
+        self.unsynced.withLockedValue { $0 = Unsynced() }
         guard mayExist else { return }
         unlink(self.unsyncedPath)
         unlink(self.unsyncedPath + ".tmp")

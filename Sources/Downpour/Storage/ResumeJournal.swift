@@ -28,6 +28,10 @@ public struct ResumeJournal: Sendable, Hashable, Codable {
     /// For a journal written without a sync (`NAME.part.downpour.unsynced`): the boot it was written in, the only
     /// one it is trusted in. `nil` in a synced journal, which decodes as before.
     public var bootID: String?
+    /// For the unsynced journal: the checksum (from its header) of the synced journal it was written after, `nil`
+    /// when there was none. It is trusted only while that synced journal is still the one on disk: a synced save by
+    /// any run, of any version, takes its place.
+    public var follows: String?
 
     /// One mirror's validators, as it sent them; both `nil` for a mirror that sends none.
     public struct MirrorValidators: Sendable, Hashable, Codable {
@@ -102,6 +106,13 @@ public struct ResumeJournal: Sendable, Hashable, Codable {
         let body = Array(try! encoder.encode(self))
         let digest = SHA256.hash(data: body).map { String(format: "%02x", $0) }.joined()
         return Array("downpour-journal \(Self.currentVersion) \(digest)\n".utf8) + body + [UInt8(ascii: "\n")]
+    }
+
+    /// The checksum an encoded journal's header names (see ``encode()``); `nil` without a header.
+    public static func checksum(ofEncoded bytes: [UInt8]) -> String? {
+        guard let newline = bytes.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
+        let header = String(decoding: bytes[..<newline], as: UTF8.self).split(separator: " ")
+        return header.count == 3 ? String(header[2]) : nil
     }
 
     public static func decode(_ bytes: [UInt8]) throws(DecodingError) -> ResumeJournal {
