@@ -70,6 +70,18 @@ struct InterruptionTests {
         try await waitUntil("\(path) exists") { FileManager.default.fileExists(atPath: path) }
     }
 
+    /// Runs `arguments` again after a kill and shuts `server` down; expects exit 0, a resume and the file at `path`
+    /// identical. Returns the body bytes the server sent more than once over both runs.
+    static func rerun(_ arguments: [String], _ server: RangeTestServer, _ path: String) async throws -> Int {
+        let second = try await Binary.run(arguments)
+        let sentAfter = server.statistics().bodyBytesSent
+        try await server.shutdown()
+        #expect(second.status == 0, "\(second.standardError)")
+        #expect(second.standardOutput.contains("Resuming: "), "\(second.standardOutput)")
+        #expect(try sha256Hex(ofFileAt: path) == sha256Hex(Self.content))
+        return sentAfter - Self.content.count
+    }
+
     /// The bytes the journal at `path` records as on disk (its `done` ranges); `nil` when it is not there or cannot
     /// be read now.
     static func recordedBytes(inJournalAt path: String) -> Int? {
@@ -114,16 +126,10 @@ struct InterruptionTests {
         #expect(!FileManager.default.fileExists(atPath: path + ".part.downpour"))
         server.releaseBodies()
 
-        let second = try await Binary.run(Self.arguments(server.url(), path, journalInterval: "600"))
-        let sentAfter = server.statistics().bodyBytesSent
-        try await server.shutdown()
-        #expect(second.status == 0, "\(second.standardError)")
-        #expect(second.standardOutput.contains("Resuming: "), "\(second.standardOutput)")
-        #expect(try sha256Hex(ofFileAt: path) == sha256Hex(Self.content))
+        let refetched = try await Self.rerun(Self.arguments(server.url(), path, journalInterval: "600"), server, path)
         #expect(scratch.contents() == ["u.bin"], "left behind: \(scratch.contents())")
         // Only what was still in a write buffer (4 x 256 KiB) at the last unsynced save came twice; without that
         // journal the rerun starts over and the first half comes twice.
-        let refetched = sentAfter - Self.content.count
         #expect(refetched <= 2 * 1024 * 1024, "re-fetched \(refetched) bytes")
     }
 
@@ -155,16 +161,14 @@ struct InterruptionTests {
         #expect(killed.status == -SIGKILL)
         server.releaseBodies()
 
-        let second = try await Binary.run(Self.arguments(server.url(), path, journalInterval: journalInterval))
-        let sentAfter = server.statistics().bodyBytesSent
-        try await server.shutdown()
-        #expect(second.status == 0, "\(second.standardError)")
-        #expect(second.standardOutput.contains("Resuming: "), "\(second.standardOutput)")
-        #expect(try sha256Hex(ofFileAt: path) == sha256Hex(Self.content))
+        let refetched = try await Self.rerun(
+            Self.arguments(server.url(), path, journalInterval: journalInterval),
+            server,
+            path
+        )
         #expect(scratch.contents() == ["k.bin"], "left behind: \(scratch.contents())")
         // What crossed the wire twice: what had arrived but was still in a write buffer (4 x 256 KiB) when the
         // last journal was saved, and tails of requests cut by splits in the rerun.
-        let refetched = sentAfter - Self.content.count
         #expect(refetched <= 2 * 1024 * 1024, "re-fetched \(refetched) bytes after a kill at \(fraction)")
     }
 
