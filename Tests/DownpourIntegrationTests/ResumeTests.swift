@@ -287,16 +287,24 @@ struct ResumeTests {
             // With its last 64 KiB held, the download cannot finish before it runs into the full disk.
             server.holdBodies(lastBytes: 64 * 1024)
             let task = Task { try await download.run() }
-            var filled = false
+            var filling: Task<Void, Never>?
             for await event in download.events {
-                if case .progress(let progress) = event, !filled, progress.completedBytes > 3 * 512 * 1024 {
-                    filled = true
+                if case .progress(let progress) = event, filling == nil, progress.completedBytes > 3 * 512 * 1024 {
                     // Two journal saves later, one has started after the hold: the journal records what had
                     // arrived by then.
                     try await waitForSaves(of: path + ".part.downpour", count: 2)
-                    mount.fill()
+                    // Kept full, as by another program writing: a save that was halfway (its temporary file
+                    // written, not yet renamed over the old journal) when the disk filled frees a block after.
+                    filling = Task {
+                        while !Task.isCancelled {
+                            mount.fill()
+                            try? await Task.sleep(for: .milliseconds(20))
+                        }
+                    }
                 }
             }
+            filling?.cancel()
+            await filling?.value
             server.releaseBodies()
             let failure = await task.result
             guard case .failure(let thrown) = failure, let error = thrown as? DownloadError else {

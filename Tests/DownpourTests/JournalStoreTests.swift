@@ -243,7 +243,18 @@ struct JournalStoreTests {
         try store.saveUnsynced(Self.newer)
         try store.save(Self.journal, syncing: file)
         #expect(loaded(store) == Self.journal, "the synced save took the place of the unsynced one")
+        try store.saveUnsynced(Self.journal)
+        #expect(left() == [".downpour"], "the ranges the synced journal has are not written again unsynced")
         try store.saveUnsynced(Self.newer)
+
+        // A synced save that fails (here its temporary file cannot be made; a full disk alike) leaves the
+        // unsynced journal, the newer record, in place: removing it first would have freed the room the save
+        // then takes.
+        try FileManager.default.createDirectory(atPath: store.path + ".tmp", withIntermediateDirectories: false)
+        #expect(throws: DownloadError.self) { try store.save(Self.newer, syncing: file) }
+        try FileManager.default.removeItem(atPath: store.path + ".tmp")
+        #expect(left() == [".downpour", ".downpour.unsynced"])
+        #expect(loaded(store) == Self.newer)
 
         // A damaged unsynced journal is passed over for the synced one.
         try Data("downpour-journal 1 half".utf8).write(to: URL(fileURLWithPath: store.unsyncedPath))

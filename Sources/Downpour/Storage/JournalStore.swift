@@ -34,8 +34,8 @@ final class JournalStore: Sendable {
     private struct Unsynced {
         /// The checksum of the synced journal on disk, as this store last read or wrote it; `nil`: none.
         var follows: String?
-        /// The ranges the last unsynced save recorded, while that journal is on disk: an unchanged one is not
-        /// written again.
+        /// The ranges the newest journal on disk records (the unsynced one, or the synced one that replaced it):
+        /// an unsynced journal with the same ranges says nothing new and is not written.
         var lastDone: [[Int64]]?
     }
 
@@ -57,13 +57,15 @@ final class JournalStore: Sendable {
     /// after it), else the synced one.
     func load() -> LoadResult {
         let (synced, checksum) = Self.readJournal(at: self.path)
-        self.unsynced.withLockedValue { $0 = Unsynced(follows: checksum) }
         let unsynced = self.bootID == nil ? .missing : Self.readJournal(at: self.unsyncedPath).result
         if case .loaded(var journal) = unsynced, journal.bootID == self.bootID, journal.follows == checksum {
+            self.unsynced.withLockedValue { $0 = Unsynced(follows: checksum, lastDone: journal.done) }
             journal.bootID = nil
             journal.follows = nil
             return .loaded(journal)
         }
+        let done: [[Int64]]? = if case .loaded(let journal) = synced { journal.done } else { nil }
+        self.unsynced.withLockedValue { $0 = Unsynced(follows: checksum, lastDone: done) }
         // A `.tmp` left by a crash mid-save is removed with the journal when one is saved.
         if case .missing = synced, case .missing = unsynced {
             self.mayExist.withLockedValue { $0 = false }
@@ -99,19 +101,24 @@ final class JournalStore: Sendable {
         }
     }
 
-    /// Syncs `file`, then replaces the journal with `journal`. The unsynced journal is removed first (and one
-    /// written meanwhile no longer follows the synced journal on disk), so that a paused download leaves its `.part`
-    /// and this journal only.
+    /// Syncs `file`, then replaces the journal with `journal`, then removes the unsynced journal, so that a paused
+    /// download leaves its `.part` and this journal only.
+    ///
+    /// The unsynced journal goes last: until the synced one is replaced it is still the newer record (and the one a
+    /// failed save leaves), and it needs no free space to stay. Removed first, it would free the blocks the new
+    /// synced journal then takes, and on a full disk every save would find room again: the download would never
+    /// hear of the full disk and stall instead of pausing. One it wrote after the rename names the old synced
+    /// journal and is not trusted.
     func save(_ journal: ResumeJournal, syncing file: OutputFile) throws(DownloadError) {
-        self.unsynced.withLockedValue { state in
-            _ = unlink(self.unsyncedPath)
-            state.lastDone = nil
-        }
         try file.sync()
         self.mayExist.withLockedValue { $0 = true }
         let bytes = journal.encode()
         try Self.replace(self.path, with: bytes, syncing: true)
-        self.unsynced.withLockedValue { $0.follows = ResumeJournal.checksum(ofEncoded: bytes) }
+        self.unsynced.withLockedValue { state in
+            _ = unlink(self.unsyncedPath)
+            state.follows = ResumeJournal.checksum(ofEncoded: bytes)
+            state.lastDone = journal.done
+        }
         Self.syncDirectory(of: self.path)
     }
 
