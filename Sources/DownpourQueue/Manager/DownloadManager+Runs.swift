@@ -213,50 +213,75 @@ extension DownloadManager {
         self.scheduleRecord()
     }
 
+    /// A run ended: the queue records its outcome, in a transaction.
+    ///
+    /// Ends that come while a transaction holds the gate wait in ``endedRuns``; the next transaction records them
+    /// all and stores them once (10,000 dead links end about as fast as they start), then takes their actions in
+    /// order. Each caller returns once its own end is stored: by its own transaction, or by one it waited behind.
     private func runEnded(_ gid: DownloadID, token: Int, outcome: Result<PlaylistRun.Outcome, DownloadError>) async {
+        self.endedRuns.append(EndedRun(gid: gid, token: token, outcome: outcome))
         await self.selfMadeTransaction { () async -> Void in
-            guard let run = self.supervisor.ended(gid, token: token) else { return }
-            let actions: [QueueAction]
-            switch outcome {
-            case .success(let result):
-                if let metalink = result.metalink {
-                    // Following may be refused and taken back; the run's record is not part of that.
-                    await self.storeSelfMade()
-                    actions = self.follow(metalink, of: gid, path: result.path, length: result.length)
-                } else {
-                    actions = self.ledger.queue.finish(
-                        gid,
-                        outcome: .complete(path: result.path, length: result.length, audio: result.audio)
-                    )
-                    self.logger.info("Download complete", metadata: ["gid": "\(gid)", "path": "\(result.path)"])
-                }
-            case .failure(let error):
-                let lengths = run.lengths
-                self.ledger.queue.record(
-                    gid,
-                    path: run.playlist.snapshot()?.progress.path,
-                    totalLength: lengths.total,
-                    completedLength: lengths.completed
-                )
-                if error.code == .superseded {
-                    // Its download is another writer's now: the owner drops it (``orphans()``).
-                    self.supervisor.supersede(gid)
-                    actions = []
-                } else if run.stopRequested || (run.playlist.endsByRequest && error.code == .cancelled) {
-                    actions = []
-                } else {
-                    let code = Aria2ErrorCode(error)
-                    actions = self.ledger.queue.finish(gid, outcome: .failed(code: code, message: error.message))
-                    self.logger.info(
-                        "Download failed",
-                        metadata: ["gid": "\(gid)", "code": "\(code.rawValue)", "error": "\(error.message)"]
-                    )
-                }
+            let ended = self.endedRuns
+            self.endedRuns = []
+            var actions: [QueueAction] = []
+            for end in ended {
+                actions += await self.record(end)
             }
             // Stored before the actions are taken (a notification says what is stored).
             await self.storeSelfMade()
             self.perform(actions)
         }
+    }
+
+    /// A run's end, waiting in ``endedRuns`` for its transaction.
+    struct EndedRun {
+        var gid: DownloadID
+        var token: Int
+        var outcome: Result<PlaylistRun.Outcome, DownloadError>
+    }
+
+    /// Within a transaction: the queue's answer to one run's end; nothing when the run was not the current one.
+    private func record(_ end: EndedRun) async -> [QueueAction] {
+        let gid = end.gid
+        guard let run = self.supervisor.ended(gid, token: end.token) else { return [] }
+        let actions: [QueueAction]
+        switch end.outcome {
+        case .success(let result):
+            if let metalink = result.metalink {
+                // Following may be refused and taken back; the run's record is not part of that.
+                await self.storeSelfMade()
+                actions = self.follow(metalink, of: gid, path: result.path, length: result.length)
+            } else {
+                actions = self.ledger.queue.finish(
+                    gid,
+                    outcome: .complete(path: result.path, length: result.length, audio: result.audio)
+                )
+                self.logger.info("Download complete", metadata: ["gid": "\(gid)", "path": "\(result.path)"])
+            }
+        case .failure(let error):
+            let lengths = run.lengths
+            self.ledger.queue.record(
+                gid,
+                path: run.playlist.snapshot()?.progress.path,
+                totalLength: lengths.total,
+                completedLength: lengths.completed
+            )
+            if error.code == .superseded {
+                // Its download is another writer's now: the owner drops it (``orphans()``).
+                self.supervisor.supersede(gid)
+                actions = []
+            } else if run.stopRequested || (run.playlist.endsByRequest && error.code == .cancelled) {
+                actions = []
+            } else {
+                let code = Aria2ErrorCode(error)
+                actions = self.ledger.queue.finish(gid, outcome: .failed(code: code, message: error.message))
+                self.logger.info(
+                    "Download failed",
+                    metadata: ["gid": "\(gid)", "code": "\(code.rawValue)", "error": "\(error.message)"]
+                )
+            }
+        }
+        return actions
     }
 
     /// A run whose URL was a Metalink document (it follows Metalinks, the `follow-metalink` option): as aria2

@@ -72,6 +72,9 @@ public actor DownloadManager: DownloadQueueService {
     private(set) var effectiveGlobals: [QueueOption] = []
     /// The runs of the active downloads, their tokens, and the downloads another writer took (``orphans()``).
     var supervisor = RunSupervisor()
+    /// Runs that ended and wait for the transaction that records them (``runEnded(_:token:outcome:)``): the first
+    /// to get the gate records every end that came meanwhile, in one store.
+    var endedRuns: [EndedRun] = []
     private var isStarted = false
     var isShutDown = false
     let recordDelay: Duration
