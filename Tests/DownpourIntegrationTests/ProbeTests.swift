@@ -104,11 +104,14 @@ struct ProbeTests {
             #expect(gets.count == 4, "\(describe(gets))")
             #expect(gets.first?.header("Range") == Self.probeRange(configuration))
             let probeConnection = try #require(gets.first?.connectionID)
-            // The other ranges, on other connections, cover the rest of the file exactly once, from the end of the
-            // probe's response (one split: its own range in the plan).
+            // The other ranges cover the rest of the file exactly once, from the end of the probe's response (one
+            // split: its own range in the plan). Each connection opened ahead sends one of them at most; which takes
+            // which is the pool's choice, and on a loaded machine the probe's connection may be idle before one
+            // opened ahead is up, and take a range itself.
+            let others = gets.dropFirst().filter { $0.connectionID != probeConnection }
+            #expect(Set(others.map(\.connectionID)).count == others.count, "\(describe(gets))")
             let ranges = try gets.dropFirst().map { request in
-                #expect(request.connectionID != probeConnection, "\(describe(gets))")
-                return try #require(request.requestedRange, "\(describe(gets))")
+                try #require(request.requestedRange, "\(describe(gets))")
             }.sorted { $0.lowerBound < $1.lowerBound }
             #expect(ranges.first?.lowerBound == 256 * 1024, "\(describe(gets))")
             #expect(ranges.last?.upperBound == Self.large.count, "\(describe(gets))")

@@ -75,7 +75,8 @@ struct TransactionTests {
                 count += 1
                 return count
             }
-            if count == held.withLockedValue({ $0 }) { release.wait() }
+            // Never held past the test, however it ends.
+            if count == held.withLockedValue({ $0 }) { _ = release.wait(timeout: .now() + .seconds(150)) }
         }
         defer { release.signal() }
         let downloader = makeTestDownloader()
@@ -90,31 +91,39 @@ struct TransactionTests {
             logger: Logger(label: "downpour.queue.tests", factory: { _ in SwiftLogNoOpLogHandler() })
         )
         let events = EventLog(manager.events)
-        try await manager.start()
-        // After the add's commit, the next is the first end's.
-        let before = commits.withLockedValue { $0 }
-        held.withLockedValue { $0 = before + 2 }
-        // Five dead links (nothing listens on port 9): refused at once, not retried.
-        let added = await manager.add(
-            batch: (1...5).map { AddRequest(uris: ["http://127.0.0.1:9/\($0).bin"], options: [], position: nil) }
-        )
-        let gids = try added.map { try $0.get() }
-        try await waitUntil("the first end's commit held") { commits.withLockedValue { $0 } == before + 2 }
-        // The held transaction took the ends that came before it had the gate; the runs still supervised are
-        // the others, and they have all ended once each waits in `endedRuns` (which grows only, while held).
-        try await waitUntil("every other run ended and waits for the gate") {
-            let waiting = await manager.endedRuns.count
-            return await waiting == manager.supervisor.runs.count
+        let outcome: Result<Void, any Error>
+        do {
+            try await manager.start()
+            // After the add's commit, the next is the first end's.
+            let before = commits.withLockedValue { $0 }
+            held.withLockedValue { $0 = before + 2 }
+            // Five dead links (nothing listens on port 9): refused at once, not retried.
+            let added = await manager.add(
+                batch: (1...5).map { AddRequest(uris: ["http://127.0.0.1:9/\($0).bin"], options: [], position: nil) }
+            )
+            let gids = try added.map { try $0.get() }
+            try await waitUntil("the first end's commit held") { commits.withLockedValue { $0 } >= before + 2 }
+            // The held transaction took the ends that came before it had the gate; the runs still supervised are
+            // the others, and they have all ended once each waits in `endedRuns` (which grows only, while held).
+            try await waitUntil("every other run ended and waits for the gate") {
+                let waiting = await manager.endedRuns.count
+                return await waiting == manager.supervisor.runs.count
+            }
+            release.signal()
+            for gid in gids {
+                try await events.wait(for: .failed(gid))
+            }
+            // One at a time, the five ends would have taken five commits.
+            #expect(commits.withLockedValue { $0 } <= before + 3, "the ends that waited were stored in one commit")
+            let stopped = try store.load().stopped
+            #expect(Set(stopped.map(\.gid)) == Set(gids))
+            outcome = .success(())
+        } catch {
+            outcome = .failure(error)
         }
         release.signal()
-        for gid in gids {
-            try await events.wait(for: .failed(gid))
-        }
-        // One at a time, the five ends would have taken five commits.
-        #expect(commits.withLockedValue { $0 } <= before + 3, "the ends that waited were stored in one commit")
-        let stopped = try store.load().stopped
-        #expect(Set(stopped.map(\.gid)) == Set(gids))
         await manager.shutdown()
         await downloader.shutdown()
+        try outcome.get()
     }
 }
