@@ -31,8 +31,10 @@ extension DownloadEngine {
     /// streaming, nor for a download verified in pieces: a bad piece taken out of the journal must not come back
     /// from a capture made before. A failure is passed over: the synced journal still holds.
     func saveUnsyncedJournal(_ journal: JournalStore, session: TransferSession) async {
-        guard journal.bootID != nil, session.isSegmented, session.pieceChecker == nil,
-            let record = self.journalRecord(session, done: session.doneRanges()),
+        guard journal.bootID != nil, session.isSegmented, session.pieceChecker == nil else { return }
+        // Most ticks of a slow or paused transfer find nothing new: no record is built, no permit asked.
+        let done = session.doneRanges()
+        guard !journal.records(done), let record = self.journalRecord(session, done: done),
             await self.writePermitted()
         else { return }
         try? await BlockingIO.run { () throws(DownloadError) in

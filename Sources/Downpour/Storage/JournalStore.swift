@@ -122,6 +122,15 @@ final class JournalStore: Sendable {
         Self.syncDirectory(of: self.path)
     }
 
+    /// Whether the newest journal on disk (synced or not) records `done` already: an unsynced save of it would
+    /// write nothing, so a caller need not build one.
+    func records(_ done: ByteRangeSet) -> Bool {
+        self.unsynced.withLockedValue { state in
+            guard let last = state.lastDone, last.count == done.ranges.count else { return false }
+            return zip(last, done.ranges).allSatisfy { $0 == [$1.lowerBound, $1.upperBound] }
+        }
+    }
+
     /// Replaces the unsynced journal with `journal`, marked with this boot and with the synced journal it follows:
     /// the ranges it names must have been written to the file (not synced). Nothing without a boot id, nor when the
     /// ranges are the ones the unsynced journal on disk has.

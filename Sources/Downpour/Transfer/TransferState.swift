@@ -19,6 +19,23 @@ struct TransferState {
         var recent: (bytes: Double, seconds: Double)?
         /// Bytes per second: ``recent``'s bytes over its seconds.
         var rate: Double? { self.recent.map { $0.bytes / $0.seconds } }
+        /// Bytes per second while reading: ``reading``'s bytes over its seconds.
+        var readingRate: Double? { self.reading.map { $0.bytes / $0.seconds } }
+
+        /// `average` with a write of `bytes` over the `seconds` since `last` taken in. A moving average of bytes
+        /// and of time, not of rates: writes that come in bursts and gaps (a server that paces its sends) average
+        /// to the speed that was had, where an average of each write's rate would count the bursts' rates up to
+        /// several times over.
+        static func averaged(
+            _ average: (bytes: Double, seconds: Double)?,
+            bytes: Int,
+            since last: ContinuousClock.Instant,
+            now: ContinuousClock.Instant
+        ) -> (bytes: Double, seconds: Double) {
+            let seconds = max((now - last).inSeconds, 1e-6)
+            let bytes = Double(bytes)
+            return average.map { (0.7 * $0.bytes + bytes, 0.7 * $0.seconds + seconds) } ?? (bytes, seconds)
+        }
         /// When its current request started, or last wrote.
         var lastProgress: ContinuousClock.Instant?
         /// When its current request started, and whether it has written since.
@@ -306,19 +323,10 @@ struct TransferState {
         }
         connection.receivedBytes += Int64(range.count)
         if let last = connection.lastProgress {
-            // A moving average of bytes and of time, not of rates: writes that come in bursts and gaps (a
-            // server that paces its sends) average to the speed that was had, where an average of each
-            // write's rate would count the bursts' rates up to several times over.
-            let seconds = max((now - last).inSeconds, 1e-6)
-            let bytes = Double(range.count)
-            let recent = connection.recent.map { (0.7 * $0.bytes + bytes, 0.7 * $0.seconds + seconds) }
-            connection.recent = recent ?? (bytes, seconds)
+            connection.recent = Connection.averaged(connection.recent, bytes: range.count, since: last, now: now)
         }
         if let lastRead = connection.lastRead {
-            let seconds = max((now - lastRead).inSeconds, 1e-6)
-            let bytes = Double(range.count)
-            let reading = connection.reading.map { (0.7 * $0.bytes + bytes, 0.7 * $0.seconds + seconds) }
-            connection.reading = reading ?? (bytes, seconds)
+            connection.reading = Connection.averaged(connection.reading, bytes: range.count, since: lastRead, now: now)
             connection.lastRead = now
         }
         if !connection.wroteSinceRequest, connection.timesFirstBytes, let started = connection.requestStarted {
@@ -334,7 +342,7 @@ struct TransferState {
     /// response's head in seconds (a round trip and the server's answer; `nil` before it had one).
     func pace(ofConnection id: Int) -> (rate: Double?, roundTrip: Double?) {
         let connection = self.connections[id]
-        return (connection?.reading.map { $0.bytes / $0.seconds }, connection?.quickestHead?.inSeconds)
+        return (connection?.readingRate, connection?.quickestHead?.inSeconds)
     }
 
     /// A response's head came for connection `id`'s current request.

@@ -222,6 +222,8 @@ extension DownloadManager {
         self.endedRuns.append(EndedRun(gid: gid, token: token, outcome: outcome))
         await self.selfMadeTransaction { () async -> Void in
             let ended = self.endedRuns
+            // Taken and stored by a transaction this one waited behind.
+            guard !ended.isEmpty else { return }
             self.endedRuns = []
             var actions: [QueueAction] = []
             for end in ended {
