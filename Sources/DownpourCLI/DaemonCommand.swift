@@ -265,7 +265,7 @@ struct DaemonCommand: AsyncParsableCommand {
 
     func run() async throws {
         Self.raiseOpenFileLimit()
-        LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        LoggingSystem.bootstrap { LineLogHandler.standardError(label: $0) }
         do {
             let settings = try self.daemonSettings()
             var logger = Logger(label: "downpour.daemon")

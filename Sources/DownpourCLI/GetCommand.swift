@@ -101,7 +101,7 @@ struct GetCommand: AsyncParsableCommand {
         var logger = Logger(label: "downpour")
         logger.logLevel = .warning
         if plan.verbose {
-            LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+            LoggingSystem.bootstrap { LineLogHandler.standardError(label: $0) }
             logger = Logger(label: "downpour")
             logger.logLevel = .debug
         }

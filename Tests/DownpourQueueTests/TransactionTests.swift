@@ -126,4 +126,79 @@ struct TransactionTests {
         await downloader.shutdown()
         try outcome.get()
     }
+
+    @Test("runs that end while the gate is held wait in its line as one transaction, not one place each")
+    func endsWaitingForTheGateHoldOnePlace() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        let commits = NIOLockedValueBox(0)
+        // The commit that `held` names (the first run's end) waits until the test lets it go.
+        let held = NIOLockedValueBox(Int.max)
+        let release = DispatchSemaphore(value: 0)
+        let store = try QueueStore(path: directory.path + "/queue.sqlite", checkpointInterval: 256) {
+            let count = commits.withLockedValue { count in
+                count += 1
+                return count
+            }
+            // Never held past the test, however it ends.
+            if count == held.withLockedValue({ $0 }) { _ = release.wait(timeout: .now() + .seconds(150)) }
+        }
+        defer { release.signal() }
+        // Each run waits, its download returned, until the test lets its end through to the manager.
+        let arrived = NIOLockedValueBox(Set<DownloadID>())
+        let letThrough = NIOLockedValueBox(Set<DownloadID>())
+        let downloader = makeTestDownloader()
+        let manager = DownloadManager(
+            downloader: downloader,
+            store: store,
+            defaults: .init(
+                directory: directory.path,
+                configuration: managerTestConfiguration(),
+                options: [QueueOption(name: "max-concurrent-downloads", value: "5")]
+            ),
+            logger: Logger(label: "downpour.queue.tests", factory: { _ in SwiftLogNoOpLogHandler() }),
+            recordDelay: .seconds(60),
+            runEnding: { gid in
+                arrived.withLockedValue { _ = $0.insert(gid) }
+                try? await waitUntil("the end of \(gid) let through") {
+                    letThrough.withLockedValue { $0.contains(gid) }
+                }
+            }
+        )
+        let events = EventLog(manager.events)
+        let outcome: Result<Void, any Error>
+        do {
+            try await manager.start()
+            // Five dead links (nothing listens on port 9): refused at once, not retried.
+            let gids = try await manager.add(
+                batch: (1...5).map { AddRequest(uris: ["http://127.0.0.1:9/\($0).bin"], options: [], position: nil) }
+            ).map { try $0.get() }
+            try await waitUntil("every run's download returned") { arrived.withLockedValue { $0.count } == 5 }
+            // The first end's transaction holds the gate: its commit waits.
+            held.withLockedValue { $0 = commits.withLockedValue { $0 } + 1 }
+            letThrough.withLockedValue { _ = $0.insert(gids[0]) }
+            try await waitUntil("the first end's commit held") {
+                commits.withLockedValue { $0 } >= held.withLockedValue { $0 }
+            }
+            // The other four end while it is held.
+            letThrough.withLockedValue { $0.formUnion(gids[1...]) }
+            try await waitUntil("the other ends wait") { await manager.endedRuns.count == 4 }
+            try await waitUntil("their transaction waits for the gate") { manager.gate.waiters >= 1 }
+            // One place in the line, not four: each would be a turn for a change that comes after them.
+            #expect(manager.gate.waiters == 1, "the four ends wait for the gate as one transaction")
+            release.signal()
+            for gid in gids {
+                try await events.wait(for: .failed(gid))
+            }
+            #expect(Set(try store.load().stopped.map(\.gid)) == Set(gids))
+            outcome = .success(())
+        } catch {
+            outcome = .failure(error)
+        }
+        release.signal()
+        letThrough.withLockedValue { $0.formUnion(arrived.withLockedValue { $0 }) }
+        await manager.shutdown()
+        await downloader.shutdown()
+        try outcome.get()
+    }
 }

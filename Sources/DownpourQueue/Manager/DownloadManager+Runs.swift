@@ -215,15 +215,29 @@ extension DownloadManager {
 
     /// A run ended: the queue records its outcome, in a transaction.
     ///
-    /// Ends that come while a transaction holds the gate wait in ``endedRuns``; the next transaction records them
-    /// all and stores them once (10,000 dead links end about as fast as they start), then takes their actions in
-    /// order. Each caller returns once its own end is stored: by its own transaction, or by one it waited behind.
+    /// Ends wait in ``endedRuns`` for one transaction that records them all and stores them once (10,000 dead links
+    /// end about as fast as they start), then takes their actions in order. Ends that come while that transaction
+    /// waits for the gate join it (``endsRecording``): however many runs end, they hold one place in the gate's line,
+    /// so a change behind them (an add) waits for one transaction, not for one turn per end. Each caller returns once
+    /// its own end is stored.
     private func runEnded(_ gid: DownloadID, token: Int, outcome: Result<PlaylistRun.Outcome, DownloadError>) async {
         self.endedRuns.append(EndedRun(gid: gid, token: token, outcome: outcome))
+        let recording: Task<Void, Never>
+        if let waiting = self.endsRecording {
+            recording = waiting
+        } else {
+            recording = Task { await self.recordEndedRuns() }
+            self.endsRecording = recording
+        }
+        await recording.value
+    }
+
+    /// The transaction of the ends in ``endedRuns``: it takes those that came before it had the gate; ends that
+    /// come later have a transaction of their own.
+    private func recordEndedRuns() async {
         await self.selfMadeTransaction { () async -> Void in
+            self.endsRecording = nil
             let ended = self.endedRuns
-            // Taken and stored by a transaction this one waited behind.
-            guard !ended.isEmpty else { return }
             self.endedRuns = []
             var actions: [QueueAction] = []
             for end in ended {

@@ -60,7 +60,7 @@ public actor DownloadManager: DownloadQueueService {
     /// The queue, and what of it the store has not taken yet.
     var ledger: QueueLedger
     /// One transaction at a time (``transaction(restartingOnFailure:_:)``).
-    let gate = TransactionGate()
+    nonisolated let gate = TransactionGate()
     var gids = GIDSource()
     /// Global options changed by clients (stored); they override ``Defaults/options``.
     var overrides: [QueueOption] = [] {
@@ -72,9 +72,12 @@ public actor DownloadManager: DownloadQueueService {
     private(set) var effectiveGlobals: [QueueOption] = []
     /// The runs of the active downloads, their tokens, and the downloads another writer took (``orphans()``).
     var supervisor = RunSupervisor()
-    /// Runs that ended and wait for the transaction that records them (``runEnded(_:token:outcome:)``): the first
-    /// to get the gate records every end that came meanwhile, in one store.
+    /// Runs that ended and wait for the transaction that records them (``runEnded(_:token:outcome:)``), in one
+    /// store.
     var endedRuns: [EndedRun] = []
+    /// That transaction while it waits for the gate: a run that ends meanwhile waits for it too, rather than for a
+    /// place of its own in the gate's line.
+    var endsRecording: Task<Void, Never>?
     private var isStarted = false
     var isShutDown = false
     let recordDelay: Duration
