@@ -18,6 +18,32 @@ struct ConnectAheadTests {
         try await DownpourTests.withTransport(loops: 2, configuration: configuration, body)
     }
 
+    @Test("connections open ahead once per origin in the window, however many other origins come and go")
+    func onceAmongManyOrigins() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let pool = HTTPClientPool(
+            eventLoops: [group.next()],
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        )
+        func origin(_ host: String) throws -> Origin { Origin(try #require(URL(string: "http://\(host):8080/f"))) }
+        let connect = TimeAmount.seconds(10)
+        let first = try origin("first.test")
+        #expect(pool.mayConnectAhead(to: first, connectTimeout: connect))
+        #expect(!pool.mayConnectAhead(to: first, connectTimeout: connect), "the second download finds it busy")
+        // A list of 1,000 hosts: each is new once; the quiet ones are dropped now and then, the recent ones kept.
+        for number in 0..<1000 {
+            let other = try origin("h\(number).test")
+            #expect(pool.mayConnectAhead(to: other, connectTimeout: connect))
+            #expect(!pool.mayConnectAhead(to: other, connectTimeout: connect))
+        }
+        #expect(!pool.mayConnectAhead(to: first, connectTimeout: connect), "still within its window")
+        pool.noteRequest(to: first, +1)
+        #expect(pool.mayStillConnectAhead(to: try origin("h999.test")))
+        #expect(!pool.mayStillConnectAhead(to: try origin("never.test")))
+        await pool.shutdown()
+        try await group.shutdownGracefully()
+    }
+
     @Test("a refused probe opens no other connection")
     func refusedProbe() async throws {
         let refusing = try RefusingPort()

@@ -39,6 +39,9 @@ final class HTTPClientPool: Sendable {
         var isShutDown = false
         /// Per origin: requests running, and when one last started or ended (or connections were opened ahead).
         var activity: [Origin: (running: Int, last: NIODeadline, ended: Int)] = [:]
+        /// How many origins ``activity`` may hold before the quiet ones are dropped: twice as many as were left
+        /// after the last time, so that dropping them costs each new origin a constant share.
+        var pruneAt = 64
     }
 
     /// How long a connection may stay idle in a client's pool before it is closed.
@@ -128,13 +131,20 @@ final class HTTPClientPool: Sendable {
         self.state.withLockedValue { state in
             let now = NIODeadline.now()
             let window = connectTimeout + Self.idleTimeout + .seconds(1)
-            // Origins quiet for longer than the window say nothing any more: a daemon that runs for months keeps
-            // only the recent ones.
-            state.activity = state.activity.filter { $0.value.running > 0 || now - $0.value.last < window }
-            if let activity = state.activity[origin] {
+            // An origin quiet for longer than the window says nothing any more.
+            func isRecent(_ activity: (running: Int, last: NIODeadline, ended: Int)) -> Bool {
+                activity.running > 0 || now - activity.last < window
+            }
+            if let activity = state.activity[origin], isRecent(activity) {
                 return false
             }
             state.activity[origin] = (0, now, 0)
+            // A daemon that runs for months, or a list of 10,000 hosts, keeps only the recent origins, dropped
+            // now and then rather than looked through at every download.
+            if state.activity.count >= state.pruneAt {
+                state.activity = state.activity.filter { isRecent($0.value) }
+                state.pruneAt = max(64, 2 * state.activity.count)
+            }
             return true
         }
     }
@@ -227,7 +237,9 @@ final class ConnectAhead: Sendable {
     }
 
     let origin: Origin
-    private let request: HTTPClient.Request
+    /// What each placeholder asks for (it never goes out), made when the connections open: a probe that never
+    /// connects (a dead link) makes none.
+    private let url: URL
     private let placeholders: [Placeholders]
     private let logger: Logger
     private let isOpened = NIOLockedValueBox(false)
@@ -237,13 +249,13 @@ final class ConnectAhead: Sendable {
 
     init(
         origin: Origin,
-        request: HTTPClient.Request,
+        url: URL,
         placeholders: [Placeholders],
         mayStillOpen: @escaping @Sendable () -> Bool,
         logger: Logger
     ) {
         self.origin = origin
-        self.request = request
+        self.url = url
         self.placeholders = placeholders
         self.mayStillOpen = mayStillOpen
         self.logger = logger
@@ -263,9 +275,10 @@ final class ConnectAhead: Sendable {
         else { return }
         // Another request to the origin ended meanwhile (another download's, or a probe's failed first try): a
         // connection may be idle in a pool, and a placeholder would take it and send. The ranges open their own.
-        guard self.mayStillOpen() else { return }
+        guard self.mayStillOpen(), let request = try? HTTPClient.Request(url: self.url.absoluteString, method: .HEAD)
+        else { return }
         for placeholders in self.placeholders {
-            let (client, loop, request, logger) = (placeholders.client, placeholders.loop, self.request, self.logger)
+            let (client, loop, logger) = (placeholders.client, placeholders.loop, self.logger)
             let start = {
                 // All placeholders first: each finds as many connections starting as requests waiting, and the
                 // pool starts one more for it; then every one of them is cancelled before the loop moves on.
@@ -367,8 +380,7 @@ struct HTTPTransport: Sendable {
         }
         guard count > 0, route == nil,
             self.pool.mayConnectAhead(to: Origin(url), connectTimeout: TimeAmount(self.configuration.timeouts.connect)),
-            let (clients, _) = try? await self.pool.clients(for: self.configuration, route: nil),
-            let request = try? HTTPClient.Request(url: url.absoluteString, method: .HEAD)
+            let (clients, _) = try? await self.pool.clients(for: self.configuration, route: nil)
         else { return nil }
         var perClient = [Int](repeating: 0, count: clients.count)
         for id in 2...(count + 1) {
@@ -381,7 +393,7 @@ struct HTTPTransport: Sendable {
         let origin = Origin(url)
         return ConnectAhead(
             origin: origin,
-            request: request,
+            url: url,
             placeholders: placeholders,
             mayStillOpen: { pool.mayStillConnectAhead(to: origin) },
             logger: self.logger
