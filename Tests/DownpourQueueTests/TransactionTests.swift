@@ -62,12 +62,14 @@ struct TransactionTests {
         await downloader.shutdown()
     }
 
-    @Test("runs that end while a transaction stores are recorded together: one commit for all of them")
-    func endsWaitingForTheGateShareACommit() async throws {
-        let directory = try ScratchDirectory()
-        defer { directory.remove() }
+    /// A store that counts its commits (`commits`) and holds the one `held` numbers until `release` is signalled,
+    /// never past 150 s, however the test ends.
+    static func storeHoldingACommit(
+        in directory: ScratchDirectory
+    ) throws -> (
+        store: QueueStore, commits: NIOLockedValueBox<Int>, held: NIOLockedValueBox<Int>, release: DispatchSemaphore
+    ) {
         let commits = NIOLockedValueBox(0)
-        // The commit that `held` names (the first run's end) waits until the test lets it go.
         let held = NIOLockedValueBox(Int.max)
         let release = DispatchSemaphore(value: 0)
         let store = try QueueStore(path: directory.path + "/queue.sqlite", checkpointInterval: 256) {
@@ -75,19 +77,32 @@ struct TransactionTests {
                 count += 1
                 return count
             }
-            // Never held past the test, however it ends.
             if count == held.withLockedValue({ $0 }) { _ = release.wait(timeout: .now() + .seconds(150)) }
         }
+        return (store, commits, held, release)
+    }
+
+    /// The test defaults, with five downloads at once.
+    static func fiveAtOnce(in directory: ScratchDirectory) -> DownloadManager.Defaults {
+        .init(
+            directory: directory.path,
+            configuration: managerTestConfiguration(),
+            options: [QueueOption(name: "max-concurrent-downloads", value: "5")]
+        )
+    }
+
+    @Test("runs that end while a transaction stores are recorded together: one commit for all of them")
+    func endsWaitingForTheGateShareACommit() async throws {
+        let directory = try ScratchDirectory()
+        defer { directory.remove() }
+        // The commit that `held` names (the first run's end) waits until the test lets it go.
+        let (store, commits, held, release) = try Self.storeHoldingACommit(in: directory)
         defer { release.signal() }
         let downloader = makeTestDownloader()
         let manager = DownloadManager(
             downloader: downloader,
             store: store,
-            defaults: .init(
-                directory: directory.path,
-                configuration: managerTestConfiguration(),
-                options: [QueueOption(name: "max-concurrent-downloads", value: "5")]
-            ),
+            defaults: Self.fiveAtOnce(in: directory),
             logger: Logger(label: "downpour.queue.tests", factory: { _ in SwiftLogNoOpLogHandler() })
         )
         let events = EventLog(manager.events)
@@ -131,18 +146,8 @@ struct TransactionTests {
     func endsWaitingForTheGateHoldOnePlace() async throws {
         let directory = try ScratchDirectory()
         defer { directory.remove() }
-        let commits = NIOLockedValueBox(0)
         // The commit that `held` names (the first run's end) waits until the test lets it go.
-        let held = NIOLockedValueBox(Int.max)
-        let release = DispatchSemaphore(value: 0)
-        let store = try QueueStore(path: directory.path + "/queue.sqlite", checkpointInterval: 256) {
-            let count = commits.withLockedValue { count in
-                count += 1
-                return count
-            }
-            // Never held past the test, however it ends.
-            if count == held.withLockedValue({ $0 }) { _ = release.wait(timeout: .now() + .seconds(150)) }
-        }
+        let (store, commits, held, release) = try Self.storeHoldingACommit(in: directory)
         defer { release.signal() }
         // Each run waits, its download returned, until the test lets its end through to the manager.
         let arrived = NIOLockedValueBox(Set<DownloadID>())
@@ -151,11 +156,7 @@ struct TransactionTests {
         let manager = DownloadManager(
             downloader: downloader,
             store: store,
-            defaults: .init(
-                directory: directory.path,
-                configuration: managerTestConfiguration(),
-                options: [QueueOption(name: "max-concurrent-downloads", value: "5")]
-            ),
+            defaults: Self.fiveAtOnce(in: directory),
             logger: Logger(label: "downpour.queue.tests", factory: { _ in SwiftLogNoOpLogHandler() }),
             recordDelay: .seconds(60),
             runEnding: { gid in
