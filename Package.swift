@@ -22,7 +22,8 @@ let upcomingFeatures: [SwiftSetting] = [
 ///   the loader reads 0.4 MB of relocation records instead of 1.6 MB.
 /// - `--no-export-dynamic` takes back the `-export-dynamic` the toolchain's static-stdlib arguments add: nothing
 ///   looks a symbol of the binary up by name (its `dlsym` calls find the C library's), and exporting all 54,000
-///   made the loader's symbol tables (4.6 MB) part of every run: a 1 GiB `get` peaked at 36.1 MB, now 29.1 MB.
+///   put 3.3 MiB of the loader's symbol tables in every run: a 1 GiB `get -x 8` peaked at 32.6–33.4 MiB, now
+///   29.9–30.0 MiB (`Benchmarks/RESULTS.md`, stop 56).
 let releaseLink: [LinkerSetting] = {
     #if os(Linux)
     var flags = ["-static-stdlib", "-use-ld=lld", "-Xlinker", "--no-export-dynamic"]
